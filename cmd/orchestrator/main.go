@@ -1,0 +1,55 @@
+// Command orchestrator runs toolpool: with no arguments (or "serve") an
+// embedded JetStream server, a worker pool and the HTTP API; "call" sends one
+// tool call through the pool.
+//
+//	orchestrator [serve] [flags]
+//	orchestrator call [--nats-url URL] [--session ID] [--timeout DUR] TOOL 'JSON'
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/toolpool/toolpool/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: orchestrator [command] [flags]
+
+commands:
+  serve   (the default) run the pool: an embedded JetStream server unless
+          --nats-url is given, in-process workers, and the HTTP API
+  call    send one tool call through the pool and print its tool_result:
+          orchestrator call [--nats-url URL] [--session ID] [--timeout DUR] TOOL 'JSON'
+
+Run "orchestrator COMMAND -h" for a command's flags.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, stderr)
+	case "call":
+		return call(ctx, args, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return cli.ExitOK
+	default:
+		fmt.Fprintf(stderr, "orchestrator: unknown command %q\n\n%s", cmd, usage)
+		return cli.ExitUsage
+	}
+}

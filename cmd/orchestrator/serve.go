@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/tools"
+	"github.com/toolpool/toolpool/pkg/tools/demo"
+	"github.com/toolpool/toolpool/pkg/worker"
+)
+
+// serveFlags are serve's flags.
+type serveFlags struct {
+	nats         cli.NATSFlags
+	log          cli.LogFlags
+	dataDir      string
+	natsListen   string
+	httpAddr     string
+	workspace    string
+	instance     string
+	workers      int
+	concurrency  int
+	demoTools    bool
+	replicas     int
+	drainTimeout time.Duration
+	set          map[string]bool // flags given on the command line
+}
+
+func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("orchestrator serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: orchestrator [serve] [flags]\n\nRuns the pool. With no --nats-url (or NATS_URL) it starts an embedded JetStream\nserver, provisions the streams and runs --workers in-process workers.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	f.nats.Register(fs)
+	f.log.Register(fs)
+	fs.StringVar(&f.dataDir, "data-dir", "data", "embedded server: where JetStream keeps its store")
+	fs.StringVar(&f.natsListen, "nats-listen", jetstream.EmbeddedListenDefault, "embedded server: client address, so separate worker processes can join")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address (health, tools); empty to disable")
+	fs.StringVar(&f.workspace, "workspace", "workspace", "root directory of the file tools")
+	fs.StringVar(&f.instance, "instance", "", "this orchestrator's id in result subjects (default random)")
+	fs.IntVar(&f.workers, "workers", 4, "in-process workers (default 4 with the embedded server, 0 with --nats-url)")
+	fs.IntVar(&f.concurrency, "concurrency", worker.ConcurrencyDefault, "calls each in-process worker executes at once")
+	fs.BoolVar(&f.demoTools, "demo-tools", true, "serve the diagnostic tools echo, sleep and flaky (default on with the embedded server, off with --nats-url)")
+	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, cli.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if f.nats.URL() != "" {
+		if !f.set["workers"] {
+			f.workers = 0
+		}
+		if !f.set["demo-tools"] {
+			f.demoTools = false
+		}
+	}
+	if f.workers < 0 {
+		return nil, cli.Usagef("--workers must not be negative")
+	}
+	if f.concurrency < 1 {
+		return nil, cli.Usagef("--concurrency must be at least 1")
+	}
+	return f, nil
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) int {
+	f, err := parseServe(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cli.ExitOK
+		}
+		var ue *cli.UsageError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(stderr, "orchestrator:", err)
+		}
+		return cli.ExitUsage
+	}
+	log, err := f.log.Logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "orchestrator:", err)
+		return cli.ExitUsage
+	}
+	if err := runServe(ctx, f, log); err != nil {
+		log.Error("orchestrator stopped", "err", err)
+		return cli.ExitIsError
+	}
+	return cli.ExitOK
+}
+
+// runServe runs the pool until ctx is done.
+func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
+	url := f.nats.URL()
+	var emb *jetstream.Embedded
+	if url == "" {
+		var err error
+		emb, err = jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+			Listen: f.natsListen, DataDir: f.dataDir, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		defer emb.Shutdown()
+		url = emb.ClientURL()
+		log.Info("embedded JetStream server started", "url", url, "data_dir", f.dataDir)
+	}
+	nc, err := f.nats.Connect(url, "toolpool-orchestrator", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	jsCtx, err := js.New(nc)
+	if err != nil {
+		return err
+	}
+	provCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = jetstream.Provision(provCtx, jsCtx, jetstream.Config{Replicas: f.replicas})
+	cancel()
+	if err != nil {
+		return err
+	}
+
+	reg := tools.NewRegistry()
+	if f.demoTools {
+		if err := demo.Register(reg); err != nil {
+			return err
+		}
+	}
+	var workers []*worker.Worker
+	if f.workers > 0 && len(reg.Names()) > 0 {
+		for i := range f.workers {
+			w, err := worker.New(worker.Config{
+				JetStream: jsCtx, Registry: reg, Concurrency: f.concurrency,
+				DrainTimeout: f.drainTimeout, Logger: log.With("worker", i),
+			})
+			if err != nil {
+				return err
+			}
+			if err := w.Start(ctx); err != nil {
+				return err
+			}
+			workers = append(workers, w)
+		}
+		log.Info("in-process workers started", "workers", f.workers, "tools", reg.Names())
+	}
+
+	d, err := dispatch.New(dispatch.Config{
+		JS: jsCtx, Instance: f.instance, Catalog: dispatch.ConsumerCatalog(jsCtx, 0), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	defer d.Stop()
+
+	var srv *http.Server
+	if f.httpAddr != "" {
+		ln, err := net.Listen("tcp", f.httpAddr)
+		if err != nil {
+			return fmt.Errorf("http: listen on %s: %w (pass --http ADDR)", f.httpAddr, err)
+		}
+		srv = &http.Server{Handler: newHTTPHandler(nc, jsCtx, reg), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server failed", "err", err)
+			}
+		}()
+		log.Info("http listening", "addr", ln.Addr().String())
+	}
+	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", d.Instance())
+
+	<-ctx.Done()
+	log.Info("shutting down")
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
+			defer cancel()
+			_ = w.Stop(sctx)
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// newHTTPHandler serves health, readiness and the tool definitions.
+func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, reg *tools.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !nc.IsConnected() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "nats disconnected"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		for _, name := range []string{jetstream.StreamCalls, jetstream.StreamResults, jetstream.StreamDLQ} {
+			if _, err := jsCtx.Stream(ctx, name); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stream " + name + " unavailable"})
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.HandleFunc("GET /v1/tools", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"tools": reg.Definitions()})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

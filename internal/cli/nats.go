@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"flag"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolpool/toolpool/jetstream"
+)
+
+// NATSFlags are the connection flags. Credentials come from the environment
+// (NATS_CREDS, NATS_USER/NATS_PASSWORD, NATS_NKEY, NATS_CA/NATS_CERT/NATS_KEY)
+// or from the flags, which win.
+type NATSFlags struct {
+	opts jetstream.ConnectOptions
+}
+
+// Register adds --nats-url and the credential flags to fs, with defaults from
+// the environment.
+func (n *NATSFlags) Register(fs *flag.FlagSet) {
+	n.opts = jetstream.ConnectOptionsFromEnv()
+	fs.StringVar(&n.opts.URL, "nats-url", n.opts.URL, "NATS server URL(s), comma-separated (env NATS_URL)")
+	fs.StringVar(&n.opts.Creds, "nats-creds", n.opts.Creds, "NATS .creds file (env NATS_CREDS)")
+	fs.StringVar(&n.opts.NKeyFile, "nats-nkey", n.opts.NKeyFile, "file holding a NATS user nkey seed (env NATS_NKEY)")
+	fs.StringVar(&n.opts.CAFile, "nats-ca", n.opts.CAFile, "PEM CA certificate for the server's TLS (env NATS_CA)")
+	fs.StringVar(&n.opts.CertFile, "nats-cert", n.opts.CertFile, "PEM client certificate for mutual TLS (env NATS_CERT)")
+	fs.StringVar(&n.opts.KeyFile, "nats-key", n.opts.KeyFile, "PEM client key for mutual TLS (env NATS_KEY)")
+}
+
+// URL is the server URL given, "" when none was.
+func (n *NATSFlags) URL() string { return n.opts.URL }
+
+// Connect connects to url (the flag's when empty) with the credentials given.
+func (n *NATSFlags) Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
+	o := n.opts
+	if url != "" {
+		o.URL = url
+	}
+	o.Name, o.Logger = name, log
+	return jetstream.Connect(o)
+}

@@ -1,0 +1,110 @@
+// Package natstest starts real, in-process nats-servers with JetStream for
+// tests: each on a free loopback port with its store in t.TempDir(), shut
+// down when the test ends.
+//
+//	func TestSomething(t *testing.T) {
+//		t.Parallel()
+//		srv, nc, j := natstest.StartProvisioned(t)
+//		_ = srv.ClientURL() // for a second connection, e.g. a worker's
+//		_, err := j.Publish(t.Context(), jetstream.CallSubject("echo"), []byte(`{}`))
+//		...
+//	}
+package natstest
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+)
+
+// Start starts an embedded JetStream server on a free loopback port with
+// its store in t.TempDir(). The test's cleanup shuts it down. Server
+// warnings and errors go to t.Log.
+func Start(t testing.TB) *jetstream.Embedded {
+	t.Helper()
+	logger := Logger(t) // registered first, so it is closed after Shutdown
+	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+		Listen:  "127.0.0.1:0",
+		DataDir: t.TempDir(),
+		Logger:  logger,
+	})
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// Connect connects to url with jetstream.Connect and short reconnect
+// waits, named after the test. The test's cleanup closes the connection.
+func Connect(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := jetstream.Connect(jetstream.ConnectOptions{
+		URL:             url,
+		Name:            t.Name(),
+		Logger:          slog.New(slog.DiscardHandler),
+		ReconnectWait:   50 * time.Millisecond,
+		ReconnectJitter: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// StartProvisioned starts a server as Start does, connects to it and
+// provisions the streams with the default topology.
+func StartProvisioned(t testing.TB) (*jetstream.Embedded, *nats.Conn, js.JetStream) {
+	t.Helper()
+	srv := Start(t)
+	nc := Connect(t, srv.ClientURL())
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return srv, nc, j
+}
+
+// Logger returns a logger that writes records at warn level and above to
+// t.Log, and drops them once the test and its cleanups are over (servers
+// and connections may log from their own goroutines).
+func Logger(t testing.TB) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct {
+	t      testing.TB
+	mu     sync.Mutex
+	closed bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}

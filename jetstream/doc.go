@@ -1,0 +1,110 @@
+// Package jetstream is toolpool's NATS JetStream topology, in one place:
+// the streams and per-tool consumers, how to connect to a server, and an
+// in-process server for single-binary use.
+//
+// # Topology
+//
+// Three streams, created by Provision (or by an operator with
+// `nats stream add --config streams/<NAME>.json`; the files in streams/
+// are the default topology and a test keeps them equal to StreamConfigs):
+//
+//	stream        subjects                     retention  limits (defaults)                       discard
+//	TOOL_CALLS    tools.call.<tool>            workqueue  no max age, no size cap, 2 MiB per msg  new
+//	TOOL_RESULTS  tools.result.<orchestrator>  limits     max age 1h, 2 MiB per msg               old
+//	TOOL_DLQ      tools.dlq.<tool>             limits     max age 30 days, 1 GiB in all           old
+//
+// All three use file storage, 1 replica (Config.Replicas: 3 on a cluster)
+// and a 2 minute duplicate window. Why:
+//
+//   - TOOL_CALLS is a work queue: a call is stored until a worker acks it
+//     and then deleted, so the stream is the backlog. Calls do not expire
+//     by age: each carries its own deadline, which workers check before
+//     starting, so an old call is answered with is_error rather than
+//     silently dropped. If Config.CallsMaxBytes caps the queue, discard
+//     "new" makes a full queue refuse new calls (the publisher sees the
+//     error and can answer the model) instead of dropping queued ones.
+//     Publishers set Nats-Msg-Id to the call id, so a call published twice
+//     within the window is stored once.
+//   - TOOL_RESULTS keeps results for an hour, long enough for an
+//     orchestrator to collect them after a restart. Workers publish each
+//     result with Nats-Msg-Id = call id, so a result published twice (a
+//     worker crashed between publishing and acking, and the redelivered
+//     call ran again) is stored once. The window must cover that redelivery:
+//     with the defaults (AckWait 35 s, 30 s timeout) it does; tools with
+//     longer timeouts need a longer Config.DuplicateWindow, and the
+//     orchestrator should still tolerate a late duplicate.
+//   - TOOL_DLQ keeps dead letters long enough for an operator to drain them
+//     after an outage, bounded in bytes; beyond the bound the oldest go
+//     first so new failures are always recorded. Its messages are not held
+//     to MaxMsgSize: a dead letter carries the whole call plus every
+//     attempt's error (the server's max_payload still applies).
+//
+// One durable pull consumer per tool on TOOL_CALLS, made by EnsureConsumer:
+//
+//	name              tool_<tool>
+//	filter            tools.call.<tool>
+//	ack policy        explicit: a call leaves the queue only when a worker acks it
+//	ack wait          tool timeout + 5 s, at least 10 s (AckWaitFor)
+//	max deliver       MaxAttempts + 2 (MaxDeliverMargin)
+//	max ack pending   the tool's fleet-wide concurrency cap (default 1000)
+//	deliver policy    all; no BackOff list
+//
+// Why: AckWait outlasts one attempt so a live worker is not raced by a
+// redelivery, and a dead one's call returns to the queue soon after. Delays
+// between attempts are the worker's NakWithDelay, computed from the tool's
+// retry policy, not a server BackOff list. A call redelivered past
+// MaxAttempts (its workers kept crashing) reaches a worker that
+// dead-letters it without running it; the extra delivery covers a crash
+// during that. A call that still reaches MaxDeliver is no longer delivered
+// but stays in TOOL_CALLS, and the server announces it on
+// MaxDeliveriesAdvisorySubject(tool) with its stream sequence. Delayed NAKs
+// count as pending, so MaxAckPending bounds calls in flight and calls
+// waiting to retry together.
+//
+// A work-queue stream accepts only consumers whose filters do not overlap:
+// read TOOL_CALLS for monitoring through stream info, not another consumer.
+//
+// # Changing the topology
+//
+// Provision is idempotent. On an existing stream, subjects, retention,
+// storage and replicas must match the Config, or Provision fails with a
+// *ConflictError naming each differing setting; it never changes them,
+// since that would move or lose calls. Limits (max_age, max_bytes,
+// max_msgs, max_msg_size, duplicate_window, discard) are updated in place
+// to the Config's values, leaving settings toolpool does not manage alone.
+// So change limits through toolpool's configuration, not `nats stream
+// edit`: the next Provision would set them back.
+//
+// # Servers
+//
+// Connect dials an external server with credentials from
+// ConnectOptionsFromEnv (NATS_URL, NATS_CREDS, NATS_USER/NATS_PASSWORD,
+// NATS_NKEY, NATS_CA/NATS_CERT/NATS_KEY) and reconnects forever.
+// StartEmbedded runs nats-server in this process with JetStream, storing in
+// DataDir/jetstream, for `orchestrator serve` without a NATS_URL. Its
+// max_payload is 8 MiB; a stock external server's is 1 MiB, which then
+// caps calls and results below Config.MaxMsgSize.
+//
+// # Example
+//
+//	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: "data"})
+//	if err != nil {
+//		return err
+//	}
+//	defer srv.Shutdown()
+//	nc, err := jetstream.Connect(jetstream.ConnectOptions{URL: srv.ClientURL()})
+//	if err != nil {
+//		return err
+//	}
+//	defer nc.Close()
+//	j, err := js.New(nc) // js is github.com/nats-io/nats.go/jetstream
+//	if err != nil {
+//		return err
+//	}
+//	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
+//		return err
+//	}
+//	consumer, err := jetstream.EnsureConsumer(ctx, j, jetstream.ConsumerSpec{
+//		Tool: "web_search", Timeout: 10 * time.Second, MaxAttempts: 3, Concurrency: 20,
+//	})
+package jetstream

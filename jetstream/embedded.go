@@ -1,0 +1,266 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Defaults of EmbeddedOptions.
+const (
+	EmbeddedListenDefault       = "127.0.0.1:4222"
+	EmbeddedDataDirDefault      = "data"
+	EmbeddedServerNameDefault   = "toolpool"
+	EmbeddedMaxPayloadDefault   = 8 << 20 // 8 MiB
+	EmbeddedReadyTimeoutDefault = 10 * time.Second
+)
+
+// ErrListenAddrInUse matches (with errors.Is) the error StartEmbedded
+// returns when its listen address is taken, typically by another server.
+var ErrListenAddrInUse = errors.New("listen address is in use")
+
+// EmbeddedOptions configures an in-process nats-server with JetStream.
+type EmbeddedOptions struct {
+	// Listen is the client address, host:port. Port 0 or -1 picks a free
+	// port (see ClientURL); an empty host listens on all interfaces.
+	// Default EmbeddedListenDefault (127.0.0.1:4222).
+	Listen string
+	// DataDir holds the server's state; JetStream stores streams in
+	// DataDir/jetstream. Default EmbeddedDataDirDefault ("data", relative
+	// to the working directory).
+	DataDir string
+	// ServerName names the server in logs and monitoring.
+	// Default EmbeddedServerNameDefault ("toolpool").
+	ServerName string
+	// Logger receives the server's log: warnings and errors at their
+	// levels, notices and debug lines at debug level. Default slog.Default().
+	Logger *slog.Logger
+	// User and Password, when User is set, are required of every client.
+	// Set them when Listen is not a loopback address.
+	User, Password string
+	// MaxPayload is the largest message the server accepts, in bytes. It
+	// must be at least Config.MaxMsgSize plus headers.
+	// Default EmbeddedMaxPayloadDefault (8 MiB).
+	MaxPayload int32
+	// ReadyTimeout bounds the wait for the server to accept clients.
+	// Default EmbeddedReadyTimeoutDefault (10s).
+	ReadyTimeout time.Duration
+}
+
+// WithDefaults returns o with zero fields set to their defaults.
+func (o EmbeddedOptions) WithDefaults() EmbeddedOptions {
+	if o.Listen == "" {
+		o.Listen = EmbeddedListenDefault
+	}
+	if o.DataDir == "" {
+		o.DataDir = EmbeddedDataDirDefault
+	}
+	if o.ServerName == "" {
+		o.ServerName = EmbeddedServerNameDefault
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = EmbeddedMaxPayloadDefault
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = EmbeddedReadyTimeoutDefault
+	}
+	return o
+}
+
+// Embedded is a running in-process nats-server with JetStream.
+type Embedded struct {
+	srv      *server.Server
+	url      string
+	storeDir string
+	once     sync.Once
+}
+
+// StartEmbedded starts nats-server in this process with JetStream enabled,
+// storing under opts.DataDir/jetstream, and returns once it accepts
+// clients. Zero fields of opts take their defaults. A taken listen address
+// gives an error matching ErrListenAddrInUse.
+func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
+	opts = opts.WithDefaults()
+	host, port, err := parseListen(opts.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxPayload < 0 {
+		return nil, fmt.Errorf("jetstream: embedded nats-server: MaxPayload is %d; want a positive size", opts.MaxPayload)
+	}
+	if opts.ReadyTimeout < 0 {
+		return nil, fmt.Errorf("jetstream: embedded nats-server: ReadyTimeout is %v; want a positive duration", opts.ReadyTimeout)
+	}
+	if port != server.RANDOM_PORT {
+		// Probe the address first: the server itself only logs a listen
+		// failure, and this gives a typed error the CLI can explain.
+		if err := probeListen(host, port); err != nil {
+			return nil, err
+		}
+	}
+	dataDir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: embedded nats-server: data dir %s: %w", opts.DataDir, err)
+	}
+
+	sopts := &server.Options{
+		ServerName: opts.ServerName,
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   dataDir,
+		MaxPayload: opts.MaxPayload,
+		Username:   opts.User,
+		Password:   opts.Password,
+		NoSigs:     true,
+	}
+	srv, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: embedded nats-server: %w", err)
+	}
+	logger := &serverLogger{log: opts.Logger}
+	srv.SetLoggerV2(logger, opts.Logger.Enabled(context.Background(), slog.LevelDebug), false, false)
+
+	// Start returns after JetStream is enabled and the client listener is
+	// open, or after logging a fatal error (which our logger records).
+	srv.Start()
+	if msg := logger.fatal(); msg != "" {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("jetstream: embedded nats-server did not start: %s", msg)
+	}
+	if !srv.ReadyForConnections(opts.ReadyTimeout) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		if msg := logger.fatal(); msg != "" {
+			return nil, fmt.Errorf("jetstream: embedded nats-server did not start: %s", msg)
+		}
+		return nil, fmt.Errorf("jetstream: embedded nats-server on %s not ready for connections after %v", opts.Listen, opts.ReadyTimeout)
+	}
+	clientPort := port
+	if a, ok := srv.Addr().(*net.TCPAddr); ok {
+		clientPort = a.Port
+	}
+	return &Embedded{
+		srv:      srv,
+		url:      "nats://" + net.JoinHostPort(clientHost(host), strconv.Itoa(clientPort)),
+		storeDir: filepath.Join(dataDir, server.JetStreamStoreDir),
+	}, nil
+}
+
+// ClientURL is the URL clients in this or other processes connect to,
+// e.g. nats://127.0.0.1:4222. A server listening on all interfaces is
+// reached through loopback.
+func (e *Embedded) ClientURL() string { return e.url }
+
+// StoreDir is the directory holding JetStream's data: DataDir/jetstream.
+func (e *Embedded) StoreDir() string { return e.storeDir }
+
+// Server is the underlying nats-server, for what this type does not cover.
+func (e *Embedded) Server() *server.Server { return e.srv }
+
+// Shutdown stops the server and waits until it has closed its clients and
+// flushed and closed its stores. It is safe to call more than once.
+func (e *Embedded) Shutdown() {
+	e.once.Do(func() {
+		e.srv.Shutdown()
+		e.srv.WaitForShutdown()
+	})
+}
+
+// parseListen splits host:port; port 0 or -1 becomes server.RANDOM_PORT.
+func parseListen(listen string) (string, int, error) {
+	host, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("jetstream: embedded nats-server: listen address %q: want host:port, e.g. 127.0.0.1:4222", listen)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("jetstream: embedded nats-server: listen address %q: port must be a number from 0 to 65535 (0 or -1 picks a free one)", listen)
+	}
+	if port == 0 || port == -1 {
+		port = server.RANDOM_PORT
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return host, port, nil
+}
+
+func probeListen(host string, port int) error {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("jetstream: embedded nats-server cannot listen on %s: %w (is another nats-server or orchestrator running? choose another address)",
+				addr, ErrListenAddrInUse)
+		}
+		return fmt.Errorf("jetstream: embedded nats-server cannot listen on %s: %w", addr, err)
+	}
+	return l.Close()
+}
+
+// clientHost is the host clients dial to reach a server listening on host.
+func clientHost(host string) string {
+	ip := net.ParseIP(host)
+	switch {
+	case ip == nil || !ip.IsUnspecified():
+		return host
+	case ip.To4() != nil:
+		return "127.0.0.1"
+	default:
+		return "::1"
+	}
+}
+
+// serverLogger adapts nats-server's logger to slog and remembers the first
+// fatal error (the server logs those instead of returning them).
+type serverLogger struct {
+	log      *slog.Logger
+	mu       sync.Mutex
+	fatalMsg string
+}
+
+func (l *serverLogger) logf(level slog.Level, format string, v []any) {
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	l.log.Log(ctx, level, fmt.Sprintf(format, v...), slog.String("component", "nats-server"))
+}
+
+func (l *serverLogger) fatal() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fatalMsg
+}
+
+func (l *serverLogger) Noticef(format string, v ...any) { l.logf(slog.LevelDebug, format, v) }
+func (l *serverLogger) Warnf(format string, v ...any)   { l.logf(slog.LevelWarn, format, v) }
+func (l *serverLogger) Errorf(format string, v ...any)  { l.logf(slog.LevelError, format, v) }
+func (l *serverLogger) Debugf(format string, v ...any)  { l.logf(slog.LevelDebug, format, v) }
+func (l *serverLogger) Tracef(string, ...any)           {}
+
+// Fatalf records the first fatal error; unlike the server's own logger it
+// does not exit the process.
+func (l *serverLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.mu.Lock()
+	if l.fatalMsg == "" {
+		l.fatalMsg = msg
+	}
+	l.mu.Unlock()
+	l.log.Error(msg, slog.String("component", "nats-server"))
+}

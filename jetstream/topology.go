@@ -1,0 +1,474 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names, fixed by the design.
+const (
+	StreamCalls   = "TOOL_CALLS"
+	StreamResults = "TOOL_RESULTS"
+	StreamDLQ     = "TOOL_DLQ"
+)
+
+// Subject prefixes, fixed by the design.
+const (
+	CallSubjectPrefix   = "tools.call."
+	ResultSubjectPrefix = "tools.result."
+	DLQSubjectPrefix    = "tools.dlq."
+	ConsumerPrefix      = "tool_"
+)
+
+// CallSubject is the subject a call to tool is published on.
+func CallSubject(tool string) string { return CallSubjectPrefix + tool }
+
+// ResultSubject is the subject results for orchestrator instance are published on.
+func ResultSubject(instance string) string { return ResultSubjectPrefix + instance }
+
+// DLQSubject is the subject dead letters of tool are published on.
+func DLQSubject(tool string) string { return DLQSubjectPrefix + tool }
+
+// ConsumerName is the durable pull consumer of tool on TOOL_CALLS.
+func ConsumerName(tool string) string { return ConsumerPrefix + tool }
+
+// MaxDeliveriesAdvisorySubject is the subject on which the server announces
+// that a call to tool reached its consumer's MaxDeliver without being acked
+// or terminated (a worker crashed on every delivery, or the dead-letter
+// publish itself kept failing). The server then stops delivering that call.
+func MaxDeliveriesAdvisorySubject(tool string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + StreamCalls + "." + ConsumerName(tool)
+}
+
+// Defaults of Config.
+const (
+	ReplicasDefault        = 1
+	MaxMsgSizeDefault      = 2 << 20 // 2 MiB
+	DuplicateWindowDefault = 2 * time.Minute
+	ResultsMaxAgeDefault   = time.Hour
+	DLQMaxAgeDefault       = 30 * 24 * time.Hour
+	DLQMaxBytesDefault     = 1 << 30 // 1 GiB
+)
+
+// Limits Config.Validate enforces.
+const (
+	// DuplicateWindowMin is the shortest dedup window accepted: a call or
+	// result republished after a reconnect or a worker crash must still be
+	// recognised as a duplicate.
+	DuplicateWindowMin = 2 * time.Minute
+	// MaxMsgSizeMax is the largest per-message limit accepted; it is the
+	// largest max_payload nats-server accepts without warning.
+	MaxMsgSizeMax = 8 << 20
+)
+
+// Config is the stream topology's settings. The zero value, after
+// WithDefaults, is the topology of a single embedded server.
+type Config struct {
+	// Replicas of every stream: 1 on a single server, 3 (or 5) on a
+	// cluster. Must be odd, 1 to 5. Default ReplicasDefault (1).
+	Replicas int
+	// Storage of every stream. The zero value is js.FileStorage (default).
+	Storage js.StorageType
+	// MaxMsgSize is the largest call or result message TOOL_CALLS and
+	// TOOL_RESULTS accept, in bytes. The server's max_payload must be at
+	// least this large (the embedded server's is 8 MiB; a stock
+	// nats-server's is 1 MiB). Default MaxMsgSizeDefault (2 MiB).
+	MaxMsgSize int32
+	// DuplicateWindow is how long the streams remember a Nats-Msg-Id (the
+	// call id) to drop a second publish of the same call, result or dead
+	// letter. At least DuplicateWindowMin. Default DuplicateWindowDefault (2m).
+	DuplicateWindow time.Duration
+	// ResultsMaxAge is how long TOOL_RESULTS keeps a result.
+	// Default ResultsMaxAgeDefault (1h).
+	ResultsMaxAge time.Duration
+	// DLQMaxAge is how long TOOL_DLQ keeps a dead letter.
+	// Default DLQMaxAgeDefault (30 days).
+	DLQMaxAge time.Duration
+	// DLQMaxBytes caps TOOL_DLQ's size; the oldest dead letters are dropped
+	// beyond it. -1 means no cap. Default DLQMaxBytesDefault (1 GiB).
+	DLQMaxBytes int64
+	// CallsMaxAge, when positive, drops queued calls older than this. By
+	// default (0) calls never expire in the stream: each call carries its
+	// own deadline, which workers honour.
+	CallsMaxAge time.Duration
+	// CallsMaxBytes, when positive, caps TOOL_CALLS's size; beyond it new
+	// calls are refused (discard new) so publishers see back-pressure
+	// instead of queued calls vanishing. Default 0: no cap.
+	CallsMaxBytes int64
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Replicas == 0 {
+		c.Replicas = ReplicasDefault
+	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = MaxMsgSizeDefault
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = DuplicateWindowDefault
+	}
+	if c.ResultsMaxAge == 0 {
+		c.ResultsMaxAge = ResultsMaxAgeDefault
+	}
+	if c.DLQMaxAge == 0 {
+		c.DLQMaxAge = DLQMaxAgeDefault
+	}
+	if c.DLQMaxBytes == 0 {
+		c.DLQMaxBytes = DLQMaxBytesDefault
+	}
+	return c
+}
+
+// Validate reports the first setting of c that cannot work, naming it.
+// Call it on c.WithDefaults(): zero values are invalid.
+func (c Config) Validate() error {
+	switch {
+	case c.Replicas < 1 || c.Replicas > 5 || c.Replicas%2 == 0:
+		return fmt.Errorf("jetstream: Config.Replicas is %d; want 1, 3 or 5", c.Replicas)
+	case c.Storage != js.FileStorage && c.Storage != js.MemoryStorage:
+		return fmt.Errorf("jetstream: Config.Storage is %d; want file or memory storage", c.Storage)
+	case c.MaxMsgSize <= 0 || c.MaxMsgSize > MaxMsgSizeMax:
+		return fmt.Errorf("jetstream: Config.MaxMsgSize is %d; want 1 to %d bytes", c.MaxMsgSize, MaxMsgSizeMax)
+	case c.DuplicateWindow < DuplicateWindowMin:
+		return fmt.Errorf("jetstream: Config.DuplicateWindow is %v; want at least %v so republished calls and results are deduplicated",
+			c.DuplicateWindow, DuplicateWindowMin)
+	case c.ResultsMaxAge < c.DuplicateWindow:
+		return fmt.Errorf("jetstream: Config.ResultsMaxAge is %v; want at least DuplicateWindow (%v)", c.ResultsMaxAge, c.DuplicateWindow)
+	case c.DLQMaxAge < c.DuplicateWindow:
+		return fmt.Errorf("jetstream: Config.DLQMaxAge is %v; want at least DuplicateWindow (%v)", c.DLQMaxAge, c.DuplicateWindow)
+	case c.DLQMaxBytes <= 0 && c.DLQMaxBytes != -1:
+		return fmt.Errorf("jetstream: Config.DLQMaxBytes is %d; want a positive size or -1 for no cap", c.DLQMaxBytes)
+	case c.CallsMaxAge < 0 || (c.CallsMaxAge > 0 && c.CallsMaxAge < c.DuplicateWindow):
+		return fmt.Errorf("jetstream: Config.CallsMaxAge is %v; want 0 (no expiry) or at least DuplicateWindow (%v)", c.CallsMaxAge, c.DuplicateWindow)
+	case c.CallsMaxBytes < 0:
+		return fmt.Errorf("jetstream: Config.CallsMaxBytes is %d; want 0 (no cap) or a positive size", c.CallsMaxBytes)
+	}
+	return nil
+}
+
+// unlimited is the server's value for "no limit" on counts and sizes.
+const unlimited = -1
+
+func orUnlimited[T int64 | int32](v T) T {
+	if v <= 0 {
+		return unlimited
+	}
+	return v
+}
+
+// StreamConfigs returns the three streams' configurations, TOOL_CALLS,
+// TOOL_RESULTS and TOOL_DLQ in that order. Zero fields of cfg take their
+// defaults; cfg is not validated (Provision does that).
+func StreamConfigs(cfg Config) []js.StreamConfig {
+	cfg = cfg.WithDefaults()
+	base := js.StreamConfig{
+		MaxConsumers:      unlimited,
+		MaxMsgs:           unlimited,
+		MaxMsgsPerSubject: unlimited,
+		Storage:           cfg.Storage,
+		Replicas:          cfg.Replicas,
+		Duplicates:        cfg.DuplicateWindow,
+		Compression:       js.NoCompression,
+	}
+
+	calls := base
+	calls.Name = StreamCalls
+	calls.Description = "toolpool: queued tool calls, one durable pull consumer per tool"
+	calls.Subjects = []string{CallSubjectPrefix + ">"}
+	calls.Retention = js.WorkQueuePolicy
+	calls.MaxAge = cfg.CallsMaxAge
+	calls.MaxBytes = orUnlimited(cfg.CallsMaxBytes)
+	calls.MaxMsgSize = cfg.MaxMsgSize
+	calls.Discard = js.DiscardNew
+
+	results := base
+	results.Name = StreamResults
+	results.Description = "toolpool: tool results by orchestrator instance, deduplicated by call id"
+	results.Subjects = []string{ResultSubjectPrefix + ">"}
+	results.Retention = js.LimitsPolicy
+	results.MaxAge = cfg.ResultsMaxAge
+	results.MaxBytes = unlimited
+	results.MaxMsgSize = cfg.MaxMsgSize
+	results.Discard = js.DiscardOld
+
+	dlq := base
+	dlq.Name = StreamDLQ
+	dlq.Description = "toolpool: dead-lettered tool calls with every attempt's error"
+	dlq.Subjects = []string{DLQSubjectPrefix + ">"}
+	dlq.Retention = js.LimitsPolicy
+	dlq.MaxAge = cfg.DLQMaxAge
+	dlq.MaxBytes = orUnlimited(cfg.DLQMaxBytes)
+	// A dead letter holds the whole call plus its attempts' errors, so it
+	// is not held to MaxMsgSize; the server's max_payload bounds it.
+	dlq.MaxMsgSize = unlimited
+	dlq.Discard = js.DiscardOld
+
+	return []js.StreamConfig{calls, results, dlq}
+}
+
+// ErrStreamConflict matches (with errors.Is) the error Provision returns
+// when an existing stream disagrees with the topology on a setting toolpool
+// never changes in place.
+var ErrStreamConflict = errors.New("jetstream: existing stream conflicts with the topology")
+
+// SettingDiff is one setting on which an existing stream differs from the
+// topology, named as in the server's stream config JSON.
+type SettingDiff struct {
+	Setting string // e.g. "retention"
+	Have    string // the existing stream's value
+	Want    string // the topology's value
+}
+
+// ConflictError is returned by Provision when an existing stream's
+// subjects, retention, storage or replicas differ from the topology.
+// Provision does not change those in place: they decide where calls go
+// and whether they survive, so an operator must fix or remove the stream.
+type ConflictError struct {
+	Stream string
+	Diffs  []SettingDiff
+}
+
+// Error reads e.g. "jetstream: stream TOOL_CALLS exists with
+// retention=limits, want workqueue".
+func (e *ConflictError) Error() string {
+	parts := make([]string, len(e.Diffs))
+	for i, d := range e.Diffs {
+		parts[i] = d.Setting + "=" + d.Have + ", want " + d.Want
+	}
+	return "jetstream: stream " + e.Stream + " exists with " + strings.Join(parts, "; ")
+}
+
+// Is reports whether target is ErrStreamConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrStreamConflict }
+
+// Provision creates the streams or checks that existing ones agree; it is
+// idempotent. A conflicting existing stream gives an error naming the setting.
+//
+// Zero fields of cfg take their defaults and the result is validated. On an
+// existing stream, subjects, retention, storage and replicas must match
+// (else a *ConflictError); the limits max_age, max_bytes, max_msgs,
+// max_msg_size, duplicate_window and discard are brought to cfg's values
+// with an in-place update, leaving every setting toolpool does not manage
+// as the operator left it. An existing stream that already agrees is not
+// touched.
+func Provision(ctx context.Context, j js.JetStream, cfg Config) error {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	for _, want := range StreamConfigs(cfg) {
+		if err := provisionStream(ctx, j, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func provisionStream(ctx context.Context, j js.JetStream, want js.StreamConfig) error {
+	s, err := j.Stream(ctx, want.Name)
+	if errors.Is(err, js.ErrStreamNotFound) {
+		_, err = j.CreateStream(ctx, want)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, js.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("jetstream: create stream %s: %w", want.Name, err)
+		}
+		// Another process created it between our look-up and our create,
+		// with a different config: check that one like any existing stream.
+		s, err = j.Stream(ctx, want.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: look up stream %s: %w", want.Name, err)
+	}
+	have := s.CachedInfo().Config
+	if diffs := conflicts(want, have); len(diffs) > 0 {
+		return &ConflictError{Stream: want.Name, Diffs: diffs}
+	}
+	updated, changed := withLimitsOf(have, want)
+	if !changed {
+		return nil
+	}
+	if _, err := j.UpdateStream(ctx, updated); err != nil {
+		return fmt.Errorf("jetstream: update limits of stream %s: %w", want.Name, err)
+	}
+	return nil
+}
+
+// conflicts lists the settings toolpool never changes in place on which
+// have differs from want.
+func conflicts(want, have js.StreamConfig) []SettingDiff {
+	var diffs []SettingDiff
+	add := func(setting, h, w string) {
+		if h != w {
+			diffs = append(diffs, SettingDiff{Setting: setting, Have: h, Want: w})
+		}
+	}
+	add("subjects", subjectsString(have.Subjects), subjectsString(want.Subjects))
+	add("retention", jsonName(have.Retention), jsonName(want.Retention))
+	add("storage", jsonName(have.Storage), jsonName(want.Storage))
+	add("num_replicas", strconv.Itoa(max(have.Replicas, 1)), strconv.Itoa(want.Replicas))
+	return diffs
+}
+
+// withLimitsOf returns have with want's limits, and whether any changed.
+// Limits the server stores as -1 when given 0 compare as equal.
+func withLimitsOf(have, want js.StreamConfig) (js.StreamConfig, bool) {
+	changed := false
+	if have.MaxAge != want.MaxAge {
+		have.MaxAge, changed = want.MaxAge, true
+	}
+	if orUnlimited(have.MaxBytes) != orUnlimited(want.MaxBytes) {
+		have.MaxBytes, changed = want.MaxBytes, true
+	}
+	if orUnlimited(have.MaxMsgs) != orUnlimited(want.MaxMsgs) {
+		have.MaxMsgs, changed = want.MaxMsgs, true
+	}
+	if orUnlimited(have.MaxMsgSize) != orUnlimited(want.MaxMsgSize) {
+		have.MaxMsgSize, changed = want.MaxMsgSize, true
+	}
+	if have.Duplicates != want.Duplicates {
+		have.Duplicates, changed = want.Duplicates, true
+	}
+	if have.Discard != want.Discard {
+		have.Discard, changed = want.Discard, true
+	}
+	return have, changed
+}
+
+func subjectsString(subjects []string) string {
+	s := slices.Clone(subjects)
+	slices.Sort(s)
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// jsonName is the name a policy has in the server's config JSON
+// ("workqueue", "file", ...).
+func jsonName(v interface{ MarshalJSON() ([]byte, error) }) string {
+	b, err := v.MarshalJSON()
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.Trim(string(b), `"`)
+}
+
+// Defaults of ConsumerSpec. They equal the tool defaults of pkg/tools and
+// pkg/classify (a test checks it).
+const (
+	ConsumerTimeoutDefault     = 30 * time.Second
+	ConsumerMaxAttemptsDefault = 3
+	ConsumerConcurrencyDefault = 1000
+)
+
+// AckWait and MaxDeliver margins of a tool's consumer.
+const (
+	// AckWaitMargin is added to a tool's timeout to give its consumer's
+	// AckWait: time for a worker to validate, publish the result and ack
+	// after the handler returns.
+	AckWaitMargin = 5 * time.Second
+	// AckWaitMin is the shortest AckWait of any consumer, so tools with
+	// tiny timeouts are not redelivered by a slow publish or a GC pause.
+	AckWaitMin = 10 * time.Second
+	// MaxDeliverMargin is added to a tool's MaxAttempts to give its
+	// consumer's MaxDeliver: deliveries past MaxAttempts (after a worker
+	// crashed mid-call) reach a worker that dead-letters the call without
+	// running it, and one more covers a crash during that dead-lettering.
+	MaxDeliverMargin = 2
+)
+
+// AckWaitFor is the AckWait of the consumer of a tool whose attempts time
+// out after timeout: timeout + AckWaitMargin, at least AckWaitMin. A worker
+// that runs a call longer than this (it should not: the handler's context
+// ends at timeout) must send in-progress acks more often than AckWait.
+func AckWaitFor(timeout time.Duration) time.Duration {
+	return max(timeout+AckWaitMargin, AckWaitMin)
+}
+
+// ConsumerSpec is what a tool's consumer is derived from.
+type ConsumerSpec struct {
+	Tool        string        // ^[a-zA-Z0-9_-]{1,64}$
+	Timeout     time.Duration // per attempt. Default ConsumerTimeoutDefault (30s).
+	MaxAttempts int           // executions in all. Default ConsumerMaxAttemptsDefault (3).
+	Concurrency int           // fleet-wide cap: MaxAckPending. Default ConsumerConcurrencyDefault (1000).
+}
+
+// WithDefaults returns s with zero fields set to their defaults.
+func (s ConsumerSpec) WithDefaults() ConsumerSpec {
+	if s.Timeout == 0 {
+		s.Timeout = ConsumerTimeoutDefault
+	}
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = ConsumerMaxAttemptsDefault
+	}
+	if s.Concurrency == 0 {
+		s.Concurrency = ConsumerConcurrencyDefault
+	}
+	return s
+}
+
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Validate reports the first field of s that cannot work, naming it. Call
+// it on s.WithDefaults(): zero values are invalid.
+func (s ConsumerSpec) Validate() error {
+	switch {
+	case !toolNameRE.MatchString(s.Tool):
+		return fmt.Errorf("jetstream: ConsumerSpec.Tool %q is not a valid tool name (1 to 64 letters, digits, '_' or '-')", s.Tool)
+	case s.Timeout <= 0:
+		return fmt.Errorf("jetstream: ConsumerSpec.Timeout of tool %s is %v; want a positive duration", s.Tool, s.Timeout)
+	case s.MaxAttempts < 1:
+		return fmt.Errorf("jetstream: ConsumerSpec.MaxAttempts of tool %s is %d; want at least 1", s.Tool, s.MaxAttempts)
+	case s.Concurrency < 1:
+		return fmt.Errorf("jetstream: ConsumerSpec.Concurrency of tool %s is %d; want at least 1", s.Tool, s.Concurrency)
+	}
+	return nil
+}
+
+// ConsumerConfig is the durable pull consumer config of a tool. Zero fields
+// of spec take their defaults.
+//
+// Delays between attempts come from the worker's NakWithDelay, so the
+// config has no BackOff list; MaxDeliver is only the backstop for calls
+// that keep crashing workers.
+func ConsumerConfig(spec ConsumerSpec) js.ConsumerConfig {
+	spec = spec.WithDefaults()
+	return js.ConsumerConfig{
+		Durable:       ConsumerName(spec.Tool),
+		Description:   "toolpool: tool " + spec.Tool,
+		FilterSubject: CallSubject(spec.Tool),
+		DeliverPolicy: js.DeliverAllPolicy,
+		AckPolicy:     js.AckExplicitPolicy,
+		AckWait:       AckWaitFor(spec.Timeout),
+		MaxDeliver:    spec.MaxAttempts + MaxDeliverMargin,
+		MaxAckPending: spec.Concurrency,
+		ReplayPolicy:  js.ReplayInstantPolicy,
+	}
+}
+
+// EnsureConsumer creates or updates the tool's consumer and returns it.
+// Zero fields of spec take their defaults; TOOL_CALLS must exist (see
+// Provision).
+func EnsureConsumer(ctx context.Context, j js.JetStream, spec ConsumerSpec) (js.Consumer, error) {
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := j.CreateOrUpdateConsumer(ctx, StreamCalls, ConsumerConfig(spec))
+	if errors.Is(err, js.ErrStreamNotFound) {
+		return nil, fmt.Errorf("jetstream: consumer %s: stream %s does not exist; provision the streams first: %w",
+			ConsumerName(spec.Tool), StreamCalls, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: create or update consumer %s on %s: %w", ConsumerName(spec.Tool), StreamCalls, err)
+	}
+	return c, nil
+}

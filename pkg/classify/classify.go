@@ -1,0 +1,442 @@
+package classify
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// Codes say what went wrong, for machines. The class says what to do about it.
+const (
+	CodeTimeout         = "timeout"
+	CodeHTTP429         = "http_429"
+	CodeUnavailable     = "unavailable" // 5xx generic; HTTP codes use "http_<status>"
+	CodeConnRefused     = "connection_refused"
+	CodeConnReset       = "connection_reset"
+	CodeDNSNotFound     = "dns_not_found"
+	CodeDNSTemporary    = "dns_temporary"
+	CodeTLS             = "tls"
+	CodeNotFound        = "not_found"
+	CodePermission      = "permission_denied"
+	CodeInvalidArgument = "invalid_argument"
+	CodeUnknownTool     = "unknown_tool"
+	CodePanic           = "panic"
+	CodeInternal        = "internal"
+	CodeDeadline        = "deadline_exceeded" // the call's overall deadline passed
+	CodeTransient       = "transient"         // Transient(err) with no better code
+	CodePermanent       = "permanent"         // Permanent(err) with no better code
+	CodeCanceled        = "canceled"          // the attempt's context was canceled: the worker was stopping
+	CodeNetwork         = "network"           // another network failure: unreachable host or network, closed connection
+	CodePoison          = "poison"            // every delivery of the call killed its worker (ErrPoison)
+)
+
+// Decision is what Classify concludes about an error.
+type Decision struct {
+	Class      envelope.Class
+	Code       string
+	Retryable  bool
+	RetryAfter time.Duration // from a Retry-After, 0 if none
+	// Cause is a short, model-safe description of what went wrong: no Go type
+	// names, stack traces, credentials or internal host names.
+	Cause string
+	// Hint says what the model could try next.
+	Hint string
+	// Fields lists the bad fields of a validation error, in a stable order.
+	Fields []FieldError
+}
+
+// The decisions of the codes classifyChain gives, computed once.
+var (
+	decTimeout      = fromCode(CodeTimeout)
+	decCanceled     = fromCode(CodeCanceled)
+	decConnRefused  = fromCode(CodeConnRefused)
+	decConnReset    = fromCode(CodeConnReset)
+	decNetwork      = fromCode(CodeNetwork)
+	decDNSNotFound  = fromCode(CodeDNSNotFound)
+	decDNSTemporary = fromCode(CodeDNSTemporary)
+	decTLS          = fromCode(CodeTLS)
+	decNotFound     = fromCode(CodeNotFound)
+	decPermission   = fromCode(CodePermission)
+	decPanic        = fromCode(CodePanic)
+	decInternal     = fromCode(CodeInternal)
+)
+
+// Classify decides the class of err with errors.Is / errors.As; never by
+// message text. A nil error gives the zero Decision. An unknown error is
+// ClassInternal and not retryable.
+//
+// Precedence: the explicit markers (Transient, Permanent, RetryAfter) force
+// their class over whatever the rest of the chain gives, keeping its code; the
+// outermost marker wins. Below them: ErrCallDeadline, ErrPoison,
+// *ValidationError, *UnknownToolError, *PanicError; then *HTTPError; then
+// context errors and timeouts; then network and file-system errors. A message
+// attached with WithMessage becomes the Cause.
+func Classify(err error) Decision {
+	if err == nil {
+		return Decision{}
+	}
+	d := classifyChain(err)
+	if m, ok := errors.AsType[*markedError](err); ok && m != nil {
+		if d.Code == CodeInternal {
+			code := CodeTransient
+			if m.class == envelope.ClassPermanent {
+				code = CodePermanent
+			}
+			d = fromCode(code)
+		}
+		if d.Class != m.class {
+			d.Class = m.class
+			d.Hint = classHint(m.class)
+		}
+		d.Retryable = m.class == envelope.ClassTransient
+		if !d.Retryable {
+			d.RetryAfter = 0
+		}
+		if m.retryAfter > 0 {
+			d.RetryAfter = m.retryAfter
+		}
+	}
+	if m, ok := errors.AsType[*messageError](err); ok && m != nil {
+		if msg := strings.TrimSpace(m.msg); msg != "" {
+			d.Cause = msg
+		}
+	}
+	return d
+}
+
+// classifyChain classifies err ignoring the explicit markers. A typed nil
+// pointer in the chain (a tool returning a nil *HTTPError as an error) is
+// skipped rather than dereferenced.
+func classifyChain(err error) Decision {
+	// Our own outcomes.
+	if oe, ok := errors.AsType[*outcomeError](err); ok && oe != nil {
+		return fromCode(oe.code)
+	}
+	if ve, ok := errors.AsType[*ValidationError](err); ok && ve != nil {
+		return validationDecision(ve)
+	}
+	if ue, ok := errors.AsType[*UnknownToolError](err); ok && ue != nil {
+		return unknownToolDecision(ue)
+	}
+	if _, ok := errors.AsType[*PanicError](err); ok {
+		return decPanic
+	}
+
+	// HTTP responses.
+	if he, ok := errors.AsType[*HTTPError](err); ok && he != nil {
+		d := httpDecision(he.StatusCode)
+		if d.Retryable {
+			d.RetryAfter = he.retryAfter()
+		}
+		return d
+	}
+
+	// Context errors and timeouts. A *TimeoutError matches
+	// context.DeadlineExceeded; a net.Error may say Timeout without either.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return decTimeout
+	}
+	if errors.Is(err, context.Canceled) {
+		return decCanceled
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return decTimeout
+	}
+
+	// Network and OS errors. A system call's errno, as dials, reads, writes
+	// and opens report it inside *net.OpError, *os.SyscallError or
+	// *fs.PathError, decides most of them.
+	if errno, ok := errors.AsType[syscall.Errno](err); ok {
+		switch errno {
+		case syscall.ECONNREFUSED:
+			return decConnRefused
+		case syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE:
+			return decConnReset
+		case syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.EHOSTDOWN, syscall.ENETDOWN:
+			return decNetwork
+		}
+	}
+	if de, ok := errors.AsType[*net.DNSError](err); ok && de != nil {
+		if de.IsNotFound && !de.IsTemporary && !de.IsTimeout {
+			return decDNSNotFound
+		}
+		return decDNSTemporary
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return decNotFound
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return decPermission
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return decConnReset
+	}
+	if isTLSError(err) {
+		return decTLS
+	}
+	if _, ok := errors.AsType[*net.OpError](err); ok {
+		return decNetwork // net.ErrClosed and other failures of a connection
+	}
+	// An HTTP client reports a connection the server closed mid-request as a
+	// *url.Error around io.EOF.
+	if _, ok := errors.AsType[*url.Error](err); ok && errors.Is(err, io.EOF) {
+		return decConnReset
+	}
+	if errors.Is(err, net.ErrClosed) {
+		return decNetwork
+	}
+	return decInternal
+}
+
+func isTLSError(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.SystemRootsError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return true
+	}
+	return false
+}
+
+// maxFieldsInCause bounds how many bad fields the model is told about.
+const maxFieldsInCause = 20
+
+func validationDecision(e *ValidationError) Decision {
+	d := fromCode(CodeInvalidArgument)
+	if len(e.Fields) == 0 {
+		d.Hint = hintValidation
+		return d
+	}
+	d.Fields = slices.Clone(e.Fields)
+	slices.SortStableFunc(d.Fields, func(a, b FieldError) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Reason, b.Reason)
+	})
+	var b strings.Builder
+	for i, f := range d.Fields {
+		if i == maxFieldsInCause {
+			b.WriteString("; and ")
+			b.WriteString(strconv.Itoa(len(d.Fields) - i))
+			b.WriteString(" more")
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.String())
+	}
+	d.Cause = b.String()
+	return d
+}
+
+func unknownToolDecision(e *UnknownToolError) Decision {
+	d := fromCode(CodeUnknownTool)
+	d.Cause = "there is no tool named " + modelToolName(e.Tool)
+	if len(e.Available) == 0 {
+		d.Hint = "No tools are available right now."
+		return d
+	}
+	names := slices.Clone(e.Available)
+	slices.Sort(names)
+	d.Hint = "Available tools: " + strings.Join(slices.Compact(names), ", ") + "."
+	return d
+}
+
+// modelToolName renders a tool name the model asked for: as is when it is a
+// valid tool name, else quoted and cut to a sane length.
+func modelToolName(name string) string {
+	const maxLen = 64
+	valid := name != "" && len(name) <= maxLen
+	for i := 0; valid && i < len(name); i++ {
+		c := name[i]
+		valid = c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	if valid {
+		return name
+	}
+	if r := []rune(name); len(r) > maxLen {
+		name = string(r[:maxLen]) + "…"
+	}
+	return strconv.Quote(name)
+}
+
+// MessageInput is what Message needs besides the decision.
+type MessageInput struct {
+	Tool      string
+	Attempts  int           // executions so far
+	Timeout   time.Duration // the tool's per-attempt timeout, for timeout messages
+	Exhausted bool          // retries ran out (dead-lettered)
+	// GaveUp is set when a retryable error is answered now because the next
+	// attempt would start past the call's deadline (Verdict.GaveUp).
+	GaveUp bool
+	// FailuresInRow counts this tool's consecutive failed calls in the agent's
+	// session, this one included. From RepeatedFailureThreshold on, the
+	// message tells the model to stop calling the tool.
+	FailuresInRow int
+}
+
+// RepeatedFailureThreshold is the number of failures in a row of one tool in
+// one session from which Message tells the model to use a different approach.
+const RepeatedFailureThreshold = 3
+
+// Message writes the content of an is_error result for the model: it names
+// the tool and the cause and says what to try next. A permanent error that ran
+// once never mentions several attempts. The zero Decision (success) gives "".
+func (d Decision) Message(in MessageInput) string {
+	if d.Class == envelope.ClassNone {
+		return ""
+	}
+	tool := "The tool"
+	if in.Tool != "" {
+		tool = "The tool " + in.Tool
+	}
+	var b strings.Builder
+	b.Grow(192)
+	cause := strings.TrimRight(d.Cause, ". ")
+	if cause == "" {
+		cause = fromCode(CodeInternal).Cause
+	}
+	switch {
+	case d.Code == CodeUnknownTool:
+		b.WriteString(upperFirst(cause))
+		b.WriteString(".")
+	case d.Code == CodeInvalidArgument && d.Class == envelope.ClassValidation:
+		b.WriteString("The arguments for ")
+		if in.Tool != "" {
+			b.WriteString(in.Tool)
+		} else {
+			b.WriteString("the tool")
+		}
+		b.WriteString(" are invalid: ")
+		b.WriteString(cause)
+		b.WriteString(".")
+	case d.Code == CodeTimeout:
+		b.WriteString(tool)
+		if in.Timeout > 0 {
+			b.WriteString(" did not answer within ")
+			b.WriteString(humanDuration(in.Timeout))
+		} else {
+			b.WriteString(" did not answer in time")
+		}
+		if in.Attempts > 1 {
+			b.WriteString(" (")
+			b.WriteString(strconv.Itoa(in.Attempts))
+			b.WriteString(" attempts)")
+		}
+		b.WriteString(".")
+	case d.Code == CodeHTTP429:
+		b.WriteString(tool)
+		b.WriteString(" was rate limited by its service (HTTP 429)")
+		if in.Attempts > 1 {
+			b.WriteString(" on each of ")
+			b.WriteString(strconv.Itoa(in.Attempts))
+			b.WriteString(" attempts")
+		}
+		b.WriteString(".")
+		if d.RetryAfter > 0 {
+			b.WriteString(" It may work again in about ")
+			b.WriteString(humanDuration(d.RetryAfter))
+			b.WriteString(".")
+		} else {
+			b.WriteString(" It may work again after a short wait.")
+		}
+	default:
+		b.WriteString(tool)
+		b.WriteString(" failed")
+		if in.Attempts > 1 {
+			b.WriteString(" after ")
+			b.WriteString(strconv.Itoa(in.Attempts))
+			b.WriteString(" attempts")
+		}
+		b.WriteString(": ")
+		b.WriteString(cause)
+		b.WriteString(".")
+		if d.Retryable && d.RetryAfter > 0 {
+			b.WriteString(" It may work again in about ")
+			b.WriteString(humanDuration(d.RetryAfter))
+			b.WriteString(".")
+		}
+	}
+	switch {
+	case in.Exhausted:
+		b.WriteString(" Retries ran out, so the call was set aside (dead-lettered). ")
+		b.WriteString(differentApproach)
+	case in.GaveUp:
+		b.WriteString(" There is no time left for another attempt before the call's deadline. ")
+		b.WriteString(differentApproach)
+	default:
+		hint := d.Hint
+		if hint == "" {
+			hint = classHint(d.Class)
+		}
+		b.WriteString(" ")
+		b.WriteString(hint)
+	}
+	if in.FailuresInRow >= RepeatedFailureThreshold {
+		b.WriteString(" ")
+		if in.Tool != "" {
+			b.WriteString(in.Tool)
+		} else {
+			b.WriteString("This tool")
+		}
+		b.WriteString(" has failed ")
+		b.WriteString(strconv.Itoa(in.FailuresInRow))
+		b.WriteString(" times in a row in this session: stop calling it and use a different approach.")
+	}
+	return b.String()
+}
+
+const differentApproach = "Do not call it again right away; try a different approach, such as another tool, or answer from what you know."
+
+func upperFirst(s string) string {
+	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
+		return string(s[0]-'a'+'A') + s[1:]
+	}
+	return s
+}
+
+// humanDuration writes d the way a person would: "250ms", "1.5s", "10s",
+// "2m", "1m30s".
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

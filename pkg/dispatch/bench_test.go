@@ -1,0 +1,121 @@
+package dispatch
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// startEchoWorker is a fast echo-like worker for benchmarks: it answers
+// every call with its input as text, publishing the result asynchronously
+// (Nats-Msg-Id = call id) before acking the call.
+func startEchoWorker(b *testing.B, tb *testBundle, tool string) {
+	nc := natstest.Connect(b, tb.srv.ClientURL())
+	j, err := js.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := j.CreateOrUpdateConsumer(context.Background(), jetstream.StreamCalls, js.ConsumerConfig{
+		Durable:       jetstream.ConsumerName(tool),
+		FilterSubject: jetstream.CallSubject(tool),
+		AckPolicy:     js.AckExplicitPolicy,
+		MaxAckPending: 10_000,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m js.Msg) {
+		c, err := envelope.DecodeCall(m.Data(), envelope.DefaultLimits)
+		if err != nil {
+			_ = m.Term()
+			return
+		}
+		data, err := envelope.EncodeResult(&envelope.Result{CallID: c.ID, Tool: c.Tool, Content: envelope.Text(string(c.Input))})
+		if err != nil {
+			_ = m.Term()
+			return
+		}
+		_, _ = j.PublishMsgAsync(&nats.Msg{
+			Subject: jetstream.ResultSubject(c.ReplyTo),
+			Data:    data,
+			Header:  nats.Header{js.MsgIDHeader: []string{c.ID}},
+		})
+		_ = m.Ack()
+	}, js.PullMaxMessages(512))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cc.Stop()
+		<-cc.Closed()
+	})
+}
+
+// BenchmarkDispatchRoundTrip measures Dispatch of one call through a real
+// embedded JetStream server (same process) and an echo worker: publish,
+// PubAck, worker, result, delivery to the caller.
+func BenchmarkDispatchRoundTrip(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		parallel int // goroutines per GOMAXPROCS; 0: one caller
+		calls    int // calls per turn
+	}{
+		{"serial", 0, 1},
+		{"serial-turn-of-4", 0, 4},
+		{"parallel-64", 32, 1},
+		{"parallel-256", 128, 1},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tb := setup(b)
+			startEchoWorker(b, tb, "echo")
+			var n atomic.Int64
+			turn := func() []envelope.ToolUseBlock {
+				calls := make([]envelope.ToolUseBlock, bc.calls)
+				for i := range calls {
+					calls[i] = envelope.ToolUseBlock{
+						Type: "tool_use", ID: "toolu_" + strconv.FormatInt(n.Add(1), 10),
+						Name: "echo", Input: []byte(`{"text":"hello"}`),
+					}
+				}
+				return calls
+			}
+			run := func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				res, err := tb.d.Dispatch(ctx, "bench", turn())
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if res[0].IsError {
+					b.Errorf("is_error: %s", res[0].Content.Text())
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			if bc.parallel == 0 {
+				for b.Loop() {
+					run()
+				}
+			} else {
+				b.SetParallelism(bc.parallel)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						run()
+					}
+				})
+			}
+			b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
+		})
+	}
+}

@@ -1,0 +1,224 @@
+package dispatch
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// Defaults of Config. DefaultTimeoutDefault is declared in dispatch.go.
+const (
+	// PublishTimeoutDefault is how long Dispatch waits for JetStream to
+	// acknowledge that a call was stored.
+	PublishTimeoutDefault = 5 * time.Second
+	// MaxPublishInFlightDefault caps the calls whose publish acknowledgement
+	// is outstanding, across all Dispatch calls of one Dispatcher. It stays
+	// below nats.go's own async publish cap (4000) so that cap never stalls.
+	MaxPublishInFlightDefault = 1024
+	// FailureThresholdDefault is the number of consecutive is_error results
+	// of one tool in one session after which the content advises the model
+	// to stop retrying.
+	FailureThresholdDefault = 3
+	// MaxSessionsDefault caps the sessions whose failure counts are kept.
+	MaxSessionsDefault = 10_000
+	// SessionTTLDefault is how long an idle session's failure counts are kept.
+	SessionTTLDefault = time.Hour
+	// RecentTTLDefault is how long a settled call (answered, expired or
+	// abandoned) is remembered to tell late and duplicate results apart and
+	// to answer a repeated call id from the cached result.
+	RecentTTLDefault = 10 * time.Minute
+	// RecentMaxDefault caps the settled calls remembered.
+	RecentMaxDefault = 100_000
+	// RecentMaxBytesDefault caps the bytes of cached results kept for
+	// settled calls.
+	RecentMaxBytesDefault = 64 << 20
+)
+
+// Config configures a Dispatcher. The zero value of every field but JS/NC and
+// Catalog takes its default.
+type Config struct {
+	// NC is the NATS connection. It is used only when JS is nil, to create
+	// the JetStream context.
+	NC *nats.Conn
+	// JS is the JetStream context calls are published with and results are
+	// consumed from. Required unless NC is set.
+	JS js.JetStream
+	// Instance is this orchestrator's id: calls carry it as reply_to and
+	// results come back on tools.result.<Instance>. Letters, digits, '_'
+	// and '-' only. Default a random id, unique per process.
+	Instance string
+	// Catalog says which tools exist. Required.
+	Catalog Catalog
+	// DefaultTimeout is how long a call waits for its result when the
+	// caller's context has no deadline. Default DefaultTimeoutDefault.
+	DefaultTimeout time.Duration
+	// PublishTimeout bounds the wait for JetStream's acknowledgement of a
+	// published call. Default PublishTimeoutDefault.
+	PublishTimeout time.Duration
+	// MaxPublishInFlight caps unacknowledged publishes across all Dispatch
+	// calls. Default MaxPublishInFlightDefault.
+	MaxPublishInFlight int
+	// MaxInputBytes caps a call's input JSON; a larger input is answered
+	// with a validation is_error. Default envelope.MaxInputBytesDefault.
+	MaxInputBytes int
+	// FailureThreshold is the number of consecutive is_error results of one
+	// tool in one session from which the content tells the model to use a
+	// different approach. Default FailureThresholdDefault.
+	FailureThreshold int
+	// MaxSessions caps the sessions tracked for repeated failures; the least
+	// recently used is forgotten first. Default MaxSessionsDefault.
+	MaxSessions int
+	// SessionTTL forgets a session's failure counts after this long without
+	// a call. Default SessionTTLDefault.
+	SessionTTL time.Duration
+	// RecentTTL is how long settled call ids are remembered. Default
+	// RecentTTLDefault.
+	RecentTTL time.Duration
+	// RecentMax caps the settled call ids remembered. Default
+	// RecentMaxDefault.
+	RecentMax int
+	// RecentMaxBytes caps the bytes of results cached for settled calls.
+	// Default RecentMaxBytesDefault.
+	RecentMaxBytes int64
+	// Logger receives the dispatcher's logs. Default: discard.
+	Logger *slog.Logger
+	// Metrics receives the dispatcher's measurements. Default NopMetrics.
+	Metrics Metrics
+}
+
+// WithDefaults returns c with zero fields set to their defaults. A missing
+// Instance gets a fresh random id.
+func (c Config) WithDefaults() Config {
+	if c.Instance == "" {
+		c.Instance = newInstanceID()
+	}
+	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeoutDefault)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
+	c.MaxPublishInFlight = cmp.Or(c.MaxPublishInFlight, MaxPublishInFlightDefault)
+	c.MaxInputBytes = cmp.Or(c.MaxInputBytes, envelope.MaxInputBytesDefault)
+	c.FailureThreshold = cmp.Or(c.FailureThreshold, FailureThresholdDefault)
+	c.MaxSessions = cmp.Or(c.MaxSessions, MaxSessionsDefault)
+	c.SessionTTL = cmp.Or(c.SessionTTL, SessionTTLDefault)
+	c.RecentTTL = cmp.Or(c.RecentTTL, RecentTTLDefault)
+	c.RecentMax = cmp.Or(c.RecentMax, RecentMaxDefault)
+	c.RecentMaxBytes = cmp.Or(c.RecentMaxBytes, RecentMaxBytesDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NopMetrics{}
+	}
+	return c
+}
+
+// Validate names the first bad field. It expects defaults to be applied:
+// a zero duration or count is reported as not positive.
+func (c Config) Validate() error {
+	switch {
+	case c.JS == nil && c.NC == nil:
+		return errors.New("dispatch: Config.JS is required (or Config.NC to create it)")
+	case c.Catalog == nil:
+		return errors.New("dispatch: Config.Catalog is required")
+	case !validInstance(c.Instance):
+		return fmt.Errorf("dispatch: Config.Instance %q must be 1 to 64 letters, digits, '_' or '-' (it is a subject token)", c.Instance)
+	case c.DefaultTimeout <= 0:
+		return fmt.Errorf("dispatch: Config.DefaultTimeout must be positive, got %v", c.DefaultTimeout)
+	case c.PublishTimeout <= 0:
+		return fmt.Errorf("dispatch: Config.PublishTimeout must be positive, got %v", c.PublishTimeout)
+	case c.MaxPublishInFlight <= 0:
+		return fmt.Errorf("dispatch: Config.MaxPublishInFlight must be positive, got %d", c.MaxPublishInFlight)
+	case c.MaxInputBytes <= 0:
+		return fmt.Errorf("dispatch: Config.MaxInputBytes must be positive, got %d", c.MaxInputBytes)
+	case c.FailureThreshold <= 0:
+		return fmt.Errorf("dispatch: Config.FailureThreshold must be positive, got %d", c.FailureThreshold)
+	case c.MaxSessions <= 0:
+		return fmt.Errorf("dispatch: Config.MaxSessions must be positive, got %d", c.MaxSessions)
+	case c.SessionTTL <= 0:
+		return fmt.Errorf("dispatch: Config.SessionTTL must be positive, got %v", c.SessionTTL)
+	case c.RecentTTL <= 0:
+		return fmt.Errorf("dispatch: Config.RecentTTL must be positive, got %v", c.RecentTTL)
+	case c.RecentMax <= 0:
+		return fmt.Errorf("dispatch: Config.RecentMax must be positive, got %d", c.RecentMax)
+	case c.RecentMaxBytes <= 0:
+		return fmt.Errorf("dispatch: Config.RecentMaxBytes must be positive, got %d", c.RecentMaxBytes)
+	case c.Logger == nil:
+		return errors.New("dispatch: Config.Logger is nil")
+	case c.Metrics == nil:
+		return errors.New("dispatch: Config.Metrics is nil")
+	}
+	return nil
+}
+
+func validInstance(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '_', b == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func newInstanceID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "orch-" + hex.EncodeToString(b[:])
+}
+
+// Metrics receives the dispatcher's measurements. Implementations must be
+// safe for concurrent use and must not block. Tool names come from the
+// Catalog, so their number is bounded.
+type Metrics interface {
+	// CallDispatched counts a call stored in TOOL_CALLS (a duplicate publish
+	// of the same call id included).
+	CallDispatched(tool string)
+	// ResultReceived counts a result that reached its waiting caller;
+	// elapsed runs from the dispatch to the result's arrival. class is
+	// empty for a success.
+	ResultReceived(tool string, class envelope.Class, elapsed time.Duration)
+	// LateResult counts a result that arrived after its callers stopped
+	// waiting (deadline passed, cancelled, or publish of the turn failed).
+	LateResult(tool string)
+	// DuplicateResult counts a second result for an already answered call.
+	DuplicateResult(tool string)
+	// Expired counts a call answered with is_error because its deadline
+	// passed with no result.
+	Expired(tool string)
+	// Pending adds delta to the number of calls waiting for a result.
+	Pending(delta int)
+}
+
+// NopMetrics is a Metrics that records nothing. Embed it to implement only
+// some of the methods.
+type NopMetrics struct{}
+
+// CallDispatched does nothing.
+func (NopMetrics) CallDispatched(string) {}
+
+// ResultReceived does nothing.
+func (NopMetrics) ResultReceived(string, envelope.Class, time.Duration) {}
+
+// LateResult does nothing.
+func (NopMetrics) LateResult(string) {}
+
+// DuplicateResult does nothing.
+func (NopMetrics) DuplicateResult(string) {}
+
+// Expired does nothing.
+func (NopMetrics) Expired(string) {}
+
+// Pending does nothing.
+func (NopMetrics) Pending(int) {}

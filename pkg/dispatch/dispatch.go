@@ -1,0 +1,594 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// DefaultTimeoutDefault is how long a call waits for its result when the
+// caller's context has no deadline.
+const DefaultTimeoutDefault = 60 * time.Second
+
+// ErrUnavailable is wrapped by Dispatch errors that mean the pool could not
+// take the calls: JetStream did not store them (no responders, timeout,
+// connection closed), or the dispatcher is stopped or not started. An HTTP
+// layer answers them with 503.
+var ErrUnavailable = errors.New("tool pool unavailable")
+
+// ErrStopped is wrapped, together with ErrUnavailable, by the errors of
+// Dispatch calls that Stop ended or that came after it.
+var ErrStopped = errors.New("dispatcher stopped")
+
+// stopWait bounds how long Stop waits for the result consumer to wind down.
+const stopWait = 5 * time.Second
+
+// ToolInfo is what the dispatcher knows of a tool it may call.
+type ToolInfo struct {
+	Name string
+}
+
+// Catalog says which tools exist right now.
+type Catalog interface {
+	// Lookup reports whether a tool is served.
+	Lookup(ctx context.Context, name string) (ToolInfo, bool)
+	// Names lists the tools served, sorted.
+	Names(ctx context.Context) []string
+}
+
+// Dispatcher publishes calls to TOOL_CALLS and hands each caller its results
+// from TOOL_RESULTS. Create it with New, call Start before Dispatch and Stop
+// when done. It is safe for concurrent use.
+type Dispatcher struct {
+	cfg      Config
+	js       js.JetStream
+	log      *slog.Logger
+	metrics  Metrics
+	subject  string // tools.result.<instance>
+	calls    *callTable
+	sessions *sessionTracker
+	inflight chan struct{} // publish slots: MaxPublishInFlight
+
+	mu      sync.Mutex
+	started bool
+	cc      js.ConsumeContext
+
+	running  atomic.Bool   // started and not stopped
+	stopped  chan struct{} // closed by Stop
+	stopOnce sync.Once
+}
+
+// New returns a Dispatcher for cfg, with defaults applied. It does not touch
+// the network: Start does.
+func New(cfg Config) (*Dispatcher, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.JS == nil {
+		j, err := js.New(cfg.NC)
+		if err != nil {
+			return nil, fmt.Errorf("dispatch: create JetStream context: %w", err)
+		}
+		cfg.JS = j
+	}
+	return &Dispatcher{
+		cfg:      cfg,
+		js:       cfg.JS,
+		log:      cfg.Logger.With(slog.String("instance", cfg.Instance)),
+		metrics:  cfg.Metrics,
+		subject:  jetstream.ResultSubject(cfg.Instance),
+		calls:    newCallTable(cfg.RecentTTL, cfg.RecentMax, cfg.RecentMaxBytes),
+		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
+		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
+		stopped:  make(chan struct{}),
+	}, nil
+}
+
+// Instance is the orchestrator instance id: results come on
+// tools.result.<Instance>.
+func (d *Dispatcher) Instance() string { return d.cfg.Instance }
+
+// Start begins consuming results from TOOL_RESULTS on
+// tools.result.<instance>. It returns once the consumer exists, so a call
+// dispatched after Start cannot miss its result.
+//
+// The consumer is an ordered consumer delivering new messages only, not a
+// durable one: the table of waiting callers lives in this process's memory,
+// so after a restart no one waits for older results and replaying them
+// would serve nobody. An ordered consumer needs no acks (half the messages
+// of an acked consumer), leaves no durable state to clean up for instance
+// ids that never come back, and recreates itself after a disconnect from
+// the last stream sequence it saw, so results stored while the connection
+// was down are still delivered. TOOL_RESULTS must therefore not be a
+// work-queue stream (those refuse consumers without acks).
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	select {
+	case <-d.stopped:
+		return fmt.Errorf("dispatch: start: %w", d.stoppedErr())
+	default:
+	}
+	if d.started {
+		return errors.New("dispatch: start: already started")
+	}
+	cons, err := d.js.OrderedConsumer(ctx, jetstream.StreamResults, js.OrderedConsumerConfig{
+		FilterSubjects: []string{d.subject},
+		DeliverPolicy:  js.DeliverNewPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("dispatch: start: result consumer on %s: %w: %w", jetstream.StreamResults, ErrUnavailable, err)
+	}
+	cc, err := cons.Consume(d.handleResult, js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
+		d.log.Warn("result consumer", slog.Any("error", err))
+	}))
+	if err != nil {
+		return fmt.Errorf("dispatch: start: consume results: %w: %w", ErrUnavailable, err)
+	}
+	d.cc = cc
+	d.started = true
+	d.running.Store(true)
+	d.log.Debug("dispatcher started", slog.String("subject", d.subject))
+	return nil
+}
+
+// Stop stops consuming results and fails every waiting Dispatch at once
+// with an error wrapping ErrStopped and ErrUnavailable. Results that arrive
+// later are not consumed. Stop is idempotent; Dispatch after Stop fails the
+// same way.
+func (d *Dispatcher) Stop() {
+	d.stopOnce.Do(func() {
+		d.mu.Lock()
+		d.running.Store(false)
+		close(d.stopped)
+		cc := d.cc
+		d.mu.Unlock()
+		if cc == nil {
+			return
+		}
+		cc.Stop()
+		t := time.NewTimer(stopWait)
+		defer t.Stop()
+		select {
+		case <-cc.Closed():
+		case <-t.C:
+			d.log.Warn("result consumer did not stop in time")
+		}
+	})
+}
+
+func (d *Dispatcher) stoppedErr() error {
+	return fmt.Errorf("%w: %w", ErrUnavailable, ErrStopped)
+}
+
+func (d *Dispatcher) notRunningErr() error {
+	select {
+	case <-d.stopped:
+		return fmt.Errorf("dispatch: %w", d.stoppedErr())
+	default:
+		return fmt.Errorf("dispatch: %w: dispatcher not started", ErrUnavailable)
+	}
+}
+
+// handleResult is the result consumer's handler: it runs on one goroutine.
+func (d *Dispatcher) handleResult(msg js.Msg) {
+	data := msg.Data()
+	res, err := envelope.DecodeResult(data)
+	if err != nil {
+		d.log.Warn("dropping a malformed result", slog.String("subject", msg.Subject()), slog.Any("error", err))
+		return
+	}
+	now := time.Now()
+	outcome, tool, start := d.calls.deliver(res, int64(len(data)), now)
+	switch outcome {
+	case outcomeDelivered:
+		d.metrics.ResultReceived(tool, res.Class, now.Sub(start))
+	case outcomeLate:
+		d.metrics.LateResult(tool)
+		d.log.Debug("late result", slog.String("call_id", res.CallID), slog.String("tool", tool))
+	case outcomeDuplicate:
+		d.metrics.DuplicateResult(tool)
+		d.log.Debug("duplicate result", slog.String("call_id", res.CallID), slog.String("tool", tool))
+	default:
+		d.log.Debug("result for an unknown call", slog.String("call_id", res.CallID), slog.String("tool", res.Tool))
+	}
+}
+
+// Dispatch sends the calls of one assistant turn in parallel and returns their
+// results in the calls' order.
+//
+// Every call gets a result: the tool's, or an is_error result the dispatcher
+// writes itself for a call without an id, an unknown tool (nothing is
+// published), an input that is not a JSON object or is too large, or a call
+// with no result by the deadline (the ctx deadline, else DefaultTimeout).
+// Calls are published with Nats-Msg-Id = call id, so a call id dispatched
+// twice runs once: a repeated id waits for, or is answered from the cache
+// with, the first one's result. When a tool has failed FailureThreshold
+// times in a row in session, its is_error content tells the model to use a
+// different approach; an empty session is not tracked.
+//
+// Dispatch returns an error, and no results, only when the turn cannot be
+// handled as a whole: JetStream did not store a call, the dispatcher is not
+// started or was stopped (errors wrapping ErrUnavailable), or ctx was
+// cancelled. Calls published before such an error still run; their results
+// are kept a while, so dispatching the same ids again does not run them twice.
+func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
+	if !d.running.Load() {
+		return nil, d.notRunningErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
+	t := d.newTurn(ctx, session, calls)
+	defer t.release()
+
+	t.prepare()
+	if err := t.publish(); err != nil {
+		return nil, err
+	}
+	if err := t.wait(); err != nil {
+		return nil, err
+	}
+	t.advise()
+	return t.results, nil
+}
+
+// DispatchBlocks is Dispatch returning Anthropic tool_result blocks, in the
+// calls' order.
+func (d *Dispatcher) DispatchBlocks(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.ToolResultBlock, error) {
+	results, err := d.Dispatch(ctx, session, calls)
+	if err != nil {
+		return nil, err
+	}
+	blocks := make([]envelope.ToolResultBlock, len(results))
+	for i := range results {
+		blocks[i] = results[i].ToolResult()
+	}
+	return blocks, nil
+}
+
+// slot states of a turn's calls.
+const (
+	slotAnswered = iota // results[i] is final
+	slotWaiting         // registered in the call table: published or to publish
+)
+
+// turn is one Dispatch call in progress.
+type turn struct {
+	d        *Dispatcher
+	ctx      context.Context
+	session  string
+	calls    []envelope.ToolUseBlock
+	results  []envelope.Result
+	slots    []uint8
+	payloads [][]byte
+	ch       chan delivery // results from the consumer; room for every call
+
+	now      time.Time
+	deadline time.Time
+	expiry   *time.Timer // the deadline, when ctx has none
+	waiting  int         // slots registered in the table and not answered
+}
+
+func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelope.ToolUseBlock) *turn {
+	t := &turn{
+		d:        d,
+		ctx:      ctx,
+		session:  session,
+		calls:    calls,
+		results:  make([]envelope.Result, len(calls)),
+		slots:    make([]uint8, len(calls)),
+		payloads: make([][]byte, len(calls)),
+		ch:       make(chan delivery, len(calls)),
+		now:      time.Now(),
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		t.deadline = dl
+	} else {
+		t.deadline = t.now.Add(d.cfg.DefaultTimeout)
+		t.expiry = time.NewTimer(d.cfg.DefaultTimeout)
+	}
+	return t
+}
+
+// prepare answers the calls that cannot run and registers the others in the
+// call table; a call whose result is cached is answered from the cache.
+func (t *turn) prepare() {
+	d := t.d
+	traceparent, ok := TraceparentFrom(t.ctx)
+	if !ok {
+		traceparent = NewTraceparent()
+	}
+	var available []string // catalog names, listed once per turn if needed
+	for i, c := range t.calls {
+		if c.ID == "" {
+			t.results[i] = missingIDResult(c.Name)
+			continue
+		}
+		if _, ok := d.cfg.Catalog.Lookup(t.ctx, c.Name); !ok {
+			if available == nil {
+				available = d.cfg.Catalog.Names(t.ctx)
+			}
+			t.results[i] = unknownToolResult(c.ID, c.Name, available)
+			continue
+		}
+		input := bytes.TrimSpace(c.Input)
+		if len(input) == 0 {
+			input = json.RawMessage(`{}`)
+		}
+		if len(input) > d.cfg.MaxInputBytes {
+			t.results[i] = invalidInputResult(c.ID, c.Name,
+				fmt.Sprintf("is %d bytes; the limit is %d bytes", len(input), d.cfg.MaxInputBytes))
+			continue
+		}
+		payload, err := envelope.EncodeCall(&envelope.Call{
+			ID:          c.ID,
+			Tool:        c.Name,
+			Input:       input,
+			Session:     t.session,
+			ReplyTo:     d.cfg.Instance,
+			CreatedAt:   t.now,
+			Deadline:    t.deadline,
+			Traceparent: traceparent,
+		})
+		if err != nil {
+			t.results[i] = encodeErrorResult(c.ID, c.Name, err)
+			continue
+		}
+		if cached, ok := d.calls.register(c.ID, c.Name, waiter{ch: t.ch, idx: i}, t.now); ok {
+			t.results[i] = *cached
+			t.results[i].Content = slices.Clone(cached.Content)
+			continue
+		}
+		t.slots[i] = slotWaiting
+		t.payloads[i] = payload
+		t.waiting++
+	}
+	if t.waiting > 0 {
+		d.metrics.Pending(t.waiting)
+	}
+}
+
+// encodeErrorResult answers a call the envelope refuses to encode.
+func encodeErrorResult(id, tool string, err error) envelope.Result {
+	var de *envelope.DecodeError
+	if errors.As(err, &de) {
+		if de.Field == "input" {
+			return invalidInputResult(id, tool, de.Reason)
+		}
+		return errorResult(id, tool, envelope.ClassValidation, classify.CodeInvalidArgument,
+			fmt.Sprintf("The call to %s was not run: its %s %s.", tool, de.Field, de.Reason))
+	}
+	return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal,
+		fmt.Sprintf("The call to %s could not be prepared and was not run.", tool))
+}
+
+// pubWait is a publish waiting for its PubAck.
+type pubWait struct {
+	idx int
+	paf js.PubAckFuture
+}
+
+// publish stores the waiting calls in TOOL_CALLS, at most MaxPublishInFlight
+// unacknowledged at a time across the dispatcher, and waits for the PubAcks.
+func (t *turn) publish() error {
+	if t.waiting == 0 {
+		return nil
+	}
+	d := t.d
+	timer := time.NewTimer(d.cfg.PublishTimeout)
+	defer timer.Stop()
+	queue := make([]pubWait, 0, t.waiting)
+	head := 0
+	defer func() { // release the slots of publishes not awaited (error paths)
+		for range queue[head:] {
+			<-d.inflight
+		}
+	}()
+	await := func() error {
+		p := queue[head]
+		head++
+		defer func() { <-d.inflight }()
+		select {
+		case ack := <-p.paf.Ok():
+			d.metrics.CallDispatched(t.calls[p.idx].Name)
+			if ack.Duplicate {
+				d.log.Debug("call already queued; waiting for its result",
+					slog.String("call_id", t.calls[p.idx].ID), slog.String("tool", t.calls[p.idx].Name))
+			}
+			return nil
+		case err := <-p.paf.Err():
+			return t.publishErr(p.idx, err)
+		case <-timer.C:
+			return t.publishErr(p.idx, fmt.Errorf("no acknowledgement within %v", d.cfg.PublishTimeout))
+		case <-t.ctx.Done():
+			if errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
+				return t.publishErr(p.idx, errors.New("no acknowledgement before the call's deadline"))
+			}
+			return fmt.Errorf("dispatch: %w", t.ctx.Err())
+		case <-t.expiryC():
+			return t.publishErr(p.idx, errors.New("no acknowledgement before the call's deadline"))
+		case <-d.stopped:
+			return fmt.Errorf("dispatch: %w", d.stoppedErr())
+		}
+	}
+	for i := range t.calls {
+		if t.slots[i] != slotWaiting {
+			continue
+		}
+		for acquired := false; !acquired; {
+			select {
+			case d.inflight <- struct{}{}:
+				acquired = true
+				continue
+			default:
+			}
+			if head < len(queue) { // make room by awaiting this turn's oldest publish
+				if err := await(); err != nil {
+					return err
+				}
+				continue
+			}
+			select {
+			case d.inflight <- struct{}{}:
+				acquired = true
+			case <-timer.C:
+				return t.publishErr(i, fmt.Errorf("no publish slot within %v", d.cfg.PublishTimeout))
+			case <-t.ctx.Done():
+				return fmt.Errorf("dispatch: %w", t.ctx.Err())
+			case <-d.stopped:
+				return fmt.Errorf("dispatch: %w", d.stoppedErr())
+			}
+		}
+		c := t.calls[i]
+		paf, err := d.js.PublishMsgAsync(&nats.Msg{
+			Subject: jetstream.CallSubject(c.Name),
+			Data:    t.payloads[i],
+			Header:  nats.Header{js.MsgIDHeader: []string{c.ID}},
+		})
+		if err != nil {
+			<-d.inflight
+			return t.publishErr(i, err)
+		}
+		t.payloads[i] = nil
+		queue = append(queue, pubWait{idx: i, paf: paf})
+	}
+	for head < len(queue) {
+		if err := await(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *turn) publishErr(i int, err error) error {
+	c := t.calls[i]
+	t.d.log.Warn("publishing a call failed", slog.String("call_id", c.ID), slog.String("tool", c.Name), slog.Any("error", err))
+	return fmt.Errorf("dispatch: publish call %s to %s: %w: %w", c.ID, jetstream.CallSubject(c.Name), ErrUnavailable, err)
+}
+
+func (t *turn) expiryC() <-chan time.Time {
+	if t.expiry == nil {
+		return nil
+	}
+	return t.expiry.C
+}
+
+// wait collects the results of the published calls until all are in, the
+// deadline passes (the rest are answered with is_error), ctx is cancelled
+// or the dispatcher stops (errors).
+func (t *turn) wait() error {
+	d := t.d
+	for t.waiting > 0 {
+		select {
+		case dl := <-t.ch:
+			t.answer(dl)
+		case <-t.ctx.Done():
+			if !errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("dispatch: %w", t.ctx.Err())
+			}
+			t.expire()
+		case <-t.expiryC():
+			t.expire()
+		case <-d.stopped:
+			return fmt.Errorf("dispatch: %w", d.stoppedErr())
+		}
+	}
+	return nil
+}
+
+func (t *turn) answer(dl delivery) {
+	if t.slots[dl.idx] == slotAnswered {
+		return
+	}
+	t.results[dl.idx] = *dl.res
+	t.results[dl.idx].Content = slices.Clone(dl.res.Content)
+	t.slots[dl.idx] = slotAnswered
+	t.waiting--
+	t.d.metrics.Pending(-1)
+}
+
+// expire answers every call still waiting with a deadline is_error; a result
+// that raced in before the call left the table is used instead.
+func (t *turn) expire() {
+	d := t.d
+	now := time.Now()
+	t.leaveAll(now)
+	for {
+		select {
+		case dl := <-t.ch:
+			t.answer(dl)
+			continue
+		default:
+		}
+		break
+	}
+	waited := t.deadline.Sub(t.now)
+	for i := range t.calls {
+		if t.slots[i] == slotAnswered {
+			continue
+		}
+		c := t.calls[i]
+		t.results[i] = deadlineResult(c.ID, c.Name, waited)
+		t.slots[i] = slotAnswered
+		t.waiting--
+		d.metrics.Pending(-1)
+		d.metrics.Expired(c.Name)
+		d.log.Debug("call expired", slog.String("call_id", c.ID), slog.String("tool", c.Name), slog.Duration("waited", waited))
+	}
+}
+
+// leaveAll takes the turn's unanswered calls out of the call table.
+func (t *turn) leaveAll(now time.Time) {
+	for i := range t.calls {
+		if t.slots[i] != slotAnswered {
+			t.d.calls.leave(t.calls[i].ID, waiter{ch: t.ch, idx: i}, now)
+		}
+	}
+}
+
+// release stops the timer and, on the error paths, takes the calls still
+// waiting out of the call table.
+func (t *turn) release() {
+	if t.expiry != nil {
+		t.expiry.Stop()
+	}
+	if t.waiting > 0 {
+		t.leaveAll(time.Now())
+		t.d.metrics.Pending(-t.waiting)
+		t.waiting = 0
+	}
+}
+
+// advise updates the session's failure counts in the calls' order and adds
+// the advice sentence to results of a tool that has failed too often.
+func (t *turn) advise() {
+	if t.session == "" || len(t.results) == 0 {
+		return
+	}
+	outs := make([]outcome, len(t.results))
+	for i := range t.results {
+		outs[i] = outcome{tool: t.calls[i].Name, isError: t.results[i].IsError}
+	}
+	t.d.sessions.record(t.session, time.Now(), outs)
+	for i := range outs {
+		if o := outs[i]; o.isError && o.run >= t.d.cfg.FailureThreshold {
+			t.results[i].Content = withSentence(t.results[i].Content, AdviceMessage(o.tool, o.run))
+		}
+	}
+}

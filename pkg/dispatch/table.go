@@ -1,0 +1,268 @@
+package dispatch
+
+import (
+	"sync"
+	"time"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// The call table is the dispatcher's memory of call ids. It is sharded by a
+// hash of the id so that thousands of calls a second from many goroutines
+// and the single result-consuming goroutine rarely meet on one mutex; each
+// operation on an id takes exactly one shard lock.
+//
+// An id is in one of three states:
+//
+//	pending: one or more waiters (Dispatch calls) wait for its result;
+//	done:    its result arrived; the result is cached while it fits;
+//	gone:    every waiter left before a result came (deadline passed, the
+//	         caller cancelled, the turn's publish failed, Stop).
+//
+// Settled ids (done, gone) are kept in a per-shard FIFO bounded by age,
+// count and cached bytes. They let the table tell a late result (gone) from
+// a duplicate (done) and from an unknown id, and let a repeated call id be
+// answered from the cache without executing the tool again.
+const tableShards = 64
+
+type callState uint8
+
+const (
+	statePending callState = iota
+	stateDone
+	stateGone
+)
+
+// delivery is a result handed to one waiter: idx is the call's position in
+// the waiter's turn.
+type delivery struct {
+	idx int
+	res *envelope.Result
+}
+
+// waiter is one Dispatch call's interest in an id. ch is the turn's channel,
+// buffered for every call of the turn, so a send never blocks.
+type waiter struct {
+	ch  chan delivery
+	idx int
+}
+
+type callEntry struct {
+	tool    string
+	state   callState
+	start   time.Time // when it last became pending
+	waiters []waiter  // statePending
+	result  *envelope.Result
+	size    int64  // bytes accounted for result
+	gen     uint64 // matches the FIFO item that may evict the entry
+}
+
+type fifoItem struct {
+	id  string
+	gen uint64
+	at  time.Time
+}
+
+type tableShard struct {
+	mu      sync.Mutex
+	calls   map[string]*callEntry
+	fifo    []fifoItem
+	head    int
+	settled int   // entries in stateDone or stateGone
+	bytes   int64 // sum of size over settled entries
+	gen     uint64
+	_       [64]byte // keep neighbouring shards' locks off one cache line
+}
+
+type callTable struct {
+	ttl      time.Duration
+	maxCount int   // settled entries per shard
+	maxBytes int64 // cached result bytes per shard
+	shards   [tableShards]tableShard
+}
+
+func newCallTable(ttl time.Duration, maxSettled int, maxBytes int64) *callTable {
+	t := &callTable{
+		ttl:      ttl,
+		maxCount: max(maxSettled/tableShards, 1),
+		maxBytes: max(maxBytes/tableShards, 1),
+	}
+	for i := range t.shards {
+		t.shards[i].calls = make(map[string]*callEntry)
+	}
+	return t
+}
+
+func (t *callTable) shard(id string) *tableShard {
+	// FNV-1a, inline so that hashing does not allocate.
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return &t.shards[h%tableShards]
+}
+
+// register adds w as a waiter for id. If id's result is cached it returns it
+// instead and registers nothing.
+func (t *callTable) register(id, tool string, w waiter, now time.Time) (*envelope.Result, bool) {
+	s := t.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evict(now, t)
+	e := s.calls[id]
+	switch {
+	case e == nil:
+		s.calls[id] = &callEntry{tool: tool, state: statePending, start: now, waiters: []waiter{w}}
+	case e.state == statePending:
+		e.waiters = append(e.waiters, w)
+	case e.state == stateDone && e.result != nil:
+		return e.result, true
+	default:
+		// Gone, or done with a result too large to cache: wait again. A
+		// gone call may still be running; its result will come here.
+		s.unsettle(e)
+		e.state, e.start, e.tool = statePending, now, tool
+		e.waiters = append(e.waiters[:0], w)
+	}
+	return nil, false
+}
+
+// deliverOutcome says what deliver did with a result.
+type deliverOutcome uint8
+
+const (
+	outcomeDelivered deliverOutcome = iota // handed to its waiters
+	outcomeLate                            // its waiters had left
+	outcomeDuplicate                       // the id was already answered
+	outcomeUnknown                         // no record of the id
+)
+
+// deliver hands res to every waiter of its call id. size is what caching the
+// result costs. It returns the outcome, the call's tool and when the call
+// became pending.
+func (t *callTable) deliver(res *envelope.Result, size int64, now time.Time) (deliverOutcome, string, time.Time) {
+	s := t.shard(res.CallID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evict(now, t)
+	e := s.calls[res.CallID]
+	if e == nil {
+		return outcomeUnknown, "", time.Time{}
+	}
+	switch e.state {
+	case statePending:
+		for _, w := range e.waiters {
+			select {
+			case w.ch <- delivery{idx: w.idx, res: res}:
+			default: // cannot happen: the channel has room for every call of the turn
+			}
+		}
+		clear(e.waiters)
+		e.waiters = e.waiters[:0]
+		s.settle(e, res.CallID, stateDone, res, size, now, t)
+		s.evict(now, t)
+		return outcomeDelivered, e.tool, e.start
+	case stateGone:
+		// Keep the late result: a retry of the same call id gets it at once.
+		s.unsettle(e)
+		s.settle(e, res.CallID, stateDone, res, size, now, t)
+		s.evict(now, t)
+		return outcomeLate, e.tool, e.start
+	default:
+		return outcomeDuplicate, e.tool, e.start
+	}
+}
+
+// leave removes w from id's waiters. When the last waiter leaves a pending
+// call, the call becomes gone. A result delivered to w before leave is
+// already in w's channel.
+func (t *callTable) leave(id string, w waiter, now time.Time) {
+	s := t.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.calls[id]
+	if e == nil || e.state != statePending {
+		return
+	}
+	for i, x := range e.waiters {
+		if x == w {
+			last := len(e.waiters) - 1
+			e.waiters[i] = e.waiters[last]
+			e.waiters[last] = waiter{}
+			e.waiters = e.waiters[:last]
+			break
+		}
+	}
+	if len(e.waiters) == 0 {
+		s.settle(e, id, stateGone, nil, 0, now, t)
+		s.evict(now, t)
+	}
+}
+
+// stats returns the number of pending and settled ids, for tests.
+func (t *callTable) stats() (pending, settled int) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		pending += len(s.calls) - s.settled
+		settled += s.settled
+		s.mu.Unlock()
+	}
+	return pending, settled
+}
+
+// settle moves a pending (or just unsettled) entry to state st and queues it
+// for eviction. Lock held.
+func (s *tableShard) settle(e *callEntry, id string, st callState, res *envelope.Result, size int64, now time.Time, t *callTable) {
+	e.state = st
+	e.waiters = nil
+	e.result, e.size = nil, 0
+	if res != nil && size <= t.maxBytes {
+		e.result, e.size = res, size
+	}
+	s.gen++
+	e.gen = s.gen
+	s.settled++
+	s.bytes += e.size
+	s.fifo = append(s.fifo, fifoItem{id: id, gen: e.gen, at: now})
+}
+
+// unsettle takes a settled entry out of the settled accounting; its FIFO item
+// goes stale. Lock held.
+func (s *tableShard) unsettle(e *callEntry) {
+	if e.state == statePending {
+		return
+	}
+	s.settled--
+	s.bytes -= e.size
+	e.result, e.size = nil, 0
+	e.gen = 0
+}
+
+// evict forgets settled entries that are too old, or the oldest ones while
+// the shard is over its count or byte budget. Lock held.
+func (s *tableShard) evict(now time.Time, t *callTable) {
+	for s.head < len(s.fifo) {
+		it := s.fifo[s.head]
+		e := s.calls[it.id]
+		live := e != nil && e.state != statePending && e.gen == it.gen
+		if live && now.Sub(it.at) < t.ttl && s.settled <= t.maxCount && s.bytes <= t.maxBytes {
+			break
+		}
+		if live {
+			s.settled--
+			s.bytes -= e.size
+			delete(s.calls, it.id)
+		}
+		s.fifo[s.head] = fifoItem{}
+		s.head++
+	}
+	// Reclaim the consumed front of the FIFO once it dominates.
+	if s.head > 64 && s.head*2 >= len(s.fifo) {
+		n := copy(s.fifo, s.fifo[s.head:])
+		clear(s.fifo[n:])
+		s.fifo = s.fifo[:n]
+		s.head = 0
+	}
+}

@@ -1,0 +1,137 @@
+package dlq
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// Reason says why a call was dead-lettered.
+type Reason string
+
+// The reasons.
+const (
+	// ReasonExhausted: a transient error outlived the tool's retry attempts.
+	ReasonExhausted Reason = "exhausted"
+	// ReasonMalformed: the call message could not be decoded.
+	ReasonMalformed Reason = "malformed"
+	// ReasonPoison: the call reached the consumer's MaxDeliver without any
+	// worker reporting on it (it kills workers).
+	ReasonPoison Reason = "poison"
+	// ReasonExpired: the call's deadline passed before a worker started it.
+	ReasonExpired Reason = "expired"
+)
+
+// Header names carried by dead-letter messages, so that someone with only the
+// NATS CLI (nats stream view TOOL_DLQ) sees the essentials.
+const (
+	HeaderReason   = "Toolpool-Reason"
+	HeaderTool     = "Toolpool-Tool"
+	HeaderCallID   = "Toolpool-Call-Id"
+	HeaderAttempts = "Toolpool-Attempts"
+	HeaderError    = "Toolpool-Error"
+	HeaderClass    = "Toolpool-Class"
+	HeaderCode     = "Toolpool-Code"
+)
+
+// Attempt is one failed execution of a call.
+type Attempt struct {
+	N        int            `json:"n"`
+	WorkerID string         `json:"worker_id,omitempty"`
+	Class    envelope.Class `json:"class,omitempty"`
+	Code     string         `json:"code,omitempty"`
+	Message  string         `json:"message,omitempty"`
+	Started  time.Time      `json:"started"`
+	Duration time.Duration  `json:"duration_ns"`
+}
+
+// Entry is one dead letter in TOOL_DLQ.
+type Entry struct {
+	V      int    `json:"v"`
+	Reason Reason `json:"reason"`
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id,omitempty"`
+	// Call is the original call message, byte for byte. For a malformed call
+	// it may not be JSON; it is then carried in RawCall instead.
+	Call    json.RawMessage `json:"call,omitempty"`
+	RawCall []byte          `json:"raw_call,omitempty"`
+	// Error describes the last failure, for operators.
+	Error        string    `json:"error,omitempty"`
+	Attempts     []Attempt `json:"attempts,omitempty"`
+	FirstFailure time.Time `json:"first_failure"`
+	LastFailure  time.Time `json:"last_failure"`
+	// Source is where the call was in TOOL_CALLS.
+	SourceSeq uint64 `json:"source_seq,omitempty"`
+}
+
+// NewEntry builds an entry for the call message data. When data is a JSON
+// value it is kept as Call, otherwise as RawCall.
+func NewEntry(reason Reason, tool, callID string, data []byte) Entry {
+	e := Entry{V: 1, Reason: reason, Tool: tool, CallID: callID}
+	if json.Valid(data) {
+		e.Call = append(json.RawMessage(nil), data...)
+	} else {
+		e.RawCall = append([]byte(nil), data...)
+	}
+	return e
+}
+
+// Msg returns the NATS message that carries e to subject, with the essentials
+// in headers and the call ID (or a stand-in) as Nats-Msg-Id.
+func (e *Entry) Msg(subject, msgID string) (*nats.Msg, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: encode entry: %w", err)
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(nats.MsgIdHdr, msgID)
+	m.Header.Set(HeaderReason, string(e.Reason))
+	m.Header.Set(HeaderTool, e.Tool)
+	if e.CallID != "" {
+		m.Header.Set(HeaderCallID, e.CallID)
+	}
+	m.Header.Set(HeaderAttempts, strconv.Itoa(len(e.Attempts)))
+	if e.Error != "" {
+		m.Header.Set(HeaderError, headerSafe(e.Error))
+	}
+	if n := len(e.Attempts); n > 0 {
+		last := e.Attempts[n-1]
+		m.Header.Set(HeaderClass, string(last.Class))
+		m.Header.Set(HeaderCode, last.Code)
+	}
+	return m, nil
+}
+
+// Decode reads an entry from a TOOL_DLQ message's data.
+func Decode(data []byte) (*Entry, error) {
+	var e Entry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("dlq: decode entry: %w", err)
+	}
+	if e.V != 1 {
+		return nil, errors.New("dlq: decode entry: unknown version")
+	}
+	return &e, nil
+}
+
+// headerSafe keeps a header value on one line and short.
+func headerSafe(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			b[i] = ' '
+		}
+	}
+	if len(b) > 512 {
+		b = b[:512]
+	}
+	return strings.ToValidUTF8(string(b), "")
+}

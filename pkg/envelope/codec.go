@@ -1,0 +1,615 @@
+package envelope
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits bounds what the codec accepts and emits. A zero or negative field
+// means its default.
+type Limits struct {
+	// MaxInputBytes caps a call's input JSON. Default MaxInputBytesDefault.
+	MaxInputBytes int
+	// MaxContentBytes caps a result's text content; longer content is cut by
+	// Truncate. Default MaxContentBytesDefault.
+	MaxContentBytes int
+}
+
+// DefaultLimits are the limits used when none are given.
+var DefaultLimits = Limits{MaxInputBytes: MaxInputBytesDefault, MaxContentBytes: MaxContentBytesDefault}
+
+// WithDefaults returns l with every zero or negative field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxInputBytes <= 0 {
+		l.MaxInputBytes = MaxInputBytesDefault
+	}
+	if l.MaxContentBytes <= 0 {
+		l.MaxContentBytes = MaxContentBytesDefault
+	}
+	return l
+}
+
+// Envelope overheads: how much a call message may exceed its input limit,
+// and the sanity cap on a whole result message.
+const (
+	// CallOverheadBytes is what a call message may carry besides its input:
+	// DecodeCall refuses a message longer than MaxInputBytes+CallOverheadBytes
+	// before parsing it.
+	CallOverheadBytes = 64 << 10
+	// MaxResultBytes is the largest result message DecodeResult parses. It is
+	// far above the text cap because non-text blocks (images, documents) are
+	// not cut.
+	MaxResultBytes = 64 << 20
+)
+
+// The sentinels a *DecodeError wraps; match them with errors.Is.
+var (
+	// ErrMalformed: the message is not JSON, or a field is missing, has the
+	// wrong type or an invalid value.
+	ErrMalformed = errors.New("envelope: malformed")
+	// ErrVersion: the "v" field is missing or names a version this package
+	// does not read.
+	ErrVersion = errors.New("envelope: unsupported version")
+	// ErrTooLarge: the message, or a call's input, is over its size limit.
+	ErrTooLarge = errors.New("envelope: too large")
+)
+
+// DecodeError says which field of an envelope is wrong and why. Encoders
+// return it too, for a call or result the decoder would refuse, so that such
+// a message is never published.
+type DecodeError struct {
+	Field  string // JSON field name, "" for the whole message
+	Reason string
+	Err    error // sentinel: ErrMalformed, ErrVersion, ErrTooLarge
+}
+
+// Error reads like `envelope: field "input": must be a JSON object`.
+func (e *DecodeError) Error() string {
+	if e.Field == "" {
+		return "envelope: " + e.Reason
+	}
+	return "envelope: field " + strconv.Quote(e.Field) + ": " + e.Reason
+}
+
+// Unwrap returns the sentinel, so errors.Is(err, ErrTooLarge) works.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+func malformed(field, reason string) *DecodeError {
+	return &DecodeError{Field: field, Reason: reason, Err: ErrMalformed}
+}
+
+// syntaxError describes why data is not valid JSON. Only called on the error
+// path: it parses data a second time to find the offending byte.
+func syntaxError(field string, data []byte) *DecodeError {
+	var v json.RawMessage
+	err := json.Unmarshal(data, &v)
+	var se *json.SyntaxError
+	switch {
+	case len(trimSpace(data)) == 0:
+		return malformed(field, "empty; expected a JSON object")
+	case errors.As(err, &se):
+		return malformed(field, "not valid JSON: "+se.Error()+" (at byte "+strconv.FormatInt(se.Offset, 10)+")")
+	default:
+		return malformed(field, "not valid JSON")
+	}
+}
+
+// ValidToolName reports whether name is a valid tool name:
+// ^[a-zA-Z0-9_-]{1,64}$, the rule of the Anthropic API.
+func ValidToolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// hasControl reports whether s holds an ASCII control character. Ids and
+// trace context travel in NATS headers, where CR or LF would break the frame.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// validSubjectPart reports whether s can follow "tools.result." in a NATS
+// subject: no whitespace or control characters, no wildcards, no empty tokens.
+func validSubjectPart(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c <= ' ' || c == 0x7f || c == '*' || c == '>':
+			return false
+		}
+	}
+	return true
+}
+
+// quoteShort quotes user data for an error message, cut to a sane length.
+func quoteShort(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "…"
+}
+
+// quoteRaw is quoteShort for a raw JSON value, without copying all of it.
+func quoteRaw(b []byte) string {
+	return quoteShort(string(b[:min(len(b), 64)]))
+}
+
+const toolNameRule = "must be 1 to 64 letters, digits, '_' or '-'"
+
+// Validate checks c as DecodeCall would after parsing: id and tool present,
+// a valid tool name, input a JSON object of at most lim.MaxInputBytes, no
+// control characters in the string fields, reply_to usable in a subject. The
+// error is a *DecodeError. The orchestrator can call it before publishing.
+func (c *Call) Validate(lim Limits) error {
+	if c == nil {
+		return malformed("", "no call")
+	}
+	lim = lim.WithDefaults()
+	if err := c.validateFields(); err != nil {
+		return err
+	}
+	return checkInput(c.Input, lim.MaxInputBytes)
+}
+
+// validateFields checks everything but the input.
+func (c *Call) validateFields() *DecodeError {
+	if strings.TrimSpace(c.ID) == "" {
+		return malformed("id", "missing; it must be the tool_use id")
+	}
+	if strings.TrimSpace(c.Tool) == "" {
+		return malformed("tool", "missing; it must name the tool to run")
+	}
+	if !ValidToolName(c.Tool) {
+		return malformed("tool", toolNameRule+", got "+quoteShort(c.Tool))
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"id", c.ID}, {"session", c.Session}, {"reply_to", c.ReplyTo},
+		{"traceparent", c.Traceparent}, {"original_id", c.OriginalID},
+	} {
+		if hasControl(f.v) {
+			return malformed(f.name, "must not contain control characters")
+		}
+	}
+	if c.ReplyTo != "" && !validSubjectPart(c.ReplyTo) {
+		return malformed("reply_to", "must be usable in a NATS subject: no spaces, '*', '>' or empty tokens, got "+quoteShort(c.ReplyTo))
+	}
+	return nil
+}
+
+// checkInput checks that input is one JSON object of at most max bytes
+// (max <= 0: no size limit).
+func checkInput(input json.RawMessage, max int) error {
+	in := trimSpace(input)
+	if len(in) == 0 {
+		return malformed("input", "missing; it must be a JSON object")
+	}
+	if max > 0 && len(in) > max {
+		return &DecodeError{Field: "input", Reason: "is " + formatCount(len(in)) + " bytes; the limit is " + formatCount(max), Err: ErrTooLarge}
+	}
+	if in[0] != '{' {
+		r := reader{data: in}
+		return malformed("input", "must be a JSON object, not "+r.kind(span{0, len(in)}))
+	}
+	if !validJSON(in) {
+		return syntaxError("input", in)
+	}
+	return nil
+}
+
+// Call fields, as indexes into a span table.
+const (
+	callV = iota
+	callID
+	callTool
+	callInput
+	callSession
+	callReplyTo
+	callCreatedAt
+	callDeadline
+	callTraceparent
+	callOriginalID
+	numCallFields
+)
+
+var callFieldNames = [numCallFields]string{"v", "id", "tool", "input", "session", "reply_to", "created_at", "deadline", "traceparent", "original_id"}
+
+func callField(key []byte) int {
+	switch string(key) {
+	case "v":
+		return callV
+	case "id":
+		return callID
+	case "tool":
+		return callTool
+	case "input":
+		return callInput
+	case "session":
+		return callSession
+	case "reply_to":
+		return callReplyTo
+	case "created_at":
+		return callCreatedAt
+	case "deadline":
+		return callDeadline
+	case "traceparent":
+		return callTraceparent
+	case "original_id":
+		return callOriginalID
+	}
+	return -1
+}
+
+// DecodeCall strictly decodes a call envelope. Errors are *DecodeError
+// wrapping ErrMalformed, ErrVersion or ErrTooLarge.
+//
+// It refuses: a message over lim.MaxInputBytes+CallOverheadBytes (before
+// parsing); anything but one JSON object, including trailing data; a missing
+// "v" or one other than Version; a field given twice; a missing or blank id or
+// tool; a tool name not matching ^[a-zA-Z0-9_-]{1,64}$; input that is missing,
+// not a JSON object, or over lim.MaxInputBytes; a field of the wrong JSON type;
+// times that are not RFC 3339; control characters in string fields; a reply_to
+// that cannot be part of a NATS subject. Keys match exactly (case matters).
+//
+// Members it does not know are accepted and ignored, so that a later v1 writer
+// may add optional fields without breaking older readers. null counts as the
+// member's zero value.
+//
+// The returned Call does not alias data.
+func DecodeCall(data []byte, lim Limits) (*Call, error) {
+	lim = lim.WithDefaults()
+	if maxMsg := lim.MaxInputBytes + CallOverheadBytes; maxMsg > 0 && len(data) > maxMsg { // maxMsg <= 0: overflow, no cap
+		return nil, &DecodeError{Reason: "message is " + formatCount(len(data)) + " bytes; the limit is " + formatCount(maxMsg), Err: ErrTooLarge}
+	}
+	if !validJSON(data) {
+		return nil, syntaxError("", data)
+	}
+	it, ok := newObjectIter(data, 0)
+	if !ok {
+		r := reader{data: data}
+		return nil, malformed("", "must be a JSON object, not "+r.kind(span{skipSpace(data, 0), len(trimEnd(data))}))
+	}
+	var spans [numCallFields]span
+	dup := -1
+	for {
+		key, vs, ve, ok := it.next()
+		if !ok {
+			break
+		}
+		if f := callField(key); f >= 0 {
+			if spans[f].present() && dup < 0 {
+				dup = f
+			}
+			spans[f] = span{vs, ve}
+		}
+	}
+	if it.bad {
+		return nil, malformed("", "not valid JSON")
+	}
+	r := reader{data: data}
+	if err := r.version(spans[callV]); err != nil {
+		return nil, err
+	}
+	if dup >= 0 {
+		return nil, malformed(callFieldNames[dup], "appears more than once")
+	}
+	c := &Call{V: Version}
+	for f, p := range []*string{callID: &c.ID, callTool: &c.Tool, callSession: &c.Session, callReplyTo: &c.ReplyTo, callTraceparent: &c.Traceparent, callOriginalID: &c.OriginalID} {
+		if p == nil || !spans[f].present() {
+			continue
+		}
+		s, ok := r.string(spans[f])
+		if !ok {
+			return nil, malformed(callFieldNames[f], "must be a string, not "+r.kind(spans[f]))
+		}
+		*p = s
+	}
+	for f, p := range []*time.Time{callCreatedAt: &c.CreatedAt, callDeadline: &c.Deadline} {
+		if p == nil || !spans[f].present() {
+			continue
+		}
+		if err := p.UnmarshalJSON(r.raw(spans[f])); err != nil {
+			return nil, malformed(callFieldNames[f], "must be an RFC 3339 time string such as \"2025-01-02T15:04:05Z\"")
+		}
+	}
+	if err := c.validateFields(); err != nil {
+		return nil, err
+	}
+	in := spans[callInput]
+	if !in.present() || r.isNull(in) {
+		return nil, malformed("input", "missing; it must be a JSON object")
+	}
+	if r.data[in.start] != '{' {
+		return nil, malformed("input", "must be a JSON object, not "+r.kind(in))
+	}
+	if n := in.end - in.start; n > lim.MaxInputBytes {
+		return nil, &DecodeError{Field: "input", Reason: "is " + formatCount(n) + " bytes; the limit is " + formatCount(lim.MaxInputBytes), Err: ErrTooLarge}
+	}
+	c.Input = json.RawMessage(append([]byte(nil), r.raw(in)...))
+	return c, nil
+}
+
+// version checks the "v" member.
+func (r *reader) version(s span) *DecodeError {
+	const want = "this reader understands version 1"
+	if !s.present() || r.isNull(s) {
+		return &DecodeError{Field: "v", Reason: "missing; " + want, Err: ErrVersion}
+	}
+	v, st := r.int64(s)
+	if st != intOK {
+		return &DecodeError{Field: "v", Reason: "must be the integer 1, not " + quoteRaw(r.raw(s)), Err: ErrVersion}
+	}
+	if v != Version {
+		return &DecodeError{Field: "v", Reason: "version " + strconv.FormatInt(v, 10) + " is not supported; " + want, Err: ErrVersion}
+	}
+	return nil
+}
+
+// EncodeCall encodes a call, setting c.V to Version. It refuses (with a
+// *DecodeError) a call DecodeCall would refuse, except for the size limit,
+// which is the reader's to set: see Call.Validate.
+func EncodeCall(c *Call) ([]byte, error) {
+	if c == nil {
+		return nil, malformed("", "no call")
+	}
+	if err := c.validateFields(); err != nil {
+		return nil, err
+	}
+	if err := checkInput(c.Input, 0); err != nil {
+		return nil, err
+	}
+	if c.V != Version {
+		c.V = Version
+	}
+	n := 200 + len(c.Input) + len(c.ID) + len(c.Tool) + len(c.Session) + len(c.ReplyTo) + len(c.Traceparent) + len(c.OriginalID)
+	b := make([]byte, 0, n)
+	b = append(b, `{"v":1`...)
+	b = appendStringField(b, "id", c.ID, false)
+	b = appendStringField(b, "tool", c.Tool, false)
+	b = appendStringField(b, "session", c.Session, true)
+	b = appendStringField(b, "reply_to", c.ReplyTo, true)
+	var err error
+	if b, err = appendTimeField(b, "created_at", c.CreatedAt); err != nil {
+		return nil, malformed("created_at", "cannot be written as RFC 3339: "+err.Error())
+	}
+	if b, err = appendTimeField(b, "deadline", c.Deadline); err != nil {
+		return nil, malformed("deadline", "cannot be written as RFC 3339: "+err.Error())
+	}
+	b = appendStringField(b, "traceparent", c.Traceparent, true)
+	b = appendStringField(b, "original_id", c.OriginalID, true)
+	b = append(appendKey(b, "input"), trimSpace(c.Input)...)
+	return append(b, '}'), nil
+}
+
+// Result fields, as indexes into a span table.
+const (
+	resV = iota
+	resCallID
+	resTool
+	resContent
+	resIsError
+	resClass
+	resCode
+	resRetryable
+	resRetryAfter
+	resAttempts
+	resWorkerID
+	resQueueWait
+	resExecTime
+	numResFields
+)
+
+var resFieldNames = [numResFields]string{"v", "call_id", "tool", "content", "is_error", "class", "code", "retryable", "retry_after_ns", "attempts", "worker_id", "queue_wait_ns", "exec_time_ns"}
+
+func resField(key []byte) int {
+	switch string(key) {
+	case "v":
+		return resV
+	case "call_id":
+		return resCallID
+	case "tool":
+		return resTool
+	case "content":
+		return resContent
+	case "is_error":
+		return resIsError
+	case "class":
+		return resClass
+	case "code":
+		return resCode
+	case "retryable":
+		return resRetryable
+	case "retry_after_ns":
+		return resRetryAfter
+	case "attempts":
+		return resAttempts
+	case "worker_id":
+		return resWorkerID
+	case "queue_wait_ns":
+		return resQueueWait
+	case "exec_time_ns":
+		return resExecTime
+	}
+	return -1
+}
+
+// DecodeResult strictly decodes a result envelope. Errors are *DecodeError
+// wrapping ErrMalformed, ErrVersion or ErrTooLarge.
+//
+// It refuses: a message over MaxResultBytes; anything but one JSON object; a
+// missing "v" or one other than Version; a field given twice; a missing or
+// blank call_id; content that is neither an array of content blocks nor a
+// string (see Content.UnmarshalJSON); durations and attempts that are not
+// non-negative integers; a field of the wrong JSON type. Missing content is
+// empty content. Unknown members are ignored, as in DecodeCall, and the class
+// is taken as written (see Class.Valid).
+//
+// The returned Result does not alias data.
+func DecodeResult(data []byte) (*Result, error) {
+	if len(data) > MaxResultBytes {
+		return nil, &DecodeError{Reason: "message is " + formatCount(len(data)) + " bytes; the limit is " + formatCount(MaxResultBytes), Err: ErrTooLarge}
+	}
+	if !validJSON(data) {
+		return nil, syntaxError("", data)
+	}
+	it, ok := newObjectIter(data, 0)
+	if !ok {
+		r := reader{data: data}
+		return nil, malformed("", "must be a JSON object, not "+r.kind(span{skipSpace(data, 0), len(trimEnd(data))}))
+	}
+	var spans [numResFields]span
+	dup := -1
+	for {
+		key, vs, ve, ok := it.next()
+		if !ok {
+			break
+		}
+		if f := resField(key); f >= 0 {
+			if spans[f].present() && dup < 0 {
+				dup = f
+			}
+			spans[f] = span{vs, ve}
+		}
+	}
+	if it.bad {
+		return nil, malformed("", "not valid JSON")
+	}
+	r := reader{data: data}
+	if err := r.version(spans[resV]); err != nil {
+		return nil, err
+	}
+	if dup >= 0 {
+		return nil, malformed(resFieldNames[dup], "appears more than once")
+	}
+	res := &Result{V: Version}
+	var class string
+	for f, p := range []*string{resCallID: &res.CallID, resTool: &res.Tool, resClass: &class, resCode: &res.Code, resWorkerID: &res.WorkerID} {
+		if p == nil || !spans[f].present() {
+			continue
+		}
+		s, ok := r.string(spans[f])
+		if !ok {
+			return nil, malformed(resFieldNames[f], "must be a string, not "+r.kind(spans[f]))
+		}
+		*p = s
+	}
+	res.Class = Class(class)
+	if strings.TrimSpace(res.CallID) == "" {
+		return nil, malformed("call_id", "missing; it must be the id of the call answered")
+	}
+	for f, p := range []*bool{resIsError: &res.IsError, resRetryable: &res.Retryable} {
+		if p == nil || !spans[f].present() {
+			continue
+		}
+		v, ok := r.bool(spans[f])
+		if !ok {
+			return nil, malformed(resFieldNames[f], "must be a boolean, not "+r.kind(spans[f]))
+		}
+		*p = v
+	}
+	for f, p := range []*int64{resRetryAfter: (*int64)(&res.RetryAfter), resQueueWait: (*int64)(&res.QueueWait), resExecTime: (*int64)(&res.ExecTime)} {
+		if p == nil || !spans[f].present() {
+			continue
+		}
+		v, err := r.count(spans[f], resFieldNames[f], "nanoseconds")
+		if err != nil {
+			return nil, err
+		}
+		*p = v
+	}
+	if s := spans[resAttempts]; s.present() {
+		v, err := r.count(s, "attempts", "executions")
+		if err != nil {
+			return nil, err
+		}
+		if v > int64(maxInt) {
+			return nil, malformed("attempts", "is out of range")
+		}
+		res.Attempts = int(v)
+	}
+	if s := spans[resContent]; s.present() {
+		c, err := r.content(s, "content")
+		if err != nil {
+			return nil, err
+		}
+		res.Content = c
+	}
+	return res, nil
+}
+
+const maxInt = int(^uint(0) >> 1)
+
+// count decodes a non-negative integer.
+func (r *reader) count(s span, field, unit string) (int64, *DecodeError) {
+	v, st := r.int64(s)
+	switch {
+	case st == intRange:
+		return 0, malformed(field, "is out of range")
+	case st != intOK:
+		return 0, malformed(field, "must be a whole number of "+unit+", not "+quoteRaw(r.raw(s)))
+	case v < 0:
+		return 0, malformed(field, "must not be negative")
+	}
+	return v, nil
+}
+
+// EncodeResult encodes a result, setting r.V to Version. A result without a
+// call id, or with a content block that cannot be written, is refused with a
+// *DecodeError. Negative durations and attempts carry no meaning and are
+// written as 0.
+func EncodeResult(r *Result) ([]byte, error) {
+	if r == nil {
+		return nil, malformed("", "no result")
+	}
+	if strings.TrimSpace(r.CallID) == "" {
+		return nil, malformed("call_id", "missing; it must be the id of the call answered")
+	}
+	if r.V != Version {
+		r.V = Version
+	}
+	b := make([]byte, 0, 160+len(r.CallID)+len(r.Tool)+len(r.Code)+len(r.WorkerID)+len(r.Class)+contentSizeHint(r.Content))
+	b = append(b, `{"v":1`...)
+	b = appendStringField(b, "call_id", r.CallID, false)
+	b = appendStringField(b, "tool", r.Tool, true)
+	if r.IsError {
+		b = append(appendKey(b, "is_error"), "true"...)
+	}
+	b = appendStringField(b, "class", string(r.Class), true)
+	b = appendStringField(b, "code", r.Code, true)
+	if r.Retryable {
+		b = append(appendKey(b, "retryable"), "true"...)
+	}
+	b = appendIntField(b, "retry_after_ns", nonNegative(int64(r.RetryAfter)))
+	b = appendIntField(b, "attempts", nonNegative(int64(r.Attempts)))
+	b = appendStringField(b, "worker_id", r.WorkerID, true)
+	b = appendIntField(b, "queue_wait_ns", nonNegative(int64(r.QueueWait)))
+	b = appendIntField(b, "exec_time_ns", nonNegative(int64(r.ExecTime)))
+	b = appendKey(b, "content")
+	b, err := appendContent(b, r.Content, "content")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}

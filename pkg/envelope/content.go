@@ -1,0 +1,294 @@
+package envelope
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// Block is one content block of a result: a text block, or any other
+// Anthropic content block (image, document, …) kept verbatim in Raw.
+//
+// A text block is written as {"type":"text","text":"…"}; other fields a text
+// block may carry (citations, cache_control) are not kept. Any other block is
+// written as its Raw bytes, which must hold a JSON object (Type then only
+// tells readers what Raw holds); decoding fills Raw with the block's bytes as
+// they arrived, so such a block survives a round trip unchanged.
+type Block struct {
+	Type string          // "text", "image", …
+	Text string          // for Type "text"
+	Raw  json.RawMessage // the whole block, for other types
+}
+
+// Content is a result's content: a list of blocks. On the wire it is an array
+// of Anthropic content blocks; a plain JSON string decodes as one text block.
+// Empty content is written as [], never null.
+type Content []Block
+
+// Text returns content made of one text block.
+func Text(s string) Content { return Content{{Type: "text", Text: s}} }
+
+// Text returns the concatenated text of the text blocks, joined with "\n".
+// Other blocks are skipped.
+func (c Content) Text() string {
+	n, count := 0, 0
+	var only string
+	for _, b := range c {
+		if b.Type == "text" {
+			n += len(b.Text)
+			count++
+			only = b.Text
+		}
+	}
+	switch count {
+	case 0:
+		return ""
+	case 1:
+		return only
+	}
+	var sb strings.Builder
+	sb.Grow(n + count - 1)
+	first := true
+	for _, b := range c {
+		if b.Type != "text" {
+			continue
+		}
+		if !first {
+			sb.WriteByte('\n')
+		}
+		first = false
+		sb.WriteString(b.Text)
+	}
+	return sb.String()
+}
+
+// MarshalJSON writes the block: {"type":"text","text":…} for a text block,
+// Raw for any other. A block without a type, or a non-text block whose Raw is
+// not a JSON object, is an error.
+func (b Block) MarshalJSON() ([]byte, error) {
+	out, err := appendBlock(make([]byte, 0, blockSizeHint(&b)), &b)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UnmarshalJSON reads one content block. A block without a string "type", or
+// a text block whose "text" is not a string, is an error (*DecodeError).
+func (b *Block) UnmarshalJSON(data []byte) error {
+	if !validJSON(data) {
+		return syntaxError("", data)
+	}
+	r := reader{data: data}
+	blk, err := r.block(span{start: skipSpace(data, 0), end: len(trimEnd(data))}, "")
+	if err != nil {
+		return err
+	}
+	*b = blk
+	return nil
+}
+
+// MarshalJSON writes the content as a JSON array of blocks; empty content is
+// [].
+func (c Content) MarshalJSON() ([]byte, error) {
+	out, err := appendContent(make([]byte, 0, contentSizeHint(c)), c, "")
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UnmarshalJSON reads an array of content blocks, or a JSON string as one
+// text block (an empty string, [] and null give nil content). Errors are
+// *DecodeError naming the bad block, e.g. field "[2].type".
+func (c *Content) UnmarshalJSON(data []byte) error {
+	if !validJSON(data) {
+		return syntaxError("", data)
+	}
+	r := reader{data: data}
+	content, err := r.content(span{start: skipSpace(data, 0), end: len(trimEnd(data))}, "")
+	if err != nil {
+		return err
+	}
+	*c = content
+	return nil
+}
+
+// trimEnd removes trailing JSON whitespace.
+func trimEnd(data []byte) []byte {
+	j := len(data)
+	for j > 0 && isSpace(data[j-1]) {
+		j--
+	}
+	return data[:j]
+}
+
+// content decodes the content value at s; field prefixes the names of bad
+// fields in errors.
+func (r *reader) content(s span, field string) (Content, error) {
+	v := r.raw(s)
+	if len(v) == 0 || r.isNull(s) {
+		return nil, nil
+	}
+	switch v[0] {
+	case '"':
+		text, ok := r.string(s)
+		if !ok {
+			return nil, malformed(field, "must be an array of content blocks or a string")
+		}
+		if text == "" {
+			return nil, nil
+		}
+		return Text(text), nil
+	case '[':
+	default:
+		return nil, malformed(field, "must be an array of content blocks or a string, not "+r.kind(s))
+	}
+	// Count the blocks first so the slice is allocated once.
+	n := 0
+	for i := skipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
+		end := skipValue(r.data, i)
+		if end < 0 {
+			return nil, malformed(field, "is not valid JSON")
+		}
+		n++
+		i = skipSpace(r.data, end)
+		if i < s.end && r.data[i] == ',' {
+			i = skipSpace(r.data, i+1)
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make(Content, 0, n)
+	for i := skipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
+		end := skipValue(r.data, i)
+		if end < 0 {
+			return nil, malformed(field, "is not valid JSON")
+		}
+		b, err := r.block(span{start: i, end: end}, "")
+		if err != nil {
+			// Name the block only now: building "content[3]" for every block
+			// would cost an allocation each.
+			if de, ok := err.(*DecodeError); ok {
+				de.Field = dot(field+"["+strconv.Itoa(len(out))+"]", de.Field)
+			}
+			return nil, err
+		}
+		out = append(out, b)
+		i = skipSpace(r.data, end)
+		if i < s.end && r.data[i] == ',' {
+			i = skipSpace(r.data, i+1)
+		}
+	}
+	return out, nil
+}
+
+// block decodes the content block at s.
+func (r *reader) block(s span, field string) (Block, error) {
+	it, ok := newObjectIter(r.data[:s.end], s.start)
+	if !ok {
+		return Block{}, malformed(field, "must be a content block object, not "+r.kind(s))
+	}
+	var typ, text span
+	for {
+		key, vs, ve, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "type":
+			typ = span{vs, ve}
+		case "text":
+			text = span{vs, ve}
+		}
+	}
+	if it.bad {
+		return Block{}, malformed(field, "is not valid JSON")
+	}
+	if !typ.present() {
+		return Block{}, malformed(dot(field, "type"), "missing; every content block needs a type")
+	}
+	t, ok := r.string(typ)
+	if !ok || r.isNull(typ) {
+		return Block{}, malformed(dot(field, "type"), "must be a string, not "+r.kind(typ))
+	}
+	if strings.TrimSpace(t) == "" {
+		return Block{}, malformed(dot(field, "type"), "missing; every content block needs a type")
+	}
+	if t != "text" {
+		return Block{Type: t, Raw: json.RawMessage(append([]byte(nil), r.raw(s)...))}, nil
+	}
+	if !text.present() {
+		return Block{}, malformed(dot(field, "text"), "missing; a text block needs a string \"text\"")
+	}
+	txt, ok := r.string(text)
+	if !ok || r.isNull(text) {
+		return Block{}, malformed(dot(field, "text"), "must be a string, not "+r.kind(text))
+	}
+	return Block{Type: "text", Text: txt}, nil
+}
+
+// dot joins a field path and a member name; either may be empty.
+func dot(prefix, name string) string {
+	switch {
+	case prefix == "":
+		return name
+	case name == "":
+		return prefix
+	}
+	return prefix + "." + name
+}
+
+// blockSizeHint guesses the encoded size of b.
+func blockSizeHint(b *Block) int {
+	if b.Type == "text" {
+		return len(b.Text) + len(b.Text)/16 + 32
+	}
+	return len(b.Raw) + 2
+}
+
+// contentSizeHint guesses the encoded size of c.
+func contentSizeHint(c Content) int {
+	n := 2
+	for i := range c {
+		n += blockSizeHint(&c[i]) + 1
+	}
+	return n
+}
+
+// appendBlock appends b as JSON; field names b in errors.
+func appendBlock(dst []byte, b *Block) ([]byte, error) {
+	switch b.Type {
+	case "text":
+		dst = append(dst, `{"type":"text","text":`...)
+		dst = appendString(dst, b.Text)
+		return append(dst, '}'), nil
+	case "":
+		return nil, malformed("type", "missing; every content block needs a type")
+	}
+	raw := trimSpace(b.Raw)
+	if len(raw) == 0 || raw[0] != '{' || !validJSON(raw) {
+		return nil, malformed("raw", "a "+strconv.Quote(b.Type)+" block must carry its JSON object in Raw")
+	}
+	return append(dst, raw...), nil
+}
+
+// appendContent appends c as a JSON array; field names c in errors.
+func appendContent(dst []byte, c Content, field string) ([]byte, error) {
+	dst = append(dst, '[')
+	for i := range c {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		dst, err = appendBlock(dst, &c[i])
+		if err != nil {
+			if de, ok := err.(*DecodeError); ok {
+				de.Field = dot(field+"["+strconv.Itoa(i)+"]", de.Field)
+			}
+			return nil, err
+		}
+	}
+	return append(dst, ']'), nil
+}

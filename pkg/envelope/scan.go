@@ -1,0 +1,289 @@
+package envelope
+
+import (
+	"bytes"
+	"math"
+	"unicode/utf8"
+)
+
+// This file holds the small JSON reader the codec is built on. The decoders
+// first check the whole message with validJSON, then walk the top-level
+// object by hand: keys match exactly (encoding/json would also accept "ID" for
+// "id"), a repeated key is caught, and string values become substrings of one
+// string copy of the message instead of one allocation each. Every function
+// here still checks its bounds, so malformed input cannot make it panic.
+
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// skipSpace returns the index of the first non-whitespace byte at or after i.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+// trimSpace removes JSON whitespace around data.
+func trimSpace(data []byte) []byte {
+	i := skipSpace(data, 0)
+	j := len(data)
+	for j > i && isSpace(data[j-1]) {
+		j--
+	}
+	return data[i:j]
+}
+
+// skipString returns the index just past the JSON string starting at
+// data[i] == '"', or -1 if it is not terminated.
+func skipString(data []byte, i int) int {
+	i++
+	for i < len(data) {
+		j := bytes.IndexByte(data[i:], '"')
+		if j < 0 {
+			return -1
+		}
+		j += i
+		// The quote ends the string unless an odd number of backslashes
+		// precede it.
+		n := 0
+		for k := j - 1; k >= i && data[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		i = j + 1
+	}
+	return -1
+}
+
+// skipValue returns the index just past the JSON value starting at data[i],
+// or -1 if there is none.
+func skipValue(data []byte, i int) int {
+	if i < 0 || i >= len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = skipString(data, i)
+				if i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	default:
+		start := i
+		for i < len(data) {
+			c := data[i]
+			if c == ',' || c == '}' || c == ']' || c == ':' || isSpace(c) {
+				break
+			}
+			i++
+		}
+		if i == start {
+			return -1
+		}
+		return i
+	}
+}
+
+// objectIter walks the members of a JSON object. Use it only on data that
+// passed validJSON; on anything else it stops with bad set rather than
+// panicking.
+type objectIter struct {
+	data []byte
+	pos  int
+	bad  bool
+	done bool
+}
+
+// newObjectIter starts walking the object at data[start:end]. It reports false
+// if that value is not an object.
+func newObjectIter(data []byte, start int) (objectIter, bool) {
+	start = skipSpace(data, start)
+	if start >= len(data) || data[start] != '{' {
+		return objectIter{}, false
+	}
+	return objectIter{data: data, pos: start + 1}, true
+}
+
+// next returns the next member: its key (unescaped) and the bounds of its
+// value in data. It reports false at the end of the object or on malformed
+// data (then it.bad is set).
+func (it *objectIter) next() (key []byte, vstart, vend int, ok bool) {
+	if it.done || it.bad {
+		return nil, 0, 0, false
+	}
+	d := it.data
+	i := skipSpace(d, it.pos)
+	if i < len(d) && d[i] == ',' {
+		i = skipSpace(d, i+1)
+	}
+	if i >= len(d) {
+		it.bad = true
+		return nil, 0, 0, false
+	}
+	if d[i] == '}' {
+		it.done = true
+		it.pos = i + 1
+		return nil, 0, 0, false
+	}
+	if d[i] != '"' {
+		it.bad = true
+		return nil, 0, 0, false
+	}
+	kend := skipString(d, i)
+	if kend < 0 {
+		it.bad = true
+		return nil, 0, 0, false
+	}
+	key = d[i+1 : kend-1]
+	if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+		k, ok := unquote(key)
+		if !ok {
+			it.bad = true
+			return nil, 0, 0, false
+		}
+		key = []byte(k)
+	}
+	i = skipSpace(d, kend)
+	if i >= len(d) || d[i] != ':' {
+		it.bad = true
+		return nil, 0, 0, false
+	}
+	vstart = skipSpace(d, i+1)
+	vend = skipValue(d, vstart)
+	if vend < 0 {
+		it.bad = true
+		return nil, 0, 0, false
+	}
+	it.pos = vend
+	return key, vstart, vend, true
+}
+
+// span marks where a member's value lies in the message; end == 0 means the
+// member was absent (no value can end at offset 0).
+type span struct{ start, end int }
+
+func (s span) present() bool { return s.end > 0 }
+
+// reader turns values of one message into Go values.
+type reader struct {
+	data []byte
+	str  string // string(data), made on first use; strings are cut from it
+}
+
+func (r *reader) raw(s span) []byte { return r.data[s.start:s.end] }
+
+func (r *reader) isNull(s span) bool { return string(r.raw(s)) == "null" }
+
+// kind names the JSON type of the value at s, for error messages.
+func (r *reader) kind(s span) string {
+	v := r.raw(s)
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// string decodes the string value at s. null gives "". ok is false if the
+// value is not a string.
+func (r *reader) string(s span) (string, bool) {
+	v := r.raw(s)
+	if len(v) < 2 || v[0] != '"' {
+		return "", r.isNull(s)
+	}
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		if r.str == "" {
+			r.str = string(r.data)
+		}
+		return r.str[s.start+1 : s.end-1], true
+	}
+	// Escapes or invalid UTF-8.
+	return unquote(inner)
+}
+
+// Outcomes of reader.int64: an integer, not an integer, out of range.
+const (
+	intOK = iota
+	intNotInteger
+	intRange
+)
+
+// int64 decodes the integer value at s; null gives 0.
+func (r *reader) int64(s span) (int64, int) {
+	v := r.raw(s)
+	if r.isNull(s) {
+		return 0, intOK
+	}
+	neg := false
+	if len(v) > 0 && v[0] == '-' {
+		neg = true
+		v = v[1:]
+	}
+	if len(v) == 0 {
+		return 0, intNotInteger
+	}
+	var n uint64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, intNotInteger
+		}
+		if n > (math.MaxInt64+1)/10 {
+			return 0, intRange
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if neg {
+		if n > math.MaxInt64+1 {
+			return 0, intRange
+		}
+		return -int64(n), intOK
+	}
+	if n > math.MaxInt64 {
+		return 0, intRange
+	}
+	return int64(n), intOK
+}
+
+// bool decodes the boolean value at s; null gives false.
+func (r *reader) bool(s span) (bool, bool) {
+	switch string(r.raw(s)) {
+	case "true":
+		return true, true
+	case "false", "null":
+		return false, true
+	}
+	return false, false
+}

@@ -1,0 +1,259 @@
+package tools
+
+import (
+	"encoding/json"
+	"math/big"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// fastSchemas are schemas the fast check compiles, with the keywords tool
+// schemas use. The differential tests run every one of them.
+var fastSchemas = []string{
+	string(SearchWebSchema),
+	string(ReadFileSchema),
+	string(WriteFileSchema),
+	defsSchema, refSiblingSchema, prefixSchema, tupleSchema, constSchema, enumSchema,
+	`{"type":"object","properties":{
+		"n":{"type":"integer","exclusiveMinimum":-3,"exclusiveMaximum":7.5,"multipleOf":2},
+		"x":{"type":"number","minimum":0.5,"maximum":10},
+		"s":{"anyOf":[{"type":"string","maxLength":2},{"type":"null"}]},
+		"o":{"oneOf":[{"type":"integer"},{"minimum":0}]},
+		"t":{"not":{"const":"no"}},
+		"k":{"enum":[1,"1",true,null]}}}`,
+	`{"type":"object","properties":{"kind":{"enum":["a","b"]}},
+		"if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["s"]},"else":{"required":["n"]},
+		"minProperties":1,"maxProperties":3}`,
+	`{"type":"object","properties":{"l":{"type":"array","items":{"$ref":"#/$defs/node"},"minItems":1,"maxItems":3}},
+		"$defs":{"node":{"type":"object","properties":{"n":{"type":"integer"},"s":{"type":"string"},
+			"l":{"type":"array","items":{"$ref":"#/$defs/node"}}},"additionalProperties":false}}}`,
+	`{"type":"object","additionalProperties":{"type":["string","integer"],"minLength":1,"maximum":5},
+		"allOf":[{"required":["s"]},{"properties":{"s":{"pattern":"^a"}}}]}`,
+	`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
+		"definitions":{"int":{"type":"integer"}},
+		"properties":{"n":{"$ref":"#/definitions/int","maximum":1},"p":{"items":[{"type":"string"}],"additionalItems":false}}}`,
+	`{"type":"object","properties":{"when":{"type":"string","format":"date-time"},"b":false,"big":{"maximum":1e300,"minimum":-1e300}}}`,
+}
+
+func compileBoth(t testing.TB, schema string) (*jsonschema.Schema, *fastSchema) {
+	t.Helper()
+	v, err := DefaultCompiler().Compile(json.RawMessage(schema))
+	if err != nil {
+		t.Fatalf("Compile(%s): %v", schema, err)
+	}
+	jv := v.(*jsonschemaValidator)
+	if jv.fast == nil {
+		t.Fatalf("no fast check for %s", schema)
+	}
+	return jv.schema, jv.fast
+}
+
+// agree checks that a decided fast verdict is the engine's.
+func agree(t testing.TB, schema string, sch *jsonschema.Schema, fast *fastSchema, input []byte) verdict {
+	t.Helper()
+	doc, reason := decodeInput(input)
+	if reason != "" {
+		return verdictUnknown
+	}
+	got := fast.check(doc)
+	if got == verdictUnknown {
+		return got
+	}
+	engineValid := sch.Validate(doc) == nil
+	if (got == verdictValid) != engineValid {
+		t.Fatalf("fast check says valid=%v, engine says valid=%v\nschema %s\ninput  %s",
+			got == verdictValid, engineValid, schema, input)
+	}
+	return got
+}
+
+// randomValue writes a random JSON value built from pieces that sit on the
+// edges of the schemas' rules.
+func randomValue(r *rand.Rand, depth int) string {
+	atoms := []string{
+		`null`, `true`, `false`, `""`, `" "`, `"\t"`, `"a"`, `"ab"`, `"abc"`, `"яя"`, `"no"`, `"write"`, `"append"`,
+		`"1"`, `"2026-11-30T10:00:00Z"`, `"yesterday"`, `"Ann"`,
+		`0`, `1`, `-1`, `2`, `3`, `4`, `5`, `6`, `7`, `8`, `10`, `-3`, `-2`, `50`, `51`, `2.0`, `2.5`, `0.5`, `0.25`,
+		`1.0`, `1e2`, `1E0`, `-0`, `9007199254740993`, `9223372036854775808`, `-9223372036854775809`, `1e301`,
+	}
+	keys := []string{"query", "max_results", "language", "path", "encoding", "content", "mode",
+		"first", "n", "p", "point", "v", "x", "s", "o", "t", "k", "kind", "l", "when", "b", "big", "extra"}
+	if depth > 2 {
+		return atoms[r.IntN(len(atoms))]
+	}
+	switch r.IntN(6) {
+	case 0, 1:
+		return atoms[r.IntN(len(atoms))]
+	case 2:
+		n := r.IntN(4)
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = randomValue(r, depth+1)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	default:
+		n := r.IntN(4)
+		parts := make([]string, 0, n+2)
+		seen := map[string]bool{}
+		if r.IntN(3) == 0 { // start from what the seed tools require
+			parts = append(parts, `"path":"a.txt"`, `"content":"x"`)
+			seen["path"], seen["content"] = true, true
+		}
+		for range n {
+			k := keys[r.IntN(len(keys))]
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			parts = append(parts, strconv.Quote(k)+":"+randomValue(r, depth+1))
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+}
+
+// The fast check never contradicts the engine, and it decides most inputs.
+func TestFastCheckAgreesWithEngine(t *testing.T) {
+	t.Parallel()
+	for i, schema := range fastSchemas {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			t.Parallel()
+			sch, fast := compileBoth(t, schema)
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			counts := map[verdict]int{}
+			for range 4000 {
+				counts[agree(t, schema, sch, fast, []byte(randomValue(r, 0)))]++
+			}
+			if counts[verdictValid] == 0 || counts[verdictInvalid] == 0 {
+				t.Errorf("the fast check decided valid %d, invalid %d, unknown %d times: the corpus misses a side",
+					counts[verdictValid], counts[verdictInvalid], counts[verdictUnknown])
+			}
+		})
+	}
+}
+
+// The seed tools' valid inputs never reach the engine.
+func TestFastCheckDecidesSeedInputs(t *testing.T) {
+	t.Parallel()
+	for _, fx := range benchFixtures {
+		_, fast := compileBoth(t, string(fx.schema))
+		doc, _ := decodeInput([]byte(fx.valid))
+		if got := fast.check(doc); got != verdictValid {
+			t.Errorf("%s: fast check of %s = %v, want valid", fx.tool, fx.valid, got)
+		}
+		doc, _ = decodeInput([]byte(fx.invalid))
+		if got := fast.check(doc); got != verdictInvalid {
+			t.Errorf("%s: fast check of %s = %v, want invalid", fx.tool, fx.invalid, got)
+		}
+	}
+}
+
+func TestFastCheckDoesNotAllocate(t *testing.T) {
+	_, fast := compileBoth(t, string(SearchWebSchema))
+	doc, _ := decodeInput([]byte(benchFixtures[0].valid))
+	if n := testing.AllocsPerRun(100, func() { fast.check(doc) }); n != 0 {
+		t.Errorf("fast check allocates %v times per run, want 0", n)
+	}
+}
+
+// Schemas with keywords outside the fast check's list get none, and still
+// validate through the engine.
+func TestFastCheckNotCompiled(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{
+		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`,
+		`{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`,
+		`{"type":"object","properties":{"a":{"type":"array","contains":{"const":1}}}}`,
+		`{"type":"object","unevaluatedProperties":false}`,
+		`{"type":"object","dependentRequired":{"a":["b"]}}`,
+		`{"type":"object","propertyNames":{"maxLength":3}}`,
+		`{"type":"object","properties":{"n":{"multipleOf":0.5}}}`,
+		`{"type":"object","properties":{"n":{"minimum":1e300}}}`,
+		`{"type":"object","properties":{"v":{"const":{"a":1}}}}`,
+		`{"type":"object","properties":{"v":{"enum":[[1],2]}}}`,
+		`{"type":"object","$ref":"#/$defs/loop","$defs":{"loop":{"$ref":"#/$defs/loop"}}}`,
+		`{"$id":"https://example.com/tree","$dynamicAnchor":"node","type":"object","properties":{"c":{"$dynamicRef":"#node"}}}`,
+	} {
+		v, err := DefaultCompiler().Compile(json.RawMessage(schema))
+		if err != nil {
+			t.Errorf("Compile(%s): %v", schema, err)
+			continue
+		}
+		if v.(*jsonschemaValidator).fast != nil {
+			t.Errorf("Compile(%s): got a fast check, want none", schema)
+		}
+	}
+}
+
+// Every field the fast check lists exists in the engine's Schema, so a
+// rename in a new engine version shows here.
+func TestFastFieldsExist(t *testing.T) {
+	t.Parallel()
+	rt := reflect.TypeFor[jsonschema.Schema]()
+	for name := range fastFields {
+		if _, ok := rt.FieldByName(name); !ok {
+			t.Errorf("fastFields lists %q, which jsonschema.Schema does not have", name)
+		}
+	}
+}
+
+func TestIntBounds(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		r               string
+		exclusive       bool
+		ceil, floor     int64
+		ceilOK, floorOK bool
+	}{
+		{"5", false, 5, 5, true, true},
+		{"5", true, 6, 4, true, true},
+		{"5/2", false, 3, 2, true, true},
+		{"5/2", true, 3, 2, true, true},
+		{"-5/2", false, -2, -3, true, true},
+		{"-5/2", true, -2, -3, true, true},
+		{"0", true, 1, -1, true, true},
+		{"9223372036854775807", true, 0, 9223372036854775806, false, true},
+	}
+	for _, tc := range cases {
+		var r big.Rat
+		r.SetString(tc.r)
+		c, cok := ceilInt64(&r, tc.exclusive)
+		f, fok := floorInt64(&r, tc.exclusive)
+		if cok != tc.ceilOK || (cok && c != tc.ceil) {
+			t.Errorf("ceilInt64(%s, %v) = %d, %v; want %d, %v", tc.r, tc.exclusive, c, cok, tc.ceil, tc.ceilOK)
+		}
+		if fok != tc.floorOK || (fok && f != tc.floor) {
+			t.Errorf("floorInt64(%s, %v) = %d, %v; want %d, %v", tc.r, tc.exclusive, f, fok, tc.floor, tc.floorOK)
+		}
+	}
+}
+
+// FuzzFastCheck holds the fast check to the engine on arbitrary input.
+func FuzzFastCheck(f *testing.F) {
+	for _, fx := range benchFixtures {
+		f.Add(0, fx.valid)
+		f.Add(0, fx.invalid)
+	}
+	for _, tc := range draft2020Cases {
+		f.Add(1, tc.input)
+	}
+	type compiled struct {
+		sch  *jsonschema.Schema
+		fast *fastSchema
+	}
+	all := make([]compiled, len(fastSchemas))
+	for i, s := range fastSchemas {
+		all[i].sch, all[i].fast = compileBoth(f, s)
+	}
+	f.Fuzz(func(t *testing.T, which int, input string) {
+		if which < 0 {
+			which = -which
+		}
+		c := all[which%len(all)]
+		agree(t, fastSchemas[which%len(all)], c.sch, c.fast, []byte(input))
+	})
+}

@@ -1,0 +1,112 @@
+package worker
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// Defaults of Config.
+const (
+	// ConcurrencyDefault is how many calls one worker executes at once.
+	ConcurrencyDefault = 256
+	// DrainTimeoutDefault is how long Stop lets in-flight calls finish.
+	DrainTimeoutDefault = 30 * time.Second
+	// PublishTimeoutDefault bounds the wait for a result's or dead letter's
+	// PubAck.
+	PublishTimeoutDefault = 10 * time.Second
+	// AbandonGraceDefault is how long a handler that ignores its context's
+	// cancellation gets before the worker stops waiting for it.
+	AbandonGraceDefault = 2 * time.Second
+)
+
+// Config configures a Worker. Zero fields take the documented defaults.
+type Config struct {
+	// JetStream is the JetStream context the worker pulls from and publishes
+	// to. Required.
+	JetStream js.JetStream
+	// Registry holds the tools this worker serves. Required.
+	Registry *tools.Registry
+	// Tools limits the worker to these tools of the registry. Default: all.
+	Tools []string
+	// Concurrency caps the calls this worker executes at once, over all its
+	// tools. Default ConcurrencyDefault.
+	Concurrency int
+	// WorkerID names this worker in results and dead letters. Default
+	// "<hostname>-<pid>-<random>".
+	WorkerID string
+	// DrainTimeout is how long Run lets in-flight calls finish on shutdown
+	// before it hands them back. Default DrainTimeoutDefault.
+	DrainTimeout time.Duration
+	// PublishTimeout bounds each wait for a PubAck. Default
+	// PublishTimeoutDefault.
+	PublishTimeout time.Duration
+	// AbandonGrace is how long a timed-out handler may take to return before
+	// the worker answers without it. Default AbandonGraceDefault.
+	AbandonGrace time.Duration
+	// Limits caps input and result sizes. Default envelope.DefaultLimits.
+	Limits envelope.Limits
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics observes every attempt. Default: none.
+	Metrics Metrics
+	// Rand is the jitter source. Default: math/rand/v2's global source.
+	Rand classify.Rand
+}
+
+// withDefaults returns c with zero fields filled.
+func (c Config) withDefaults() Config {
+	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
+	c.AbandonGrace = cmp.Or(c.AbandonGrace, AbandonGraceDefault)
+	c.Limits.MaxInputBytes = cmp.Or(c.Limits.MaxInputBytes, envelope.MaxInputBytesDefault)
+	c.Limits.MaxContentBytes = cmp.Or(c.Limits.MaxContentBytes, envelope.MaxContentBytesDefault)
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = cmp.Or(host, "worker") + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[16:]
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = nopMetrics{}
+	}
+	return c
+}
+
+// validate names the first bad field.
+func (c Config) validate() error {
+	switch {
+	case c.JetStream == nil:
+		return errors.New("worker: Config.JetStream is required")
+	case c.Registry == nil:
+		return errors.New("worker: Config.Registry is required")
+	case c.Concurrency < 1:
+		return fmt.Errorf("worker: Config.Concurrency must be at least 1, got %d", c.Concurrency)
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("worker: Config.DrainTimeout must not be negative, got %s", c.DrainTimeout)
+	case c.PublishTimeout < 0:
+		return fmt.Errorf("worker: Config.PublishTimeout must not be negative, got %s", c.PublishTimeout)
+	}
+	for _, name := range c.Tools {
+		if _, ok := c.Registry.Lookup(name); !ok {
+			return fmt.Errorf("worker: Config.Tools names %q, which is not in the registry", name)
+		}
+	}
+	if len(c.Registry.Names()) == 0 {
+		return errors.New("worker: the registry has no tools to serve")
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package worker
+
+import (
+	"time"
+
+	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// Outcome is how one delivery of a call ended.
+type Outcome string
+
+// The outcomes.
+const (
+	OutcomeSuccess    Outcome = "success"     // result published
+	OutcomeError      Outcome = "error"       // is_error result published, no retry
+	OutcomeRetry      Outcome = "retry"       // NAKed with a delay
+	OutcomeDeadLetter Outcome = "dead_letter" // moved to TOOL_DLQ
+	OutcomeHandedBack Outcome = "handed_back" // NAKed at once on shutdown
+)
+
+// Event describes one delivery of a call handled by a worker.
+type Event struct {
+	Tool       string
+	Outcome    Outcome
+	Class      envelope.Class // empty on success
+	Code       string
+	Attempt    int
+	Executed   bool          // the handler ran (false for validation errors, expiry, …)
+	Panicked   bool          // the handler panicked
+	QueueWait  time.Duration // from publish to the start of this delivery's handling
+	ExecTime   time.Duration // the handler's run time
+	RetryDelay time.Duration // for OutcomeRetry
+	DLQReason  dlq.Reason    // for OutcomeDeadLetter
+}
+
+// Metrics observes a worker. Implementations must be safe for concurrent use
+// and cheap: they are called on the hot path. The Prometheus implementation
+// lives outside this package.
+type Metrics interface {
+	// Observe is called once per delivery, when its fate is settled.
+	Observe(Event)
+	// InFlight is called with +1 when a call starts executing and -1 when it
+	// ends.
+	InFlight(tool string, delta int)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Observe(Event)        {}
+func (nopMetrics) InFlight(string, int) {}

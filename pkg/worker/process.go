@@ -1,0 +1,346 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// job is one delivery of a call message being handled.
+type job struct {
+	msg     js.Msg
+	served  *served
+	attempt int
+	settled atomic.Bool // set by whoever acks/naks the message
+}
+
+// settle reports whether the caller is the one to settle the message.
+func (j *job) settle() bool { return j.settled.CompareAndSwap(false, true) }
+
+// process handles one delivery from decoding to ack or nak.
+func (w *Worker) process(j *job) {
+	start := time.Now()
+	rt := j.served.tool
+	meta, err := j.msg.Metadata()
+	if err != nil {
+		// Not a JetStream message: nothing to ack.
+		w.cfg.Logger.Error("call message without JetStream metadata", "tool", rt.Name, "err", err)
+		return
+	}
+	j.attempt = int(meta.NumDelivered)
+	ev := Event{Tool: rt.Name, Attempt: j.attempt, QueueWait: start.Sub(meta.Timestamp)}
+
+	call, err := envelope.DecodeCall(j.msg.Data(), w.cfg.Limits)
+	if err == nil && call.Tool != rt.Name {
+		err = fmt.Errorf("envelope names tool %q but arrived on the subject of %q", call.Tool, rt.Name)
+	}
+	if err != nil {
+		w.deadLetterMalformed(j, meta, err, ev)
+		return
+	}
+	log := w.cfg.Logger.With(
+		slog.String("tool", rt.Name), slog.String("call_id", call.ID),
+		slog.Int("attempt", j.attempt), slog.String("session", call.Session))
+	if call.Traceparent != "" {
+		log = log.With(slog.String("traceparent", call.Traceparent))
+	}
+
+	if !call.Deadline.IsZero() && start.After(call.Deadline) {
+		w.expire(j, call, meta, ev, log)
+		return
+	}
+
+	var out tools.Output
+	var d classify.Decision
+	if verr := rt.Validate(call.Input); verr != nil {
+		d = classify.Classify(verr)
+	} else {
+		w.cfg.Metrics.InFlight(rt.Name, 1)
+		execStart := time.Now()
+		var execErr error
+		var handedBack bool
+		out, execErr, ev.Panicked, handedBack = w.execute(j, call)
+		ev.ExecTime = time.Since(execStart)
+		ev.Executed = true
+		w.cfg.Metrics.InFlight(rt.Name, -1)
+		if handedBack {
+			// The worker is shutting down and cancelled the call: another
+			// worker takes it.
+			if j.settle() {
+				_ = j.msg.Nak()
+				ev.Outcome = OutcomeHandedBack
+				w.cfg.Metrics.Observe(ev)
+			}
+			return
+		}
+		d = classify.Classify(execErr)
+		if ev.Panicked {
+			log.Error("tool panicked; answered with an internal error", "err", execErr)
+		}
+	}
+	ev.Class, ev.Code = d.Class, d.Code
+
+	v := rt.Retry.Fate(d, j.attempt, time.Now(), call.Deadline, w.cfg.Rand)
+	switch v.Action {
+	case classify.ActionRetry:
+		if !j.settle() {
+			return
+		}
+		if err := j.msg.NakWithDelay(v.Delay); err != nil {
+			log.Warn("nak failed; the call is redelivered after its ack wait", "err", err)
+		}
+		ev.Outcome, ev.RetryDelay = OutcomeRetry, v.Delay
+		log.Info("attempt failed; retrying", "class", d.Class, "code", d.Code, "delay", v.Delay)
+
+	case classify.ActionDeadLetter:
+		entry := dlq.NewEntry(dlq.ReasonExhausted, rt.Name, call.ID, j.msg.Data())
+		entry.Error = d.Cause
+		entry.SourceSeq = meta.Sequence.Stream
+		entry.FirstFailure, entry.LastFailure = start, time.Now()
+		entry.Attempts = []dlq.Attempt{{
+			N: j.attempt, WorkerID: w.cfg.WorkerID, Class: d.Class, Code: d.Code,
+			Message: d.Cause, Started: start, Duration: ev.ExecTime,
+		}}
+		if err := w.publishDLQ(&entry, call.ID); err != nil {
+			w.retryLater(j, log, "dead-letter", err)
+			return
+		}
+		res := w.errorResult(call, d, j.attempt, true, ev)
+		if !w.reply(j, call, res, log) {
+			return
+		}
+		ev.Outcome, ev.DLQReason = OutcomeDeadLetter, dlq.ReasonExhausted
+		log.Warn("attempts exhausted; call dead-lettered", "class", d.Class, "code", d.Code)
+
+	default: // ActionReply
+		var res *envelope.Result
+		if d.Class == envelope.ClassNone {
+			res = w.result(call, j.attempt, ev)
+			res.Content = out.Content.Truncate(w.cfg.Limits.MaxContentBytes)
+			ev.Outcome = OutcomeSuccess
+		} else {
+			res = w.errorResult(call, d, j.attempt, false, ev)
+			ev.Outcome = OutcomeError
+			log.Info("call failed", "class", d.Class, "code", d.Code, "gave_up_for_deadline", v.GaveUp)
+		}
+		if !w.reply(j, call, res, log) {
+			return
+		}
+	}
+	w.cfg.Metrics.Observe(ev)
+}
+
+// outcome is what a handler goroutine returns.
+type outcome struct {
+	out      tools.Output
+	err      error
+	panicked bool
+}
+
+// execute runs the tool under its timeout (cut to the call's deadline),
+// sending InProgress heartbeats while it runs. A panic becomes a
+// *classify.PanicError. A handler that ignores cancellation is abandoned after
+// AbandonGrace. handedBack reports that the worker's shutdown cancelled it.
+func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err error, panicked, handedBack bool) {
+	rt := j.served.tool
+	timeout := rt.Timeout
+	if !call.Deadline.IsZero() {
+		if rem := time.Until(call.Deadline); rem < timeout {
+			timeout = max(rem, time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeoutCause(w.ctx, timeout, &classify.TimeoutError{After: timeout})
+	defer cancel()
+	ctx = tools.WithCallInfo(ctx, tools.CallInfo{
+		ID: call.ID, Tool: rt.Name, Session: call.Session, Attempt: j.attempt,
+		Deadline: call.Deadline, WorkerID: w.cfg.WorkerID,
+	})
+
+	done := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		defer func() {
+			if r := recover(); r != nil {
+				o = outcome{err: &classify.PanicError{Value: r}, panicked: true}
+			}
+			done <- o
+		}()
+		o.out, o.err = rt.Handler(ctx, call.Input)
+	}()
+
+	hb := time.NewTicker(j.served.heartbeat)
+	defer hb.Stop()
+	var grace <-chan time.Time
+	for {
+		select {
+		case o := <-done:
+			return o.out, w.causeOf(ctx, o.err), o.panicked, w.shutdownCancelled(ctx)
+		case <-hb.C:
+			_ = j.msg.InProgress()
+		case <-ctx.Done():
+			if grace == nil {
+				t := time.NewTimer(w.cfg.AbandonGrace)
+				defer t.Stop()
+				grace = t.C
+			}
+		case <-grace:
+			w.cfg.Logger.Warn("tool ignored cancellation; abandoned it", "tool", rt.Name, "call_id", call.ID)
+			return tools.Output{}, context.Cause(ctx), false, w.shutdownCancelled(ctx)
+		}
+	}
+}
+
+// causeOf replaces a bare context error returned by a handler with the
+// context's cause (e.g. a *classify.TimeoutError that knows the timeout).
+func (w *Worker) causeOf(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+func (w *Worker) shutdownCancelled(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), ErrShutdown)
+}
+
+// result starts a result envelope for call.
+func (w *Worker) result(call *envelope.Call, attempt int, ev Event) *envelope.Result {
+	return &envelope.Result{
+		CallID: call.ID, Tool: call.Tool, Attempts: attempt, WorkerID: w.cfg.WorkerID,
+		QueueWait: ev.QueueWait, ExecTime: ev.ExecTime,
+	}
+}
+
+// errorResult is an is_error result carrying d and its message for the model.
+func (w *Worker) errorResult(call *envelope.Call, d classify.Decision, attempt int, exhausted bool, ev Event) *envelope.Result {
+	res := w.result(call, attempt, ev)
+	rt, _ := w.cfg.Registry.Lookup(call.Tool)
+	var timeout time.Duration
+	if rt != nil {
+		timeout = rt.Timeout
+	}
+	res.IsError = true
+	res.Class, res.Code, res.Retryable, res.RetryAfter = d.Class, d.Code, d.Retryable, d.RetryAfter
+	res.Content = envelope.Text(d.Message(classify.MessageInput{
+		Tool: call.Tool, Attempts: attempt, Timeout: timeout, Exhausted: exhausted,
+	}))
+	return res
+}
+
+// reply publishes res (when the call names an orchestrator to reply to) and
+// then acks the call. It reports whether the message was settled here.
+func (w *Worker) reply(j *job, call *envelope.Call, res *envelope.Result, log *slog.Logger) bool {
+	if call.ReplyTo != "" {
+		if err := w.publishResult(call, res); err != nil {
+			w.retryLater(j, log, "result", err)
+			return false
+		}
+	}
+	if !j.settle() {
+		return false
+	}
+	if err := j.msg.Ack(); err != nil {
+		log.Warn("ack failed; the call may run again and its result is deduplicated", "err", err)
+	}
+	return true
+}
+
+// retryLater hands a message back after a publish failed: the call will run
+// again, and its result is deduplicated by call id.
+func (w *Worker) retryLater(j *job, log *slog.Logger, what string, err error) {
+	log.Error("publishing the "+what+" failed; handing the call back", "err", err)
+	if j.settle() {
+		_ = j.msg.NakWithDelay(time.Second)
+	}
+}
+
+// publishResult publishes res on the caller's result subject with the call id
+// as Nats-Msg-Id, and waits for the PubAck.
+func (w *Worker) publishResult(call *envelope.Call, res *envelope.Result) error {
+	data, err := envelope.EncodeResult(res)
+	if err != nil {
+		return err
+	}
+	m := &nats.Msg{Subject: jetstream.ResultSubject(call.ReplyTo), Data: data, Header: nats.Header{}}
+	m.Header.Set(nats.MsgIdHdr, call.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)
+	defer cancel()
+	_, err = w.js.PublishMsg(ctx, m)
+	return err
+}
+
+// publishDLQ publishes a dead letter and waits for the PubAck.
+func (w *Worker) publishDLQ(e *dlq.Entry, msgID string) error {
+	m, err := e.Msg(jetstream.DLQSubject(e.Tool), msgID)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)
+	defer cancel()
+	_, err = w.js.PublishMsg(ctx, m)
+	return err
+}
+
+// deadLetterMalformed moves an undecodable call message to TOOL_DLQ and
+// terminates it, so it is never redelivered.
+func (w *Worker) deadLetterMalformed(j *job, meta *js.MsgMetadata, decodeErr error, ev Event) {
+	tool := strings.TrimPrefix(j.msg.Subject(), jetstream.CallSubjectPrefix)
+	log := w.cfg.Logger.With(slog.String("tool", tool), slog.Uint64("stream_seq", meta.Sequence.Stream))
+	entry := dlq.NewEntry(dlq.ReasonMalformed, tool, "", j.msg.Data())
+	entry.Error = decodeErr.Error()
+	entry.SourceSeq = meta.Sequence.Stream
+	entry.FirstFailure = time.Now()
+	entry.LastFailure = entry.FirstFailure
+	if err := w.publishDLQ(&entry, fmt.Sprintf("malformed-%s-%d", jetstream.StreamCalls, meta.Sequence.Stream)); err != nil {
+		w.retryLater(j, log, "dead-letter", err)
+		return
+	}
+	if j.settle() {
+		_ = j.msg.TermWithReason("malformed call: " + decodeErr.Error())
+	}
+	log.Warn("malformed call dead-lettered", "err", decodeErr)
+	ev.Outcome, ev.DLQReason, ev.Class, ev.Code = OutcomeDeadLetter, dlq.ReasonMalformed, envelope.ClassValidation, "malformed"
+	w.cfg.Metrics.Observe(ev)
+}
+
+// expire answers a call whose deadline passed before it started: dead letter
+// with reason expired (operators may replay it), is_error to the caller.
+func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Event, log *slog.Logger) {
+	entry := dlq.NewEntry(dlq.ReasonExpired, call.Tool, call.ID, j.msg.Data())
+	entry.Error = "the call's deadline passed before a worker started it"
+	entry.SourceSeq = meta.Sequence.Stream
+	entry.FirstFailure = time.Now()
+	entry.LastFailure = entry.FirstFailure
+	if err := w.publishDLQ(&entry, call.ID); err != nil {
+		w.retryLater(j, log, "dead-letter", err)
+		return
+	}
+	res := w.result(call, j.attempt, ev)
+	res.IsError = true
+	res.Class, res.Code = envelope.ClassTransient, classify.CodeDeadline
+	res.Content = envelope.Text(fmt.Sprintf(
+		"The call to %s waited %s in the queue and its deadline passed before any worker could start it, so it was not run. "+
+			"The tool is busy; try again later or use a different approach.", call.Tool, ev.QueueWait.Round(time.Second)))
+	if !w.reply(j, call, res, log) {
+		return
+	}
+	log.Warn("call expired before it started; dead-lettered")
+	ev.Outcome, ev.DLQReason, ev.Class, ev.Code = OutcomeDeadLetter, dlq.ReasonExpired, envelope.ClassTransient, classify.CodeDeadline
+	w.cfg.Metrics.Observe(ev)
+}

@@ -1,0 +1,237 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// ErrShutdown is the cause given to the contexts of calls still running when a
+// worker's drain timeout runs out.
+var ErrShutdown = errors.New("worker: shutting down")
+
+// Worker pulls calls for its tools from TOOL_CALLS, executes them and
+// publishes their results. Create one with New, then Run it (or Start and
+// Stop it).
+type Worker struct {
+	cfg Config
+	js  js.JetStream
+
+	sem      chan struct{} // one slot per call executing
+	stopping atomic.Bool
+	stopCh   chan struct{}
+	stopOnce sync.Once
+
+	ctx    context.Context // parent of every call's context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	started  bool
+	consumes []js.ConsumeContext
+	jobs     map[*job]struct{}
+	wg       sync.WaitGroup
+}
+
+// served is one tool this worker consumes.
+type served struct {
+	tool      *tools.Registered
+	heartbeat time.Duration // InProgress interval: AckWait/3
+}
+
+// New checks cfg and returns a worker. It does not touch the network.
+func New(cfg Config) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Worker{
+		cfg:    cfg,
+		js:     cfg.JetStream,
+		sem:    make(chan struct{}, cfg.Concurrency),
+		stopCh: make(chan struct{}),
+		ctx:    ctx,
+		cancel: cancel,
+		jobs:   make(map[*job]struct{}),
+	}, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.WorkerID }
+
+// Run starts the worker, serves until ctx is done, then stops it gracefully
+// within Config.DrainTimeout. It returns nil after a clean shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), w.cfg.DrainTimeout)
+	defer cancel()
+	return w.Stop(stopCtx)
+}
+
+// Start creates or updates the consumers of the worker's tools and begins
+// pulling. It returns once every consumer is bound.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errors.New("worker: already started")
+	}
+	w.started = true
+	names := w.cfg.Tools
+	if len(names) == 0 {
+		names = w.cfg.Registry.Names()
+	}
+	pull := min(w.cfg.Concurrency, 512)
+	for _, name := range names {
+		rt, _ := w.cfg.Registry.Lookup(name)
+		cons, err := jetstream.EnsureConsumer(ctx, w.js, jetstream.ConsumerSpec{
+			Tool:        rt.Name,
+			Timeout:     rt.Timeout,
+			MaxAttempts: rt.Retry.MaxAttempts,
+			Concurrency: rt.Concurrency,
+		})
+		if err != nil {
+			w.stopConsumes()
+			return fmt.Errorf("worker: bind tool %q: %w", name, err)
+		}
+		s := &served{tool: rt, heartbeat: cons.CachedInfo().Config.AckWait / 3}
+		if s.heartbeat <= 0 {
+			s.heartbeat = 10 * time.Second
+		}
+		log := w.cfg.Logger.With("tool", rt.Name)
+		cc, err := cons.Consume(w.handler(s), js.PullMaxMessages(pull),
+			js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
+				if !w.stopping.Load() {
+					log.Warn("pulling calls failed; retrying", "err", err)
+				}
+			}))
+		if err != nil {
+			w.stopConsumes()
+			return fmt.Errorf("worker: consume tool %q: %w", name, err)
+		}
+		w.consumes = append(w.consumes, cc)
+	}
+	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "tools", names, "concurrency", w.cfg.Concurrency)
+	return nil
+}
+
+func (w *Worker) stopConsumes() {
+	for _, cc := range w.consumes {
+		cc.Stop()
+	}
+}
+
+// Stop stops pulling, lets calls in flight finish until ctx is done, then
+// cancels the rest with ErrShutdown and hands them back to JetStream (NAK
+// without delay) so another worker takes them. Calls buffered but not started
+// are handed back at once. Stop returns nil when every call finished in time
+// and ctx.Err() otherwise; the worker cannot be started again.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.stopOnce.Do(func() {
+		w.stopping.Store(true)
+		close(w.stopCh)
+	})
+	w.mu.Lock()
+	consumes := w.consumes
+	w.consumes = nil
+	w.mu.Unlock()
+	for _, cc := range consumes {
+		cc.Drain() // buffered messages still reach the handler, which NAKs them
+	}
+	for _, cc := range consumes {
+		select {
+		case <-cc.Closed():
+		case <-ctx.Done():
+		}
+	}
+
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		w.cancel(ErrShutdown)
+		w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
+		return nil
+	case <-ctx.Done():
+	}
+
+	w.cancel(ErrShutdown)
+	w.mu.Lock()
+	left := make([]*job, 0, len(w.jobs))
+	for j := range w.jobs {
+		left = append(left, j)
+	}
+	w.mu.Unlock()
+	for _, j := range left {
+		if j.settle() {
+			_ = j.msg.Nak()
+			w.cfg.Metrics.Observe(Event{Tool: j.served.tool.Name, Outcome: OutcomeHandedBack, Attempt: j.attempt})
+		}
+	}
+	w.cfg.Logger.Warn("worker stopped with calls still running; handed them back", "worker_id", w.cfg.WorkerID, "calls", len(left))
+	return ctx.Err()
+}
+
+// handler is the Consume callback of one tool: it takes a concurrency slot
+// (sending InProgress while it waits) and processes the message in its own
+// goroutine.
+func (w *Worker) handler(s *served) js.MessageHandler {
+	return func(msg js.Msg) {
+		if w.stopping.Load() {
+			_ = msg.Nak()
+			return
+		}
+		if !w.acquire(msg, s.heartbeat) {
+			_ = msg.Nak()
+			return
+		}
+		j := &job{msg: msg, served: s}
+		w.mu.Lock()
+		w.jobs[j] = struct{}{}
+		w.wg.Add(1)
+		w.mu.Unlock()
+		go func() {
+			defer func() {
+				w.mu.Lock()
+				delete(w.jobs, j)
+				w.mu.Unlock()
+				<-w.sem
+				w.wg.Done()
+			}()
+			w.process(j)
+		}()
+	}
+}
+
+// acquire takes a concurrency slot, keeping msg alive with InProgress while it
+// waits. It reports false when the worker stops first.
+func (w *Worker) acquire(msg js.Msg, heartbeat time.Duration) bool {
+	select {
+	case w.sem <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTicker(heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case w.sem <- struct{}{}:
+			return true
+		case <-t.C:
+			_ = msg.InProgress()
+		case <-w.stopCh:
+			return false
+		}
+	}
+}

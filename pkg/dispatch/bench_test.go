@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,6 +99,101 @@ func BenchmarkDispatchRoundTrip(b *testing.B) {
 				}
 				if res[0].IsError {
 					b.Errorf("is_error: %s", res[0].Content.Text())
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			if bc.parallel == 0 {
+				for b.Loop() {
+					run()
+				}
+			} else {
+				b.SetParallelism(bc.parallel)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						run()
+					}
+				})
+			}
+			b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
+		})
+	}
+}
+
+// BenchmarkRawRoundTrip is the baseline for BenchmarkDispatchRoundTrip,
+// measured in the same run: the same path with the least code around it (a
+// sync.Map of channels, no validation, deadlines, dedup cache or session
+// tracking).
+func BenchmarkRawRoundTrip(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		parallel int
+	}{
+		{"serial", 0},
+		{"parallel-64", 32},
+		{"parallel-256", 128},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tb := setup(b)
+			startEchoWorker(b, tb, "echo")
+			const instance = "raw"
+			var waiting sync.Map // call id → chan *envelope.Result
+			cons, err := tb.js.OrderedConsumer(context.Background(), jetstream.StreamResults, js.OrderedConsumerConfig{
+				FilterSubjects: []string{jetstream.ResultSubject(instance)},
+				DeliverPolicy:  js.DeliverNewPolicy,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cc, err := cons.Consume(func(m js.Msg) {
+				r, err := envelope.DecodeResult(m.Data())
+				if err != nil {
+					return
+				}
+				if ch, ok := waiting.LoadAndDelete(r.CallID); ok {
+					ch.(chan *envelope.Result) <- r
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				cc.Stop()
+				<-cc.Closed()
+			})
+			var n atomic.Int64
+			run := func() {
+				id := "toolu_" + strconv.FormatInt(n.Add(1), 10)
+				now := time.Now()
+				data, err := envelope.EncodeCall(&envelope.Call{
+					ID: id, Tool: "echo", Input: []byte(`{"text":"hello"}`), ReplyTo: instance,
+					CreatedAt: now, Deadline: now.Add(30 * time.Second),
+				})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				ch := make(chan *envelope.Result, 1)
+				waiting.Store(id, ch)
+				paf, err := tb.js.PublishMsgAsync(&nats.Msg{
+					Subject: jetstream.CallSubject("echo"), Data: data,
+					Header: nats.Header{js.MsgIDHeader: []string{id}},
+				})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				select {
+				case <-paf.Ok():
+				case err := <-paf.Err():
+					b.Error(err)
+					return
+				}
+				select {
+				case <-ch:
+				case <-time.After(30 * time.Second):
+					b.Error("no result")
 				}
 			}
 			b.ReportAllocs()

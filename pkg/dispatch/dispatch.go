@@ -107,15 +107,15 @@ func (d *Dispatcher) Instance() string { return d.cfg.Instance }
 // tools.result.<instance>. It returns once the consumer exists, so a call
 // dispatched after Start cannot miss its result.
 //
-// The consumer is an ordered consumer delivering new messages only, not a
-// durable one: the table of waiting callers lives in this process's memory,
-// so after a restart no one waits for older results and replaying them
-// would serve nobody. An ordered consumer needs no acks (half the messages
-// of an acked consumer), leaves no durable state to clean up for instance
-// ids that never come back, and recreates itself after a disconnect from
-// the last stream sequence it saw, so results stored while the connection
-// was down are still delivered. TOOL_RESULTS must therefore not be a
-// work-queue stream (those refuse consumers without acks).
+// The consumer is an ordered consumer starting after the stream's last
+// message, not a durable one. The table of waiting callers lives in this
+// process's memory, so after a restart no one waits for older results and
+// replaying them would serve nobody. An ordered consumer needs no acks (half
+// the messages of an acked consumer), leaves no durable state to clean up
+// for instance ids that never come back, and recreates itself after a
+// disconnect from the last stream sequence it saw, so results stored while
+// the connection was down are still delivered. TOOL_RESULTS must therefore
+// not be a work-queue stream (those refuse consumers without acks).
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -127,9 +127,18 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if d.started {
 		return errors.New("dispatch: start: already started")
 	}
+	// Start after the stream's last message rather than with DeliverNew: an
+	// ordered consumer that resets (reconnect, missed heartbeats) before it
+	// saw its first message would apply DeliverNew again and skip results
+	// stored meanwhile; a start sequence is reused instead.
+	stream, err := d.js.Stream(ctx, jetstream.StreamResults)
+	if err != nil {
+		return fmt.Errorf("dispatch: start: stream %s: %w: %w", jetstream.StreamResults, ErrUnavailable, err)
+	}
 	cons, err := d.js.OrderedConsumer(ctx, jetstream.StreamResults, js.OrderedConsumerConfig{
 		FilterSubjects: []string{d.subject},
-		DeliverPolicy:  js.DeliverNewPolicy,
+		DeliverPolicy:  js.DeliverByStartSequencePolicy,
+		OptStartSeq:    stream.CachedInfo().State.LastSeq + 1,
 	})
 	if err != nil {
 		return fmt.Errorf("dispatch: start: result consumer on %s: %w: %w", jetstream.StreamResults, ErrUnavailable, err)
@@ -315,14 +324,15 @@ func (t *turn) prepare() {
 		traceparent = NewTraceparent()
 	}
 	var available []string // catalog names, listed once per turn if needed
+	listed := false
 	for i, c := range t.calls {
 		if c.ID == "" {
 			t.results[i] = missingIDResult(c.Name)
 			continue
 		}
 		if _, ok := d.cfg.Catalog.Lookup(t.ctx, c.Name); !ok {
-			if available == nil {
-				available = d.cfg.Catalog.Names(t.ctx)
+			if !listed {
+				available, listed = d.cfg.Catalog.Names(t.ctx), true
 			}
 			t.results[i] = unknownToolResult(c.ID, c.Name, available)
 			continue
@@ -417,12 +427,39 @@ func (t *turn) publish() error {
 		case <-timer.C:
 			return t.publishErr(p.idx, fmt.Errorf("no acknowledgement within %v", d.cfg.PublishTimeout))
 		case <-t.ctx.Done():
-			if errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
-				return t.publishErr(p.idx, errors.New("no acknowledgement before the call's deadline"))
-			}
-			return fmt.Errorf("dispatch: %w", t.ctx.Err())
+			return t.publishCtxErr(p.idx)
 		case <-t.expiryC():
-			return t.publishErr(p.idx, errors.New("no acknowledgement before the call's deadline"))
+			return t.publishErr(p.idx, errPublishDeadline)
+		case <-d.stopped:
+			return fmt.Errorf("dispatch: %w", d.stoppedErr())
+		}
+	}
+	// acquire takes a publish slot for call i. While none is free and this
+	// turn has publishes outstanding, it makes room by awaiting the oldest,
+	// so that a turn larger than MaxPublishInFlight cannot block itself.
+	acquire := func(i int) error {
+		for {
+			select {
+			case d.inflight <- struct{}{}:
+				return nil
+			default:
+			}
+			if head == len(queue) {
+				break
+			}
+			if err := await(); err != nil {
+				return err
+			}
+		}
+		select {
+		case d.inflight <- struct{}{}:
+			return nil
+		case <-timer.C:
+			return t.publishErr(i, fmt.Errorf("no publish slot within %v", d.cfg.PublishTimeout))
+		case <-t.ctx.Done():
+			return t.publishCtxErr(i)
+		case <-t.expiryC():
+			return t.publishErr(i, errPublishDeadline)
 		case <-d.stopped:
 			return fmt.Errorf("dispatch: %w", d.stoppedErr())
 		}
@@ -431,29 +468,8 @@ func (t *turn) publish() error {
 		if t.slots[i] != slotWaiting {
 			continue
 		}
-		for acquired := false; !acquired; {
-			select {
-			case d.inflight <- struct{}{}:
-				acquired = true
-				continue
-			default:
-			}
-			if head < len(queue) { // make room by awaiting this turn's oldest publish
-				if err := await(); err != nil {
-					return err
-				}
-				continue
-			}
-			select {
-			case d.inflight <- struct{}{}:
-				acquired = true
-			case <-timer.C:
-				return t.publishErr(i, fmt.Errorf("no publish slot within %v", d.cfg.PublishTimeout))
-			case <-t.ctx.Done():
-				return fmt.Errorf("dispatch: %w", t.ctx.Err())
-			case <-d.stopped:
-				return fmt.Errorf("dispatch: %w", d.stoppedErr())
-			}
+		if err := acquire(i); err != nil {
+			return err
 		}
 		c := t.calls[i]
 		paf, err := d.js.PublishMsgAsync(&nats.Msg{
@@ -474,6 +490,17 @@ func (t *turn) publish() error {
 		}
 	}
 	return nil
+}
+
+var errPublishDeadline = errors.New("not stored before the call's deadline")
+
+// publishCtxErr is the error of a publish ended by ctx: a cancellation is the
+// caller's, a deadline means the pool did not store the call in time.
+func (t *turn) publishCtxErr(i int) error {
+	if errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
+		return t.publishErr(i, errPublishDeadline)
+	}
+	return fmt.Errorf("dispatch: %w", t.ctx.Err())
 }
 
 func (t *turn) publishErr(i int, err error) error {

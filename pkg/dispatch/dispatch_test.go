@@ -309,7 +309,7 @@ func TestDispatchResultDeliveredTwice(t *testing.T) {
 	startWorker(t, b, "echo", func(_ *fakeWorker, c *envelope.Call, _ nats.Header, r reply) {
 		r(&envelope.Result{Content: envelope.Text("first")}, c.ID)
 		r(&envelope.Result{Content: envelope.Text("first, again")}, c.ID) // deduplicated by the stream
-		r(&envelope.Result{Content: envelope.Text("second")}, "")          // a re-execution past the dedup window
+		r(&envelope.Result{Content: envelope.Text("second")}, "")         // a re-execution past the dedup window
 	})
 	res, err := b.d.Dispatch(timeout(t, 5*time.Second), "", []envelope.ToolUseBlock{use("toolu_dup", "echo", `{}`)})
 	if err != nil {
@@ -335,8 +335,8 @@ func TestDispatchDeadline(t *testing.T) {
 		timeout  time.Duration // Config.DefaultTimeout
 		wantWait string
 	}{
-		{"ctx deadline", func(t *testing.T) context.Context { return timeout(t, 300*time.Millisecond) }, time.Minute, "300ms"},
-		{"default timeout", func(*testing.T) context.Context { return context.Background() }, 250 * time.Millisecond, "250ms"},
+		{"ctx deadline", func(t *testing.T) context.Context { return timeout(t, time.Second) }, time.Minute, "1s"},
+		{"default timeout", func(*testing.T) context.Context { return context.Background() }, 800 * time.Millisecond, "800ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -585,6 +585,9 @@ func TestDispatchUnavailable(t *testing.T) {
 		if got := b.metrics.pending.Load(); got != 0 {
 			t.Errorf("pending gauge = %d, want 0", got)
 		}
+		if n := len(b.d.inflight); n != 0 {
+			t.Errorf("%d publish slots still taken", n)
+		}
 	})
 
 	t.Run("server gone", func(t *testing.T) {
@@ -602,23 +605,41 @@ func TestDispatchUnavailable(t *testing.T) {
 	})
 }
 
-func TestDispatchManyCallsInOneTurnWithFewPublishSlots(t *testing.T) {
+func TestDispatchWithFewPublishSlots(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *Config) { c.MaxPublishInFlight = 2 })
 	startWorker(t, b, "echo", echoText)
-	calls := make([]envelope.ToolUseBlock, 25)
-	for i := range calls {
-		calls[i] = use(fmt.Sprintf("toolu_%d", i), "echo", fmt.Sprintf(`{"text":"%d"}`, i))
+	turn := func(prefix string, n int) []envelope.ToolUseBlock {
+		calls := make([]envelope.ToolUseBlock, n)
+		for i := range calls {
+			calls[i] = use(fmt.Sprintf("%s_%d", prefix, i), "echo", fmt.Sprintf(`{"text":"%s %d"}`, prefix, i))
+		}
+		return calls
 	}
-	res, err := b.d.Dispatch(timeout(t, 10*time.Second), "", calls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if r.Content.Text() != fmt.Sprint(i) {
-			t.Errorf("result %d = %q", i, r.Content.Text())
+	check := func(prefix string, res []envelope.Result, err error) {
+		if err != nil {
+			t.Errorf("%s: %v", prefix, err)
+			return
+		}
+		for i, r := range res {
+			if want := fmt.Sprintf("%s %d", prefix, i); r.Content.Text() != want {
+				t.Errorf("%s result %d = %q, want %q", prefix, i, r.Content.Text(), want)
+			}
 		}
 	}
+	// One turn larger than the slots must not block itself.
+	res, err := b.d.Dispatch(timeout(t, 10*time.Second), "", turn("big", 25))
+	check("big", res, err)
+	// Many turns share the slots.
+	var wg sync.WaitGroup
+	for g := range 20 {
+		wg.Go(func() {
+			prefix := fmt.Sprint("g", g)
+			res, err := b.d.Dispatch(timeout(t, 20*time.Second), "", turn(prefix, 5))
+			check(prefix, res, err)
+		})
+	}
+	wg.Wait()
 	if n := len(b.d.inflight); n != 0 {
 		t.Errorf("%d publish slots still taken", n)
 	}

@@ -69,7 +69,7 @@ func deadlineResult(id, tool string, waited time.Duration) envelope.Result {
 // that returned no result within waited.
 func DeadlineMessage(tool string, waited time.Duration) string {
 	return fmt.Sprintf("The tool %s returned no result within %s; it may still be running. Try again later or use a different approach.",
-		tool, FormatWait(waited))
+		tool, formatWait(waited))
 }
 
 // AdviceMessage is the sentence added to the content of an is_error result
@@ -78,20 +78,22 @@ func AdviceMessage(tool string, n int) string {
 	return fmt.Sprintf("The tool %s has now failed %d times in a row in this session: stop retrying it and use a different approach.", tool, n)
 }
 
-// FormatWait writes a wait for a person: "250ms", "1.5s", "30s", "2m",
+// formatWait writes a wait for a person: "250ms", "1.5s", "30s", "2m",
 // "1m30s".
-func FormatWait(d time.Duration) string {
-	switch {
-	case d <= 0:
+func formatWait(d time.Duration) string {
+	if d <= 0 {
 		return "0s"
-	case d < time.Second:
-		return strconv.FormatInt(d.Round(time.Millisecond).Milliseconds(), 10) + "ms"
-	case d < 10*time.Second:
-		return strconv.FormatFloat(d.Round(100*time.Millisecond).Seconds(), 'f', -1, 64) + "s"
-	case d < time.Minute:
-		return strconv.FormatInt(int64(d.Round(time.Second)/time.Second), 10) + "s"
+	}
+	if ms := d.Round(time.Millisecond); ms < time.Second {
+		return strconv.FormatInt(ms.Milliseconds(), 10) + "ms"
+	}
+	if tenths := d.Round(100 * time.Millisecond); tenths < 10*time.Second {
+		return strconv.FormatFloat(tenths.Seconds(), 'f', -1, 64) + "s"
 	}
 	d = d.Round(time.Second)
+	if d < time.Minute {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
 	m, s := int64(d/time.Minute), int64(d%time.Minute/time.Second)
 	if s == 0 {
 		return strconv.FormatInt(m, 10) + "m"

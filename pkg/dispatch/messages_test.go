@@ -17,6 +17,9 @@ func TestFormatWait(t *testing.T) {
 		{0, "0s"},
 		{250 * time.Millisecond, "250ms"},
 		{999 * time.Millisecond, "999ms"},
+		{999*time.Millisecond + 900*time.Microsecond, "1s"},
+		{9960 * time.Millisecond, "10s"},
+		{59600 * time.Millisecond, "1m"},
 		{time.Second, "1s"},
 		{1500 * time.Millisecond, "1.5s"},
 		{9949 * time.Millisecond, "9.9s"},
@@ -27,8 +30,8 @@ func TestFormatWait(t *testing.T) {
 		{2 * time.Hour, "120m"},
 	}
 	for _, tc := range tests {
-		if got := FormatWait(tc.d); got != tc.want {
-			t.Errorf("FormatWait(%v) = %q, want %q", tc.d, got, tc.want)
+		if got := formatWait(tc.d); got != tc.want {
+			t.Errorf("formatWait(%v) = %q, want %q", tc.d, got, tc.want)
 		}
 	}
 }

@@ -119,8 +119,9 @@ func (t *callTable) register(id, tool string, w waiter, now time.Time) (*envelop
 	case e.state == stateDone && e.result != nil:
 		return e.result, true
 	default:
-		// Gone, or done with a result too large to cache: wait again. A
-		// gone call may still be running; its result will come here.
+		// Gone: the call may still be running, and its result will come
+		// here. Done with a result too large to cache: the caller waits,
+		// and gets the deadline answer if the call is not run again.
 		s.unsettle(e)
 		e.state, e.start, e.tool = statePending, now, tool
 		e.waiters = append(e.waiters[:0], w)

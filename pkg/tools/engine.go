@@ -26,7 +26,7 @@ import (
 // Validation decodes the input once (encoding/json with UseNumber, so
 // integers stay exact) and runs a fast check compiled from the schema;
 // the engine runs only when the fast check cannot prove the input valid, so
-// every error message comes from the engine. See docs/decisions.md.
+// every error the model reads was found by the engine. See docs/decisions.md.
 func DefaultCompiler() Compiler { return jsonschemaCompiler{} }
 
 // schemaURL is the location the compiled schema is known by. It shows in
@@ -51,10 +51,50 @@ func (jsonschemaCompiler) Compile(schema json.RawMessage) (Validator, error) {
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, err
+		return nil, describeSchemaError(err, doc)
 	}
 	return &jsonschemaValidator{schema: sch, fast: compileFast(sch)}, nil
 }
+
+// describeSchemaError rewrites the metaschema's verdict on a schema as one
+// line of "path: reason" pairs, like input errors; other compile errors are
+// returned as they are.
+func describeSchemaError(err error, doc any) error {
+	var sve *jsonschema.SchemaValidationError
+	if !errors.As(err, &sve) {
+		return err
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(sve.Err, &verr) {
+		return err
+	}
+	c := collector{root: doc, details: true}
+	c.walk(verr)
+	fields := make([]classify.FieldError, len(c.fields))
+	for i, f := range c.fields {
+		fields[i] = f.FieldError
+	}
+	fields = sortFields(fields)
+	parts := make([]string, len(fields))
+	for i, f := range fields {
+		p := f.Path
+		if p == "" {
+			p = "(schema)"
+		}
+		parts[i] = p + ": " + f.Reason
+	}
+	return &schemaError{msg: "not a valid JSON Schema: " + strings.Join(parts, "; "), err: err}
+}
+
+// schemaError is a schema the metaschema refused, described for the
+// operator; it wraps the engine's error.
+type schemaError struct {
+	msg string
+	err error
+}
+
+func (e *schemaError) Error() string { return e.msg }
+func (e *schemaError) Unwrap() error { return e.err }
 
 // refuseLoader refuses every external reference. The metaschemas of the
 // drafts are built into the engine and need no loader.
@@ -140,8 +180,9 @@ type fieldErr struct {
 
 // collector turns the engine's error tree into field errors.
 type collector struct {
-	root   any
-	fields []fieldErr
+	root    any
+	fields  []fieldErr
+	details bool // add the engine's detail to format errors (for schema errors)
 }
 
 func (c *collector) add(loc []string, reason string) {
@@ -180,7 +221,7 @@ func (c *collector) walk(e *jsonschema.ValidationError) {
 		}
 	case *kind.AdditionalProperties:
 		for _, name := range k.Properties {
-			c.addChild(loc, name, reasonNotAllowed)
+			c.addChild(loc, name, reasonUnknownProperty)
 		}
 	case *kind.FalseSchema:
 		c.add(loc, reasonNotAllowed)
@@ -193,7 +234,11 @@ func (c *collector) walk(e *jsonschema.ValidationError) {
 	case *kind.Const:
 		c.add(loc, reasonConst(k.Want))
 	case *kind.Format:
-		c.add(loc, reasonFormat(k.Want))
+		reason := reasonFormat(k.Want)
+		if c.details && k.Err != nil {
+			reason += " (" + k.Err.Error() + ")"
+		}
+		c.add(loc, reason)
 	case *kind.MinLength:
 		c.add(loc, reasonMinLength(k.Want))
 	case *kind.MaxLength:
@@ -264,7 +309,7 @@ func (c *collector) alternatives(e *jsonschema.ValidationError, lead string) {
 		onlyTypes = true
 	)
 	for _, cause := range e.Causes {
-		sub := collector{root: c.root}
+		sub := collector{root: c.root, details: c.details}
 		sub.walk(cause)
 		if len(sub.fields) != 1 || sub.fields[0].typeWant == nil || sub.fields[0].Path != here {
 			onlyTypes = false

@@ -71,7 +71,7 @@ func (v *gojsonschemaValidator) Validate(input json.RawMessage) []classify.Field
 		case "required":
 			add(joinPath(here, fmt.Sprint(d["property"])), reasonRequired)
 		case "additional_property_not_allowed":
-			add(joinPath(here, fmt.Sprint(d["property"])), reasonNotAllowed)
+			add(joinPath(here, fmt.Sprint(d["property"])), reasonUnknownProperty)
 		case "missing_dependency":
 			add(here, "requires "+fmt.Sprint(d["dependency"]))
 		case "invalid_type":

@@ -93,8 +93,14 @@ func sortFields(fields []classify.FieldError) []classify.FieldError {
 
 const reasonRequired = "is required"
 
-// reasonNotAllowed is the reason for a property or item the schema forbids.
+// reasonNotAllowed is the reason for a value the schema forbids outright
+// (a false schema: an item past a fixed-length tuple, an unevaluated
+// property).
 const reasonNotAllowed = "is not allowed"
+
+// reasonUnknownProperty is the reason for a property that
+// "additionalProperties": false refuses.
+const reasonUnknownProperty = "is not a known property"
 
 // typeNoun is a JSON Schema type name with its article: "a string".
 func typeNoun(t string) string {
@@ -128,26 +134,6 @@ func reasonType(want []string, got string) string {
 		got = "number" // the model wrote a number; "integer" would read as a different type
 	}
 	return "must be " + list + ", got " + got
-}
-
-// jsonTypeName is the JSON type of a decoded value.
-func jsonTypeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case string:
-		return "string"
-	case json.Number, float64, float32, int, int64, int32, uint, uint64, uint32:
-		return "number"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	default:
-		return "unknown"
-	}
 }
 
 // jsonText writes a schema value (an enum member, a const) as JSON.

@@ -132,7 +132,7 @@ func (r *Registry) prepare(t Tool) (*Registered, error) {
 	}
 	v, err := r.compiler.Compile(schema)
 	if err != nil {
-		return nil, fmt.Errorf("input schema does not compile: %w", err)
+		return nil, fmt.Errorf("input schema: %w", err)
 	}
 	t.Retry = t.Retry.WithDefaults()
 	if err := t.Retry.Validate(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/toolpool/toolpool/pkg/classify"
 )
 
@@ -73,10 +75,27 @@ func TestRegisterRejects(t *testing.T) {
 func TestRegisterRejectsBadSchemaAndPolicy(t *testing.T) {
 	t.Parallel()
 	r := NewRegistry()
+	// The metaschema's verdict comes as one line, one "path: reason" per fault.
 	err := r.Register(Tool{Name: "t", Handler: nopHandler,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"strnig"}}}`)})
-	if err == nil || !strings.HasPrefix(err.Error(), `tools: register "t": input schema does not compile: `) {
-		t.Errorf("Register(bad type name): %v", err)
+		InputSchema: json.RawMessage(`{"type":"object","required":"a","properties":{"a b":{"minLength":-1}}}`)})
+	want := `tools: register "t": input schema: not a valid JSON Schema: ` +
+		`properties["a b"].minLength: must be >= 0; required: must be an array, got string`
+	if err == nil || err.Error() != want {
+		t.Errorf("Register(bad schema):\n got  %v\n want %s", err, want)
+	}
+	var sve *jsonschema.SchemaValidationError
+	if !errors.As(err, &sve) {
+		t.Errorf("Register(bad schema): %v does not wrap the engine's error", err)
+	}
+	err = r.Register(Tool{Name: "t", Handler: nopHandler,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"pattern":"(?<=a)b"}}}`)})
+	if err == nil || !strings.Contains(err.Error(), "properties.a.pattern: must be a valid regex (") {
+		t.Errorf("Register(bad pattern): %v", err)
+	}
+	err = r.Register(Tool{Name: "t", Handler: nopHandler,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`)})
+	if err == nil || !strings.HasPrefix(err.Error(), `tools: register "t": input schema: `) {
+		t.Errorf("Register(dangling $ref): %v", err)
 	}
 	err = r.Register(Tool{Name: "t", Handler: nopHandler, InputSchema: objectSchema,
 		Retry: classify.Policy{BaseDelay: time.Minute, MaxDelay: time.Second}})

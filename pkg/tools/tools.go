@@ -56,6 +56,8 @@ type CallInfo struct {
 	Attempt  int // 1-based
 	Deadline time.Time
 	WorkerID string
+	// Traceparent is the call's W3C trace context, to send on outgoing requests.
+	Traceparent string
 }
 
 type callInfoKey struct{}

@@ -109,7 +109,7 @@ func TestSeedSchemas(t *testing.T) {
 		{"search_web", `{"query":"go","max_results":"10"}`, []fe{{"max_results", "must be an integer, got string"}}},
 		{"search_web", `{"query":"go","max_results":2.5}`, []fe{{"max_results", "must be an integer, got number"}}},
 		{"search_web", `{"query":"go","max_results":true}`, []fe{{"max_results", "must be an integer, got boolean"}}},
-		{"search_web", `{"query":"go","maxResults":5}`, []fe{{"maxResults", "is not allowed"}}},
+		{"search_web", `{"query":"go","maxResults":5}`, []fe{{"maxResults", "is not a known property"}}},
 		// every bad field at once, sorted by path
 		{"search_web", `{"max_results":100,"language":7}`, []fe{
 			{"language", "must be a string, got number"},

@@ -118,7 +118,7 @@ func (w *Worker) process(j *job) {
 			w.retryLater(j, log, "dead-letter", err)
 			return
 		}
-		res := w.errorResult(call, d, j.attempt, true, ev)
+		res := w.errorResult(call, d, j.attempt, true, false, ev)
 		if !w.reply(j, call, res, log) {
 			return
 		}
@@ -132,7 +132,7 @@ func (w *Worker) process(j *job) {
 			res.Content = out.Content.Truncate(w.cfg.Limits.MaxContentBytes)
 			ev.Outcome = OutcomeSuccess
 		} else {
-			res = w.errorResult(call, d, j.attempt, false, ev)
+			res = w.errorResult(call, d, j.attempt, false, v.GaveUp, ev)
 			ev.Outcome = OutcomeError
 			log.Info("call failed", "class", d.Class, "code", d.Code, "gave_up_for_deadline", v.GaveUp)
 		}
@@ -166,7 +166,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 	defer cancel()
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{
 		ID: call.ID, Tool: rt.Name, Session: call.Session, Attempt: j.attempt,
-		Deadline: call.Deadline, WorkerID: w.cfg.WorkerID,
+		Deadline: call.Deadline, WorkerID: w.cfg.WorkerID, Traceparent: call.Traceparent,
 	})
 
 	done := make(chan outcome, 1)
@@ -228,7 +228,7 @@ func (w *Worker) result(call *envelope.Call, attempt int, ev Event) *envelope.Re
 }
 
 // errorResult is an is_error result carrying d and its message for the model.
-func (w *Worker) errorResult(call *envelope.Call, d classify.Decision, attempt int, exhausted bool, ev Event) *envelope.Result {
+func (w *Worker) errorResult(call *envelope.Call, d classify.Decision, attempt int, exhausted, gaveUp bool, ev Event) *envelope.Result {
 	res := w.result(call, attempt, ev)
 	rt, _ := w.cfg.Registry.Lookup(call.Tool)
 	var timeout time.Duration
@@ -238,7 +238,7 @@ func (w *Worker) errorResult(call *envelope.Call, d classify.Decision, attempt i
 	res.IsError = true
 	res.Class, res.Code, res.Retryable, res.RetryAfter = d.Class, d.Code, d.Retryable, d.RetryAfter
 	res.Content = envelope.Text(d.Message(classify.MessageInput{
-		Tool: call.Tool, Attempts: attempt, Timeout: timeout, Exhausted: exhausted,
+		Tool: call.Tool, Attempts: attempt, Timeout: timeout, Exhausted: exhausted, GaveUp: gaveUp,
 	}))
 	return res
 }

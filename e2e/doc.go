@@ -1,0 +1,14 @@
+// Package e2e holds toolpool's end-to-end acceptance tests. It has no code
+// of its own: the tests, in package e2e_test, run the whole pipeline
+// (dispatcher, JetStream streams and consumers, workers, the orchestrator
+// and worker binaries) against real nats-servers embedded in the test
+// process, each on a free loopback port with its store in a temporary
+// directory.
+//
+// Run them with the race detector:
+//
+//	go test -race -count=1 ./e2e/
+//
+// TestMain builds cmd/orchestrator and cmd/worker once per run for the
+// process-level tests (SIGTERM drain, the CLI).
+package e2e

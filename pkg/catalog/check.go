@@ -1,0 +1,460 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// Bounds the checks enforce.
+const (
+	// TimeoutMax is the longest per-attempt timeout a catalog may give.
+	TimeoutMax = 24 * time.Hour
+	// MaxOutputBytesMax is the largest max_output_bytes a catalog may give.
+	MaxOutputBytesMax = 8 << 20
+	// TermGraceMax is the longest term_grace a catalog may give.
+	TermGraceMax = time.Minute
+)
+
+// reservedHeaders are set by the webhook backend itself.
+var reservedHeaders = []string{
+	"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection",
+	"Traceparent", "Toolpool-Call-Id", "Toolpool-Attempt", "Toolpool-Tool",
+}
+
+var (
+	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// entry checks tool i of the file and returns its Entry.
+func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
+	item := p.items[i]
+	tool := p.toolLabel(i)
+	at := func(path string) int {
+		if k, _ := findPath(item, path); k != nil {
+			return k.Line
+		}
+		return item.Line
+	}
+	bad := func(field, format string, args ...any) error {
+		return p.failf(at(field), tool, field, format, args...)
+	}
+
+	e := &Entry{Name: s.Name, Line: item.Line}
+	switch {
+	case s.Name == "":
+		return nil, bad("name", "is required")
+	case !validName(s.Name):
+		return nil, bad("name", "must be 1 to 64 letters, digits, '_' or '-' (%s), as the Messages API requires", tools.NamePattern)
+	}
+
+	switch Backend(s.Backend) {
+	case BackendWebhook, BackendExec, BackendBuiltin:
+		e.Backend = Backend(s.Backend)
+	case "":
+		return nil, bad("backend", "is required: one of webhook, exec, builtin")
+	default:
+		return nil, bad("backend", "must be one of webhook, exec, builtin, not %q", s.Backend)
+	}
+	builtin := e.Backend == BackendBuiltin
+	for _, b := range []struct {
+		key     Backend
+		present bool
+	}{{BackendWebhook, s.Webhook != nil}, {BackendExec, s.Exec != nil}} {
+		switch {
+		case b.key == e.Backend && !b.present:
+			return nil, bad("backend", "is %s, but the entry has no %s settings", b.key, b.key)
+		case b.key != e.Backend && b.present:
+			return nil, bad(string(b.key), "is not allowed with backend %s", e.Backend)
+		}
+	}
+
+	if s.Description != nil {
+		e.Description = strings.TrimSpace(*s.Description)
+		if e.Description == "" {
+			return nil, bad("description", "is empty; tell the model what the tool does and when to use it")
+		}
+	} else if !builtin {
+		return nil, bad("description", "is required: the model reads it to decide when to call the tool")
+	}
+
+	hasSchema := s.InputSchema.Kind != 0
+	switch {
+	case builtin && hasSchema:
+		return nil, bad("input_schema", "is not allowed with backend builtin: a built-in tool keeps its own schema")
+	case !builtin && !hasSchema:
+		return nil, bad("input_schema", `is required: a JSON Schema object such as {type: object, properties: {…}}`)
+	case hasSchema:
+		if s.InputSchema.Kind != yaml.MappingNode {
+			return nil, bad("input_schema", "must be a mapping (a JSON Schema object)")
+		}
+		schema, err := nodeJSON(&s.InputSchema)
+		if err != nil {
+			return nil, bad("input_schema", "%v", err)
+		}
+		e.InputSchema = schema
+	}
+
+	if s.Timeout != nil {
+		d, err := parseDuration(*s.Timeout)
+		switch {
+		case err != nil:
+			return nil, bad("timeout", "%v", err)
+		case d <= 0:
+			return nil, bad("timeout", "must be positive, got %s", *s.Timeout)
+		case d > TimeoutMax:
+			return nil, bad("timeout", "must be at most %s, got %s", TimeoutMax, *s.Timeout)
+		}
+		e.Timeout = d
+	}
+
+	if s.Retry != nil {
+		pol, field, err := checkRetry(s.Retry)
+		if err != nil {
+			return nil, bad("retry."+field, "%v", err)
+		}
+		e.Retry = pol
+	}
+
+	if s.Idempotent != nil {
+		if builtin {
+			return nil, bad("idempotent", "is not allowed with backend builtin: a built-in tool's code decides it")
+		}
+		e.Idempotent = *s.Idempotent
+	}
+
+	if s.Concurrency != nil {
+		if *s.Concurrency < 1 {
+			return nil, bad("concurrency", "must be at least 1, got %d", *s.Concurrency)
+		}
+		e.Concurrency = *s.Concurrency
+	}
+
+	switch e.Backend {
+	case BackendWebhook:
+		wh, field, err := p.checkWebhook(s.Webhook)
+		if err != nil {
+			return nil, bad("webhook."+field, "%v", err)
+		}
+		e.Webhook = wh
+	case BackendExec:
+		ex, field, err := p.checkExec(s.Exec)
+		if err != nil {
+			return nil, bad("exec."+field, "%v", err)
+		}
+		e.Exec = ex
+	}
+
+	if !builtin {
+		// Register's own checks (schema compiles, root type object, …) on a
+		// scratch registry: whatever it refuses now would stop the worker.
+		t, err := e.tool(p.opts)
+		if err == nil {
+			err = tools.NewRegistry().Register(t)
+		}
+		if err != nil {
+			field, msg := registerField(e.Name, err)
+			return nil, bad(field, "%s", msg)
+		}
+	}
+	return e, nil
+}
+
+// registerField maps an error of tools.Registry.Register to the catalog
+// field it is about and a message without the register prefix.
+func registerField(name string, err error) (field, msg string) {
+	msg = strings.TrimPrefix(err.Error(), fmt.Sprintf("tools: register %q: ", name))
+	switch {
+	case errors.Is(err, tools.ErrDuplicateTool):
+		return "name", "is already registered (by another catalog entry, a demo tool or a built-in tool)"
+	case errors.Is(err, classify.ErrInvalidPolicy):
+		return "retry", strings.TrimPrefix(msg, "retry policy: ")
+	case strings.HasPrefix(msg, "timeout"):
+		return "timeout", strings.TrimPrefix(msg, "timeout ")
+	case strings.HasPrefix(msg, "concurrency"):
+		return "concurrency", strings.TrimPrefix(msg, "concurrency ")
+	case strings.HasPrefix(msg, "name"):
+		return "name", strings.TrimPrefix(msg, "name ")
+	case strings.HasPrefix(msg, "input schema: "):
+		return "input_schema", strings.TrimPrefix(msg, "input schema: ")
+	case strings.HasPrefix(msg, "input schema "):
+		return "input_schema", strings.TrimPrefix(msg, "input schema ")
+	}
+	return "", msg
+}
+
+// validName reports whether name matches tools.NamePattern.
+func validName(name string) bool {
+	if len(name) < 1 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseDuration reads a Go duration ("10s", "1m30s") with a message a
+// person can act on.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("must be a duration such as 500ms, 10s or 1m30s, not %q", s)
+	}
+	return d, nil
+}
+
+// checkRetry checks the retry settings one by one, so the error names the
+// field, and then as a whole with classify's defaults applied, as
+// tools.Registry.Register will.
+func checkRetry(r *retrySpec) (classify.Policy, string, error) {
+	var pol classify.Policy
+	if r.MaxAttempts != nil {
+		if n := *r.MaxAttempts; n < 1 || n > classify.MaxAttemptsLimit {
+			return pol, "max_attempts", fmt.Errorf("must be between 1 and %d, got %d", classify.MaxAttemptsLimit, n)
+		}
+		pol.MaxAttempts = *r.MaxAttempts
+	}
+	for _, d := range []struct {
+		field string
+		value *string
+		dst   *time.Duration
+	}{{"base_delay", r.BaseDelay, &pol.BaseDelay}, {"max_delay", r.MaxDelay, &pol.MaxDelay}} {
+		if d.value == nil {
+			continue
+		}
+		v, err := parseDuration(*d.value)
+		if err != nil {
+			return pol, d.field, err
+		}
+		if v <= 0 {
+			return pol, d.field, fmt.Errorf("must be positive, got %s", *d.value)
+		}
+		*d.dst = v
+	}
+	if r.Jitter != nil {
+		if j := *r.Jitter; math.IsNaN(j) || j < 0 || j > 1 {
+			return pol, "jitter", fmt.Errorf("must be between 0 and 1 (a fraction of the delay), got %v", j)
+		}
+		pol.Jitter = *r.Jitter
+	}
+	full := pol.WithDefaults()
+	if full.MaxDelay < full.BaseDelay {
+		if pol.MaxDelay == 0 {
+			return pol, "base_delay", fmt.Errorf("must be at most max_delay (%s by default); set retry.max_delay too", full.MaxDelay)
+		}
+		return pol, "max_delay", fmt.Errorf("must be at least base_delay (%s)", full.BaseDelay)
+	}
+	if err := full.Validate(); err != nil {
+		return pol, "", err
+	}
+	return pol, "", nil
+}
+
+func (p *parser) checkWebhook(s *webhookSpec) (*WebhookConfig, string, error) {
+	wh := &WebhookConfig{URL: strings.TrimSpace(s.URL), MaxOutputBytes: MaxOutputBytesDefault, resolved: http.Header{}}
+	if wh.URL == "" {
+		return nil, "url", errors.New("is required: the URL that receives the POST")
+	}
+	u, err := url.Parse(wh.URL)
+	switch {
+	case err != nil:
+		return nil, "url", errors.New("is not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, "url", fmt.Errorf("must be an http or https URL, not %q", u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return nil, "url", errors.New("has no host")
+	case u.User != nil:
+		return nil, "url", errors.New("must not carry credentials; send them in a header whose value is ${ENV_NAME}")
+	case u.Fragment != "":
+		return nil, "url", errors.New("must not have a #fragment")
+	}
+	if len(s.Headers) > 0 {
+		wh.Headers = make(map[string]string, len(s.Headers))
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
+		tmpl := s.Headers[name]
+		field := "headers." + name
+		if !headerNameRE.MatchString(name) {
+			return nil, field, errors.New("is not a valid header name")
+		}
+		canon := http.CanonicalHeaderKey(name)
+		for _, r := range reservedHeaders {
+			if canon == r {
+				return nil, field, errors.New("is set by toolpool itself and cannot be configured")
+			}
+		}
+		value, secrets, err := expandEnv(tmpl, p.opts.LookupEnv)
+		if err != nil {
+			return nil, field, err
+		}
+		if strings.ContainsAny(value, "\r\n\x00") {
+			return nil, field, errors.New("contains a line break or NUL after its ${ENV} references are resolved")
+		}
+		wh.Headers[name] = tmpl
+		wh.resolved.Add(canon, value)
+		wh.secrets = append(wh.secrets, secrets...)
+	}
+	if s.MaxOutputBytes != nil {
+		if n := *s.MaxOutputBytes; n < 1 || n > MaxOutputBytesMax {
+			return nil, "max_output_bytes", fmt.Errorf("must be between 1 and %d, got %d", MaxOutputBytesMax, n)
+		}
+		wh.MaxOutputBytes = *s.MaxOutputBytes
+	}
+	return wh, "", nil
+}
+
+// expandEnv resolves ${NAME} references in s. It returns the values it put
+// in (secrets, never to be shown) and an error naming a variable that is
+// unset or empty — never its value.
+func expandEnv(s string, lookup func(string) (string, bool)) (string, []string, error) {
+	var b strings.Builder
+	var secrets []string
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), secrets, nil
+		}
+		b.WriteString(s[:i])
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", nil, errors.New(`has a "${" without its closing "}"`)
+		}
+		name := s[i+2 : i+end]
+		if !envNameRE.MatchString(name) {
+			return "", nil, fmt.Errorf("refers to ${%s}, which is not a valid environment variable name", name)
+		}
+		v, ok := lookup(name)
+		switch {
+		case !ok:
+			return "", nil, fmt.Errorf("refers to environment variable %s, which is not set", name)
+		case v == "":
+			return "", nil, fmt.Errorf("refers to environment variable %s, which is empty", name)
+		}
+		b.WriteString(v)
+		secrets = append(secrets, v)
+		s = s[i+end+1:]
+	}
+}
+
+func (p *parser) checkExec(s *execSpec) (*ExecConfig, string, error) {
+	ex := &ExecConfig{TermGrace: TermGraceDefault, MaxOutputBytes: MaxOutputBytesDefault}
+	if len(s.Command) == 0 || strings.TrimSpace(s.Command[0]) == "" {
+		return nil, "command", errors.New("is required: the program and its arguments, as a list (no shell)")
+	}
+	for i, arg := range s.Command {
+		if strings.ContainsRune(arg, 0) {
+			return nil, fmt.Sprintf("command[%d]", i), errors.New("contains a NUL byte")
+		}
+	}
+	prog, err := p.resolveProgram(s.Command[0])
+	if err != nil {
+		return nil, "command[0]", err
+	}
+	ex.Command = append([]string{prog}, s.Command[1:]...)
+	for i, name := range s.Env {
+		if !envNameRE.MatchString(name) {
+			return nil, fmt.Sprintf("env[%d]", i), fmt.Errorf("%q is not an environment variable name; list names only, not NAME=value", name)
+		}
+	}
+	ex.Env = append([]string(nil), s.Env...)
+	if s.Dir != nil {
+		dir := p.relative(*s.Dir)
+		st, err := os.Stat(dir)
+		switch {
+		case err != nil:
+			return nil, "dir", fmt.Errorf("%q cannot be used: %s", *s.Dir, pathErrText(err))
+		case !st.IsDir():
+			return nil, "dir", fmt.Errorf("%q is not a directory", *s.Dir)
+		}
+		ex.Dir = dir
+	}
+	if s.TermGrace != nil {
+		d, err := parseDuration(*s.TermGrace)
+		switch {
+		case err != nil:
+			return nil, "term_grace", err
+		case d <= 0 || d > TermGraceMax:
+			return nil, "term_grace", fmt.Errorf("must be positive and at most %s, got %s", TermGraceMax, *s.TermGrace)
+		}
+		ex.TermGrace = d
+	}
+	if s.MaxOutputBytes != nil {
+		if n := *s.MaxOutputBytes; n < 1 || n > MaxOutputBytesMax {
+			return nil, "max_output_bytes", fmt.Errorf("must be between 1 and %d, got %d", MaxOutputBytesMax, n)
+		}
+		ex.MaxOutputBytes = *s.MaxOutputBytes
+	}
+	return ex, "", nil
+}
+
+// relative resolves a path of the file relative to the file's directory.
+func (p *parser) relative(path string) string {
+	if filepath.IsAbs(path) {
+		return filepath.Clean(path)
+	}
+	return filepath.Join(filepath.Dir(p.file), path)
+}
+
+// resolveProgram finds the program to run: a path with a slash is taken
+// relative to the catalog file's directory; a bare name is looked up in PATH.
+func (p *parser) resolveProgram(prog string) (string, error) {
+	if !strings.ContainsRune(prog, '/') {
+		path, err := p.opts.LookPath(prog)
+		if err != nil {
+			return "", fmt.Errorf("%q is not found in PATH; give its full path", prog)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", err
+		}
+		return abs, nil
+	}
+	path := p.relative(prog)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%q cannot be used: %s", prog, pathErrText(err))
+	case st.IsDir():
+		return "", fmt.Errorf("%q is a directory, not a program", prog)
+	case st.Mode().Perm()&0o111 == 0:
+		return "", fmt.Errorf("%q is not executable (chmod +x it)", prog)
+	}
+	return abs, nil
+}
+
+func lookPath(file string) (string, error) { return exec.LookPath(file) }
+
+// pathErrText is the reason of a file-system error without the path.
+func pathErrText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,50 @@
+// Package dispatch is the orchestrator's side of the pool: it turns the
+// tool_use blocks of one assistant turn into call envelopes on
+// tools.call.<tool> (stream TOOL_CALLS), waits for their results on
+// tools.result.<instance> (stream TOOL_RESULTS) and hands them back in the
+// calls' order.
+//
+//	d, err := dispatch.New(dispatch.Config{
+//		JS:       js,                                   // a nats.go jetstream.JetStream
+//		Instance: "orch-1",                             // results come on tools.result.orch-1
+//		Catalog:  dispatch.ConsumerCatalog(js, 0),      // tools with a tool_<name> consumer
+//		Logger:   logger,
+//	})
+//	if err != nil { … }
+//	if err := d.Start(ctx); err != nil { … }         // begins consuming results
+//	defer d.Stop()
+//
+//	ctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the calls' deadline
+//	defer cancel()
+//	blocks, err := d.DispatchBlocks(ctx, sessionID, toolUses)
+//	if errors.Is(err, dispatch.ErrUnavailable) { … }  // answer 503
+//	// blocks are tool_result blocks for the next user message
+//
+// # What the caller can rely on
+//
+// Every call of a turn gets exactly one result. Calls run in parallel; the
+// turn returns when all results are in or the deadline passes. The
+// dispatcher answers by itself, with is_error and nothing published, a call
+// without an id, a call to a tool the Catalog does not know (the content
+// lists the available tools), and an input that is not a JSON object or is
+// too large. A call with no result by the deadline is answered with a
+// transient is_error (code deadline_exceeded) that names the tool and the
+// wait; its result, if it comes later, is counted as late.
+//
+// The call id (the model's tool_use id) is the Nats-Msg-Id of the call
+// message, so JetStream stores a call id once within its duplicate window:
+// dispatching the same id again waits for the first call's result, or gets
+// it at once from a bounded cache of recent results. A result delivered
+// twice reaches the caller once.
+//
+// When one tool has failed Config.FailureThreshold (3) times in a row in a
+// session, its is_error content gains a sentence telling the model to stop
+// retrying it and use a different approach; a success resets the count.
+//
+// Dispatch returns an error only when the turn cannot be handled: the
+// calls could not be stored (ErrUnavailable), the dispatcher stopped
+// (ErrStopped, also ErrUnavailable) or the caller cancelled ctx.
+//
+// Metrics go to a Metrics interface (NopMetrics by default), so this package
+// does not depend on any metrics library.
+package dispatch

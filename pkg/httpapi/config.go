@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// Defaults of Config.
+const (
+	// MaxBodyBytesDefault caps a request body; a larger one is answered 413.
+	MaxBodyBytesDefault = 4 << 20
+	// DefaultTimeoutDefault is how long POST /v1/tool_calls waits for the
+	// results when the request names no timeout.
+	DefaultTimeoutDefault = 60 * time.Second
+	// MaxTimeoutDefault caps the timeout a request may ask for; a larger one
+	// is lowered to it.
+	MaxTimeoutDefault = 10 * time.Minute
+	// MaxCallsDefault caps the tool calls of one request.
+	MaxCallsDefault = 512
+	// RetryAfterDefault is the Retry-After of a 503 answer.
+	RetryAfterDefault = 2 * time.Second
+	// MaxSessionBytes caps a session id.
+	MaxSessionBytes = 256
+)
+
+// Dispatcher runs the tool calls of one assistant turn and returns one
+// result per call, in the calls' order. *dispatch.Dispatcher implements it.
+// An error wrapping dispatch.ErrUnavailable is answered 503.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error)
+}
+
+// DefinitionSource lists the tools the pool serves right now, for
+// GET /v1/tools. An error is answered 503.
+type DefinitionSource interface {
+	Definitions(ctx context.Context) ([]tools.Definition, error)
+}
+
+// DefinitionsFunc adapts a function to a DefinitionSource.
+type DefinitionsFunc func(ctx context.Context) ([]tools.Definition, error)
+
+// Definitions calls f.
+func (f DefinitionsFunc) Definitions(ctx context.Context) ([]tools.Definition, error) { return f(ctx) }
+
+// RegistryDefinitions is the DefinitionSource of the tools registered in
+// reg: the in-process setup, where the pool serves exactly those tools.
+func RegistryDefinitions(reg *tools.Registry) DefinitionSource {
+	return DefinitionsFunc(func(context.Context) ([]tools.Definition, error) { return reg.Definitions(), nil })
+}
+
+// Config configures a Handler. Zero fields take their defaults.
+type Config struct {
+	// Dispatcher runs the tool calls. Required.
+	Dispatcher Dispatcher
+	// Definitions lists the tools for GET /v1/tools. Required.
+	Definitions DefinitionSource
+	// Logger receives one debug record per request and warnings for
+	// failures. Default: discard.
+	Logger *slog.Logger
+	// MaxBodyBytes caps a request body. Default MaxBodyBytesDefault.
+	MaxBodyBytes int64
+	// DefaultTimeout is the wait for results when a request names none.
+	// Default DefaultTimeoutDefault.
+	DefaultTimeout time.Duration
+	// MaxTimeout caps the wait a request may ask for. Default
+	// MaxTimeoutDefault.
+	MaxTimeout time.Duration
+	// MaxCalls caps the tool calls of one request. Default MaxCallsDefault.
+	MaxCalls int
+	// RetryAfter is sent, rounded up to whole seconds, with 503 answers.
+	// Default RetryAfterDefault.
+	RetryAfter time.Duration
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
+	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeoutDefault)
+	c.MaxTimeout = cmp.Or(c.MaxTimeout, MaxTimeoutDefault)
+	c.MaxCalls = cmp.Or(c.MaxCalls, MaxCallsDefault)
+	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
+	return c
+}
+
+// Validate names the first bad field. It expects defaults to be applied.
+func (c Config) Validate() error {
+	switch {
+	case c.Dispatcher == nil:
+		return errors.New("httpapi: Config.Dispatcher is required")
+	case c.Definitions == nil:
+		return errors.New("httpapi: Config.Definitions is required")
+	case c.Logger == nil:
+		return errors.New("httpapi: Config.Logger is nil")
+	case c.MaxBodyBytes <= 0:
+		return fmt.Errorf("httpapi: Config.MaxBodyBytes must be positive, got %d", c.MaxBodyBytes)
+	case c.DefaultTimeout <= 0:
+		return fmt.Errorf("httpapi: Config.DefaultTimeout must be positive, got %v", c.DefaultTimeout)
+	case c.MaxTimeout <= 0:
+		return fmt.Errorf("httpapi: Config.MaxTimeout must be positive, got %v", c.MaxTimeout)
+	case c.DefaultTimeout > c.MaxTimeout:
+		return fmt.Errorf("httpapi: Config.DefaultTimeout %v is over Config.MaxTimeout %v", c.DefaultTimeout, c.MaxTimeout)
+	case c.MaxCalls <= 0:
+		return fmt.Errorf("httpapi: Config.MaxCalls must be positive, got %d", c.MaxCalls)
+	case c.RetryAfter <= 0:
+		return fmt.Errorf("httpapi: Config.RetryAfter must be positive, got %v", c.RetryAfter)
+	}
+	return nil
+}

@@ -1,0 +1,346 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// Handler serves the orchestrator's agent-facing HTTP API:
+// POST /v1/tool_calls and GET /v1/tools. Mount it on "/v1/". It is safe
+// for concurrent use.
+type Handler struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Handler for cfg, with defaults applied.
+func New(cfg Config) (*Handler, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Handler{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// ServeHTTP routes a request. Errors are JSON ErrorResponse bodies.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case PathToolCalls:
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			h.fail(w, r, http.StatusMethodNotAllowed, ErrorMethodNotAllowed,
+				fmt.Sprintf("%s %s is not served; POST the assistant message", r.Method, PathToolCalls))
+			return
+		}
+		h.toolCalls(w, r)
+	case PathTools:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			h.fail(w, r, http.StatusMethodNotAllowed, ErrorMethodNotAllowed,
+				fmt.Sprintf("%s %s is not served; use GET", r.Method, PathTools))
+			return
+		}
+		h.tools(w, r)
+	default:
+		h.fail(w, r, http.StatusNotFound, ErrorNotFound,
+			fmt.Sprintf("no such endpoint %s; the API serves POST %s and GET %s", r.URL.Path, PathToolCalls, PathTools))
+	}
+}
+
+// toolCalls serves POST /v1/tool_calls.
+func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	q := r.URL.Query()
+	forced, err := parseFormat(q.Get("format"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+		return
+	}
+	session := r.Header.Get(HeaderSession)
+	if session == "" {
+		session = q.Get("session")
+	}
+	if err := checkSession(session); err != nil {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+		return
+	}
+	timeout, err := h.timeout(q.Get("timeout"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge,
+				fmt.Sprintf("the body is over the limit of %d bytes; send the tool calls in smaller batches", tooLarge.Limit))
+		case r.Context().Err() != nil:
+			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away while sending the body")
+		default:
+			h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the body could not be read: "+err.Error())
+		}
+		return
+	}
+	t, err := parseTurn(body, forced, h.cfg.MaxCalls)
+	if err != nil {
+		var bad *badRequest
+		if errors.As(err, &bad) {
+			h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, bad.msg)
+			return
+		}
+		h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the request could not be read")
+		return
+	}
+
+	traceparent := r.Header.Get(HeaderTraceparent)
+	if !dispatch.ValidTraceparent(traceparent) {
+		traceparent = dispatch.NewTraceparent()
+	}
+	ctx, cancel := context.WithTimeout(dispatch.WithTraceparent(r.Context(), traceparent), timeout)
+	defer cancel()
+	results, err := h.run(ctx, session, t)
+	if err != nil {
+		switch {
+		case errors.Is(err, dispatch.ErrUnavailable):
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.cfg.RetryAfter.Seconds()))))
+			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable,
+				"the tool pool cannot take calls right now (its message server is unreachable); retry after the Retry-After delay")
+		case r.Context().Err() != nil:
+			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away before the results were in")
+		default:
+			h.log.WarnContext(r.Context(), "dispatching tool calls failed", slog.Any("error", err))
+			h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the tool calls could not be handled")
+		}
+		return
+	}
+
+	w.Header().Set(HeaderTraceparent, traceparent)
+	w.Header().Set(HeaderFormat, string(t.format))
+	if idx := errorIndexes(results); idx != "" {
+		w.Header().Set(HeaderErrorIndexes, idx)
+	}
+	var out any
+	if t.format == FormatOpenAI {
+		out = toolMessages(t.calls, results)
+	} else {
+		out = userMessage(t.calls, results)
+	}
+	h.write(w, r, http.StatusOK, out)
+	h.log.DebugContext(r.Context(), "tool calls",
+		slog.String("format", string(t.format)), slog.Int("calls", len(t.calls)),
+		slog.String("session", session), slog.Duration("elapsed", time.Since(start)))
+}
+
+// run answers the calls of t: the local answers as they are, the others
+// through one Dispatch, in t's order.
+func (h *Handler) run(ctx context.Context, session string, t *turn) ([]envelope.Result, error) {
+	results := make([]envelope.Result, len(t.calls))
+	var send []envelope.ToolUseBlock
+	var at []int
+	for i := range t.calls {
+		if t.local[i] != nil {
+			results[i] = *t.local[i]
+			continue
+		}
+		send = append(send, t.calls[i])
+		at = append(at, i)
+	}
+	if len(send) == 0 {
+		return results, nil
+	}
+	got, err := h.cfg.Dispatcher.Dispatch(ctx, session, send)
+	if err != nil {
+		return nil, err
+	}
+	if len(got) != len(send) {
+		return nil, fmt.Errorf("httpapi: the dispatcher returned %d results for %d calls", len(got), len(send))
+	}
+	for j, i := range at {
+		results[i] = got[j]
+	}
+	return results, nil
+}
+
+// userMessage is the Anthropic answer: one tool_result per tool_use block.
+func userMessage(calls []envelope.ToolUseBlock, results []envelope.Result) UserMessage {
+	msg := UserMessage{Role: "user", Content: make([]envelope.ToolResultBlock, len(results))}
+	for i := range results {
+		b := results[i].ToolResult()
+		b.ToolUseID = calls[i].ID
+		msg.Content[i] = b
+	}
+	return msg
+}
+
+// toolMessages is the OpenAI answer: one tool message per call, its content
+// the result's text (other blocks are named, not carried: tool messages
+// hold text), prefixed with ErrorPrefix for an error.
+func toolMessages(calls []envelope.ToolUseBlock, results []envelope.Result) []ToolMessage {
+	out := make([]ToolMessage, len(results))
+	for i := range results {
+		text := contentText(results[i].Content)
+		if results[i].IsError {
+			text = ErrorPrefix + text
+		}
+		out[i] = ToolMessage{Role: "tool", ToolCallID: calls[i].ID, Content: text}
+	}
+	return out
+}
+
+// contentText joins the content's text blocks with "\n" and names the other
+// blocks in brackets, e.g. "[image block omitted]".
+func contentText(c envelope.Content) string {
+	var parts []string
+	for _, b := range c {
+		switch {
+		case b.Type == "text" && b.Text != "":
+			parts = append(parts, b.Text)
+		case b.Type != "text":
+			parts = append(parts, "["+b.Type+" block omitted: OpenAI tool messages carry text only]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// errorIndexes lists the positions of the error results, comma-separated.
+func errorIndexes(results []envelope.Result) string {
+	var b strings.Builder
+	for i := range results {
+		if !results[i].IsError {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(i))
+	}
+	return b.String()
+}
+
+// tools serves GET /v1/tools.
+func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
+	format, err := parseFormat(r.URL.Query().Get("format"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+		return
+	}
+	defs, err := h.cfg.Definitions.Definitions(r.Context())
+	if err != nil {
+		if r.Context().Err() != nil {
+			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away")
+			return
+		}
+		h.log.WarnContext(r.Context(), "listing the tools failed", slog.Any("error", err))
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.cfg.RetryAfter.Seconds()))))
+		h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable, "the tool definitions cannot be listed right now; retry after the Retry-After delay")
+		return
+	}
+	defs = slices.Clone(defs)
+	slices.SortFunc(defs, func(a, b tools.Definition) int { return strings.Compare(a.Name, b.Name) })
+	if format == FormatOpenAI {
+		out := make([]OpenAITool, len(defs))
+		for i, d := range defs {
+			out[i] = OpenAITool{Type: "function", Function: OpenAIFunction{Name: d.Name, Description: d.Description, Parameters: d.InputSchema}}
+		}
+		h.write(w, r, http.StatusOK, out)
+		return
+	}
+	if defs == nil {
+		defs = []tools.Definition{}
+	}
+	h.write(w, r, http.StatusOK, ToolsResponse{Tools: defs})
+}
+
+// parseFormat reads the format query parameter: "" lets the body decide.
+func parseFormat(s string) (Format, error) {
+	switch f := Format(strings.ToLower(s)); f {
+	case "", FormatAnthropic, FormatOpenAI:
+		return f, nil
+	}
+	return "", fmt.Errorf("format %q: want anthropic or openai", s)
+}
+
+// checkSession refuses a session id that could not travel in a header.
+func checkSession(s string) error {
+	if len(s) > MaxSessionBytes {
+		return fmt.Errorf("the session id is %d bytes; the limit is %d", len(s), MaxSessionBytes)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return errors.New("the session id must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// timeout reads the timeout query parameter: a Go duration ("90s", "2m")
+// or a number of seconds ("90", "2.5"). Missing: DefaultTimeout; over
+// MaxTimeout: MaxTimeout.
+func (h *Handler) timeout(s string) (time.Duration, error) {
+	if s == "" {
+		return h.cfg.DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		secs, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return 0, fmt.Errorf("timeout %q: want a duration such as 90s or 2m, or a number of seconds", s)
+		}
+		if secs > h.cfg.MaxTimeout.Seconds() {
+			return h.cfg.MaxTimeout, nil
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("timeout %q: must be positive", s)
+	}
+	return min(d, h.cfg.MaxTimeout), nil
+}
+
+// write sends v as JSON.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		h.log.WarnContext(r.Context(), "encoding the answer failed", slog.Any("error", err))
+		status = http.StatusInternalServerError
+		buf.Reset()
+		_ = json.NewEncoder(&buf).Encode(ErrorResponse{Error: ErrorDetail{Type: ErrorInternal, Message: "the answer could not be encoded"}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(buf.Bytes())
+	}
+}
+
+// fail sends an ErrorResponse.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, typ, msg string) {
+	level := slog.LevelDebug
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	h.log.Log(r.Context(), level, "http api error",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", status), slog.String("type", typ), slog.String("message", msg))
+	h.write(w, r, status, ErrorResponse{Error: ErrorDetail{Type: typ, Message: msg}})
+}

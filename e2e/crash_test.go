@@ -4,14 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	js "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
@@ -98,31 +100,17 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 	p.reg = reg
 	p.d = startDispatcher(t, p.js, dispatchCatalog(reg))
 
-	var stderr lockedBuffer
-	cmd := exec.Command(workerBin,
-		"--nats-url", p.srv.ClientURL(), "--demo-tools", "--drain-timeout", "1s",
+	proc := startProcess(t, workerBin,
+		"--nats-url", p.srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--drain-timeout", "1s",
 		"--id", "process-worker", "--log-level", "debug")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("worker process stderr:\n%s", stderr.String())
-		}
-	})
 
-	// The process is serving once it answers an echo: nothing else serves.
+	// The process is serving once it answers an echo (nothing else serves
+	// echo) and has announced its tools, the last step of its start.
 	if res := p.call("echo", `{"text":"ready?"}`); res.IsError || res.WorkerID != "process-worker" {
 		t.Fatalf("echo through the worker process: %+v", res)
+	}
+	for _, tool := range reg.Names() {
+		waitAnnounced(t, p.js, tool, "process-worker")
 	}
 
 	const short, long = 10, 10
@@ -147,7 +135,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 		return info.NumAckPending == short+long && info.NumPending == 0
 	})
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	p.startWorker(func(c *worker.Config) { c.WorkerID = "takeover-worker" })
@@ -175,6 +163,11 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 		}
 	}
 	t.Logf("results by worker: %v", byWorker)
+	if t.Failed() {
+		info := consumerInfo(t, p.js, "sleep")
+		t.Logf("consumer tool_sleep: ack pending %d, redelivered %d, waiting pulls %d, pending %d, delivered %+v, ack floor %+v",
+			info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.NumPending, info.Delivered, info.AckFloor)
+	}
 
 	resMsgs := streamMsgs(t, p.js, jetstream.StreamResults, jetstream.ResultSubject(p.d.Instance()))
 	seen := map[string]int{}
@@ -191,16 +184,97 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 		}
 	}
 
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("worker process exited with %v, want status 0", err)
-		}
-	case <-time.After(waitLong):
-		t.Fatal("the worker process did not exit after SIGTERM")
+	if code := proc.wait(t, waitLong); code != 0 {
+		t.Errorf("worker process exited with status %d, want 0", code)
 	}
-	if !strings.Contains(stderr.String(), "draining") {
+	if !strings.Contains(proc.stderr.String(), "draining") {
 		t.Errorf("the worker process did not log its drain")
 	}
 	eventually(t, "TOOL_CALLS to be empty", func() bool { return streamState(t, p.js, jetstream.StreamCalls).Msgs == 0 })
+}
+
+// waitAnnounced waits until workerID has announced tool in the live-tools
+// bucket.
+func waitAnnounced(t *testing.T, j js.JetStream, tool, workerID string) {
+	t.Helper()
+	eventually(t, tool+" announced by "+workerID, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		kv, err := j.KeyValue(ctx, discovery.BucketDefault)
+		if err != nil {
+			return false
+		}
+		_, err = kv.Get(ctx, discovery.Key(tool, workerID))
+		return err == nil
+	})
+}
+
+// SIGTERM while the worker process is still starting (its consumers already
+// pulling, its tools not yet announced) is a shutdown like any other: the
+// calls it took are handed back within the drain timeout, none is lost,
+// and the process exits 0.
+func TestWorkerProcessSIGTERMDuringStartup(t *testing.T) {
+	t.Parallel()
+	reg := tools.NewRegistry()
+	if err := demo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t)
+	p.reg = reg
+	p.d = startDispatcher(t, p.js, dispatchCatalog(reg))
+
+	// Queued before the process starts, so its consumers take them at once.
+	const calls, ms = 5, 4000 // each longer than the 1s drain
+	var blocks []envelope.ToolUseBlock
+	for range calls {
+		blocks = append(blocks, toolUse("sleep", fmt.Sprintf(`{"ms":%d}`, ms)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	turn := p.dispatchAsync(ctx, blocks...)
+	eventually(t, "the calls to be queued", func() bool { return streamState(t, p.js, jetstream.StreamCalls).Msgs == calls })
+
+	proc := startProcess(t, workerBin,
+		"--nats-url", p.srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--drain-timeout", "1s",
+		"--id", "process-worker", "--log-level", "debug")
+	// Signal as soon as the process holds the calls: its start is then
+	// still announcing the tools.
+	deadline := time.Now().Add(waitLong)
+	for {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := p.js.Consumer(cctx, jetstream.StreamCalls, jetstream.ConsumerName("sleep"))
+		held := false
+		if err == nil {
+			if info, err := c.Info(cctx); err == nil {
+				held = info.NumAckPending == calls
+			}
+		}
+		ccancel()
+		if held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker process never took the calls")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.startWorker(func(c *worker.Config) { c.WorkerID = "takeover-worker" })
+
+	results := await(t, turn)
+	want := fmt.Sprintf("slept %d ms", ms)
+	for i, r := range results {
+		if r.IsError || r.Content.Text() != want {
+			t.Errorf("call %s: result %+v; want %q", blocks[i].ID, r, want)
+		}
+		if r.WorkerID != "takeover-worker" {
+			t.Errorf("call %s of %d ms, longer than the 1s drain, was answered by %q; want it handed back",
+				blocks[i].ID, ms, r.WorkerID)
+		}
+	}
+	if code := proc.wait(t, waitLong); code != 0 {
+		t.Errorf("worker process signalled during its start exited with status %d, want 0", code)
+	}
 }

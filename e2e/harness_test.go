@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -390,3 +392,59 @@ func (b *lockedBuffer) String() string {
 
 // dispatchCatalog is the catalog of the tools in reg.
 func dispatchCatalog(reg *tools.Registry) dispatch.Catalog { return dispatch.RegistryCatalog(reg) }
+
+// process is a started binary whose stderr is kept for the test's log.
+type process struct {
+	cmd     *exec.Cmd
+	stderr  lockedBuffer
+	done    chan struct{} // closed when the process has exited
+	waitErr error         // valid once done is closed
+}
+
+// startProcess starts bin with args. When the test ends the process is
+// killed if it still runs, and its stderr is logged if the test failed.
+func startProcess(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Dir = t.TempDir() // whatever it creates by default goes there
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", filepath.Base(bin), p.stderr.String())
+		}
+	})
+	return p
+}
+
+// wait waits up to d for the process to exit and returns its exit code;
+// it fails the test if the process is still running after d.
+func (p *process) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("%s did not exit within %v", filepath.Base(p.cmd.Path), d)
+	}
+	if p.waitErr == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(p.waitErr, &ee) {
+		return ee.ExitCode()
+	}
+	t.Fatalf("%s: %v", filepath.Base(p.cmd.Path), p.waitErr)
+	return -1
+}

@@ -99,6 +99,8 @@ func TestUnknownToolNotPublished(t *testing.T) {
 	if res := p.call("lookup", `{}`); res.IsError {
 		t.Fatalf("a call to a known tool failed: %+v", res)
 	}
+	// The worker acks after publishing the result: wait for the ack.
+	eventually(t, "TOOL_CALLS to be empty", func() bool { return streamState(t, p.js, jetstream.StreamCalls).Msgs == 0 })
 	before := streamState(t, p.js, jetstream.StreamCalls)
 
 	res := p.call("nope", `{"x":1}`)

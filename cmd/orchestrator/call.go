@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -67,16 +68,22 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "orchestrator call:", err)
 		return cli.ExitUsage
 	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: jsCtx, Logger: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "orchestrator call:", err)
+		return cli.ExitUsage
+	}
+	defer live.Close()
 	d, err := dispatch.New(dispatch.Config{
-		JS: jsCtx, Catalog: dispatch.ConsumerCatalog(jsCtx, 0), Logger: log,
+		JS: jsCtx, Catalog: live, Logger: log,
 		Instance: "call-" + nuid.Next(),
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "orchestrator call:", err)
 		return cli.ExitUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
 	if err := d.Start(ctx); err != nil {
 		fmt.Fprintln(stderr, "orchestrator call:", err)
 		return cli.ExitUsage

@@ -31,6 +31,11 @@ commands:
           --nats-url is given, in-process workers, and the HTTP API
   call    send one tool call through the pool and print its tool_result:
           orchestrator call [--nats-url URL] [--session ID] [--timeout DUR] TOOL 'JSON'
+  run     an agent loop on the Anthropic Messages API, its tool calls run on the pool:
+          orchestrator run --task "…" [--model M] [--max-iterations N] [--api URL | --nats-url URL]
+  tools   print the live tool definitions (Anthropic tools format); --workers adds who serves each
+  dlq     operate the dead letters: dlq ls|show|replay|purge (orchestrator dlq -h)
+  status  per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers
 
 Run "orchestrator COMMAND -h" for a command's flags.
 `
@@ -45,6 +50,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, args, stderr)
 	case "call":
 		return call(ctx, args, stdout, stderr)
+	case "run":
+		return runCmd(ctx, args, stdout, stderr)
+	case "tools":
+		return toolsCmd(ctx, args, stdout, stderr)
+	case "dlq":
+		return dlqCmd(ctx, args, stdout, stderr)
+	case "status":
+		return statusCmd(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return cli.ExitOK

@@ -18,7 +18,10 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 	"github.com/toolpool/toolpool/pkg/worker"
@@ -31,19 +34,30 @@ type serveFlags struct {
 	dataDir      string
 	natsListen   string
 	httpAddr     string
-	workspace    string
+	builtin      cli.BuiltinFlags
+	catalog      cli.CatalogFlags
 	instance     string
 	workers      int
 	concurrency  int
 	demoTools    bool
 	replicas     int
 	drainTimeout time.Duration
+	attemptsTTL  time.Duration
 	set          map[string]bool // flags given on the command line
+	// ready, when set, runs once the pool is up, in place of waiting for
+	// ctx (orchestrator run uses it); the pool shuts down when it returns.
+	ready func(ctx context.Context, d *dispatch.Dispatcher, defs func(context.Context) []tools.Definition)
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
+	return parsePoolFlags("orchestrator serve", args, stderr, nil)
+}
+
+// parsePoolFlags parses the flags that set up a pool; extra, when set, adds
+// a command's own flags (and may change defaults and usage) before parsing.
+func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*serveFlags, error) {
 	f := &serveFlags{}
-	fs := flag.NewFlagSet("orchestrator serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: orchestrator [serve] [flags]\n\nRuns the pool. With no --nats-url (or NATS_URL) it starts an embedded JetStream\nserver, provisions the streams and runs --workers in-process workers.\n\nflags:")
@@ -54,13 +68,18 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.dataDir, "data-dir", "data", "embedded server: where JetStream keeps its store")
 	fs.StringVar(&f.natsListen, "nats-listen", jetstream.EmbeddedListenDefault, "embedded server: client address, so separate worker processes can join")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address (health, tools); empty to disable")
-	fs.StringVar(&f.workspace, "workspace", "workspace", "root directory of the file tools")
+	f.builtin.Register(fs)
+	f.catalog.Register(fs)
 	fs.StringVar(&f.instance, "instance", "", "this orchestrator's id in result subjects (default random)")
 	fs.IntVar(&f.workers, "workers", 4, "in-process workers (default 4 with the embedded server, 0 with --nats-url)")
 	fs.IntVar(&f.concurrency, "concurrency", worker.ConcurrencyDefault, "calls each in-process worker executes at once")
 	fs.BoolVar(&f.demoTools, "demo-tools", true, "serve the diagnostic tools echo, sleep and flaky (default on with the embedded server, off with --nats-url)")
 	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
+	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
+	if extra != nil {
+		extra(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -80,6 +99,10 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	if f.workers < 0 {
 		return nil, cli.Usagef("--workers must not be negative")
 	}
+	if f.catalog.Path != "" && f.workers == 0 {
+		return nil, cli.Usagef("--tools needs in-process workers (--workers N); or give the catalog to separate worker processes")
+	}
+	f.catalog.Replicas = f.replicas
 	if f.concurrency < 1 {
 		return nil, cli.Usagef("--concurrency must be at least 1")
 	}
@@ -141,6 +164,11 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	history, poison, err := startDeadLetters(ctx, nc, jsCtx, f.attemptsTTL, f.replicas, log)
+	if err != nil {
+		return err
+	}
+	defer poison.Stop()
 
 	reg := tools.NewRegistry()
 	if f.demoTools {
@@ -148,12 +176,20 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			return err
 		}
 	}
+	if f.workers > 0 {
+		closeBuiltins, err := f.catalog.RegisterTools(reg, &f.builtin)
+		if err != nil {
+			return err
+		}
+		defer closeBuiltins.Close()
+	}
 	var workers []*worker.Worker
+	var announcers []*discovery.Announcer
 	if f.workers > 0 && len(reg.Names()) > 0 {
 		for i := range f.workers {
 			w, err := worker.New(worker.Config{
 				JetStream: jsCtx, Registry: reg, Concurrency: f.concurrency,
-				DrainTimeout: f.drainTimeout, Logger: log.With("worker", i),
+				DrainTimeout: f.drainTimeout, Logger: log.With("worker", i), History: history,
 			})
 			if err != nil {
 				return err
@@ -162,12 +198,22 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 				return err
 			}
 			workers = append(workers, w)
+			a, err := f.catalog.Announce(ctx, jsCtx, reg, w.ID(), log)
+			if err != nil {
+				return fmt.Errorf("announcing the tools: %w", err)
+			}
+			announcers = append(announcers, a)
 		}
 		log.Info("in-process workers started", "workers", f.workers, "tools", reg.Names())
 	}
 
+	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: jsCtx, Bucket: f.catalog.Bucket(), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer live.Close()
 	d, err := dispatch.New(dispatch.Config{
-		JS: jsCtx, Instance: f.instance, Catalog: dispatch.ConsumerCatalog(jsCtx, 0), Logger: log,
+		JS: jsCtx, Instance: f.instance, Catalog: live, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -183,7 +229,11 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("http: listen on %s: %w (pass --http ADDR)", f.httpAddr, err)
 		}
-		srv = &http.Server{Handler: newHTTPHandler(nc, jsCtx, reg), ReadHeaderTimeout: 10 * time.Second}
+		api, err := newAPI(d, live.Definitions, log)
+		if err != nil {
+			return err
+		}
+		srv = &http.Server{Handler: newHTTPHandler(nc, jsCtx, api), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server failed", "err", err)
@@ -193,11 +243,20 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", d.Instance())
 
-	<-ctx.Done()
+	if f.ready != nil {
+		f.ready(ctx, d, live.Definitions)
+	} else {
+		<-ctx.Done()
+	}
 	log.Info("shutting down")
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	for _, a := range announcers { // withdrawn first: no new calls are routed here
+		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = a.Stop(actx)
 		cancel()
 	}
 	var wg sync.WaitGroup
@@ -212,8 +271,9 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	return nil
 }
 
-// newHTTPHandler serves health, readiness and the tool definitions.
-func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, reg *tools.Registry) http.Handler {
+// newHTTPHandler serves health, readiness and, under /v1/, the agent API
+// (POST /v1/tool_calls, GET /v1/tools: see newAPI).
+func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -233,10 +293,20 @@ func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, reg *tools.Registry) http
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.HandleFunc("GET /v1/tools", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"tools": reg.Definitions()})
-	})
+	mux.Handle("/v1/", api)
 	return mux
+}
+
+// newAPI is the agent API (package httpapi): tool calls through d, the
+// tool definitions that defs lists (the live ones).
+func newAPI(d httpapi.Dispatcher, defs func(context.Context) []tools.Definition, log *slog.Logger) (*httpapi.Handler, error) {
+	return httpapi.New(httpapi.Config{
+		Dispatcher: d,
+		Definitions: httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
+			return defs(ctx), nil
+		}),
+		Logger: log,
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,7 +1,7 @@
 // Command worker is a toolpool worker process: it pulls tool calls from
 // NATS JetStream, executes them and publishes their results.
 //
-//	worker [--nats-url URL] [--concurrency N] [--demo-tools]
+//	worker [--nats-url URL] [--tools FILE] [--concurrency N] [--demo-tools]
 package main
 
 import (
@@ -18,6 +18,8 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/pkg/discovery"
+	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 	"github.com/toolpool/toolpool/pkg/worker"
@@ -39,13 +41,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	var (
 		natsFlags    cli.NATSFlags
 		logFlags     cli.LogFlags
+		builtinFlags cli.BuiltinFlags
+		catalogFlags cli.CatalogFlags
 		concurrency  = fs.Int("concurrency", worker.ConcurrencyDefault, "calls this worker executes at once")
 		demoTools    = fs.Bool("demo-tools", false, "serve the diagnostic tools echo, sleep and flaky")
 		drainTimeout = fs.Duration("drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish before they are handed back")
 		workerID     = fs.String("id", "", "worker id in results and logs (default host-pid-random)")
+		attemptsTTL  = fs.Duration("attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	)
 	natsFlags.Register(fs)
 	logFlags.Register(fs)
+	builtinFlags.Register(fs)
+	catalogFlags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cli.ExitOK
@@ -64,13 +71,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 	reg := tools.NewRegistry()
 	if *demoTools {
-		if err := demo.Register(reg); err != nil {
+		// A worker process may crash on purpose: flaky's "crash" failure.
+		if err := demo.RegisterWith(reg, demo.Options{AllowCrash: true}); err != nil {
 			fmt.Fprintln(stderr, "worker:", err)
 			return cli.ExitIsError
 		}
 	}
+	closeBuiltins, err := catalogFlags.RegisterTools(reg, &builtinFlags)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return cli.ExitUsage
+	}
+	defer closeBuiltins.Close()
 	if len(reg.Names()) == 0 {
-		fmt.Fprintln(stderr, "worker: no tools to serve: pass --demo-tools")
+		fmt.Fprintln(stderr, "worker: no tools to serve: pass --tools FILE, --demo-tools or --builtin-tools")
 		return cli.ExitUsage
 	}
 
@@ -85,9 +99,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worker:", err)
 		return cli.ExitUsage
 	}
+	var history worker.History // best effort: without it, dead letters carry only their last attempt
+	historyCtx, cancelHistory := context.WithTimeout(ctx, 30*time.Second)
+	if h, err := dlq.OpenHistory(historyCtx, jsCtx, dlq.HistoryConfig{TTL: *attemptsTTL}); err != nil {
+		log.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)
+	} else {
+		history = h
+	}
+	cancelHistory()
 	w, err := worker.New(worker.Config{
 		JetStream: jsCtx, Registry: reg, Concurrency: *concurrency,
-		WorkerID: *workerID, DrainTimeout: *drainTimeout, Logger: log,
+		WorkerID: *workerID, DrainTimeout: *drainTimeout, Logger: log, History: history,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -95,6 +117,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = w.Start(startCtx)
+	var announcer *discovery.Announcer
+	if err == nil {
+		announcer, err = catalogFlags.Announce(startCtx, jsCtx, reg, w.ID(), log)
+		if err != nil {
+			_ = w.Stop(context.Background())
+			err = fmt.Errorf("worker: announcing the tools: %w", err)
+		}
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -102,6 +132,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	<-ctx.Done()
 	log.Info("signal received; draining", "drain_timeout", *drainTimeout)
+	withdrawCtx, cancelWithdraw := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := announcer.Stop(withdrawCtx); err != nil {
+		log.Warn("withdrawing the tools' announcements failed; they expire on their own", "err", err)
+	}
+	cancelWithdraw()
 	stopCtx, cancel := context.WithTimeout(context.Background(), *drainTimeout)
 	defer cancel()
 	if err := w.Stop(stopCtx); err != nil {

@@ -57,6 +57,9 @@ func Start(t testing.TB, mods ...func(*dispatch.Config)) *Pool {
 		t.Fatalf("pooltest: %v", err)
 	}
 	p := &Pool{Srv: srv, NC: nc, JS: j, Reg: tools.NewRegistry(), listen: u.Host, dataDir: filepath.Dir(srv.StoreDir())}
+	// Registered before the worker's and the dispatcher's cleanups, so it
+	// runs after them: they stop while the (possibly restarted) server is up.
+	t.Cleanup(func() { p.Srv.Shutdown() })
 	if err := demo.Register(p.Reg); err != nil {
 		t.Fatalf("pooltest: %v", err)
 	}
@@ -124,6 +127,5 @@ func (p *Pool) Restart(t testing.TB) {
 	if err != nil {
 		t.Fatalf("pooltest: restart: %v", err)
 	}
-	t.Cleanup(srv.Shutdown)
-	p.Srv = srv
+	p.Srv = srv // shut down by the cleanup Start registered
 }

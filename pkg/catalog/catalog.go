@@ -49,8 +49,8 @@ type File struct {
 	// Path is the file's path as given to Load (or the name given to
 	// Parse); errors name the file by it.
 	Path string
-	// Tools are the file's tools, in file order.
-	Tools []Entry
+	// Entries are the file's tools, in file order.
+	Entries []Entry
 
 	opts Options
 }
@@ -76,6 +76,11 @@ type Entry struct {
 	Backend     Backend
 	Webhook     *WebhookConfig // set for BackendWebhook
 	Exec        *ExecConfig    // set for BackendExec
+
+	// PauseOn429Above pauses the tool fleet-wide when its downstream
+	// answers 429 with a longer Retry-After (tools.Tool.PauseOn429Above);
+	// 0 when not set.
+	PauseOn429Above time.Duration
 }
 
 // WebhookConfig is the settings of a webhook tool.
@@ -186,18 +191,18 @@ func Load(path string, opts Options) (*File, error) {
 
 // Names returns the names of the file's tools, in file order.
 func (f *File) Names() []string {
-	names := make([]string, len(f.Tools))
-	for i := range f.Tools {
-		names[i] = f.Tools[i].Name
+	names := make([]string, len(f.Entries))
+	for i := range f.Entries {
+		names[i] = f.Entries[i].Name
 	}
 	return names
 }
 
 // Entry returns the file's tool named name.
 func (f *File) Entry(name string) (*Entry, bool) {
-	for i := range f.Tools {
-		if f.Tools[i].Name == name {
-			return &f.Tools[i], true
+	for i := range f.Entries {
+		if f.Entries[i].Name == name {
+			return &f.Entries[i], true
 		}
 	}
 	return nil, false

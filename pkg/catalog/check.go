@@ -74,15 +74,13 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 		return nil, bad("backend", "must be one of webhook, exec, builtin, not %q", s.Backend)
 	}
 	builtin := e.Backend == BackendBuiltin
-	for _, b := range []struct {
-		key     Backend
-		present bool
-	}{{BackendWebhook, s.Webhook != nil}, {BackendExec, s.Exec != nil}} {
-		switch {
-		case b.key == e.Backend && !b.present:
-			return nil, bad("backend", "is %s, but the entry has no %s settings", b.key, b.key)
-		case b.key != e.Backend && b.present:
-			return nil, bad(string(b.key), "is not allowed with backend %s", e.Backend)
+	present := map[Backend]bool{BackendWebhook: s.Webhook != nil, BackendExec: s.Exec != nil}
+	if !builtin && !present[e.Backend] {
+		return nil, bad("backend", "is %s, but the entry has no %s settings", e.Backend, e.Backend)
+	}
+	for _, other := range []Backend{BackendWebhook, BackendExec} {
+		if other != e.Backend && present[other] {
+			return nil, bad(string(other), "is not allowed with backend %s", e.Backend)
 		}
 	}
 
@@ -126,7 +124,7 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 	}
 
 	if s.Retry != nil {
-		pol, field, err := checkRetry(s.Retry)
+		pol, field, err := checkRetry(s.Retry, builtin)
 		if err != nil {
 			return nil, bad("retry."+field, "%v", err)
 		}
@@ -145,6 +143,17 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 			return nil, bad("concurrency", "must be at least 1, got %d", *s.Concurrency)
 		}
 		e.Concurrency = *s.Concurrency
+	}
+
+	if s.PauseAbove != nil {
+		d, err := parseDuration(*s.PauseAbove)
+		switch {
+		case err != nil:
+			return nil, bad("pause_on_rate_limit_above", "%v", err)
+		case d <= 0:
+			return nil, bad("pause_on_rate_limit_above", "must be positive, got %s (leave it out to never pause)", *s.PauseAbove)
+		}
+		e.PauseOn429Above = d
 	}
 
 	switch e.Backend {
@@ -226,8 +235,10 @@ func parseDuration(s string) (time.Duration, error) {
 
 // checkRetry checks the retry settings one by one, so the error names the
 // field, and then as a whole with classify's defaults applied, as
-// tools.Registry.Register will.
-func checkRetry(r *retrySpec) (classify.Policy, string, error) {
+// tools.Registry.Register will. For a builtin entry (overlay) the settings
+// left out are the built-in tool's, unknown here: only the settings given
+// are checked against each other, and Apply checks the rest.
+func checkRetry(r *retrySpec, overlay bool) (classify.Policy, string, error) {
 	var pol classify.Policy
 	if r.MaxAttempts != nil {
 		if n := *r.MaxAttempts; n < 1 || n > classify.MaxAttemptsLimit {
@@ -257,6 +268,12 @@ func checkRetry(r *retrySpec) (classify.Policy, string, error) {
 			return pol, "jitter", fmt.Errorf("must be between 0 and 1 (a fraction of the delay), got %v", j)
 		}
 		pol.Jitter = *r.Jitter
+	}
+	if overlay {
+		if pol.BaseDelay > 0 && pol.MaxDelay > 0 && pol.MaxDelay < pol.BaseDelay {
+			return pol, "max_delay", fmt.Errorf("must be at least base_delay (%s)", pol.BaseDelay)
+		}
+		return pol, "", nil
 	}
 	full := pol.WithDefaults()
 	if full.MaxDelay < full.BaseDelay {

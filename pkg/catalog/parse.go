@@ -29,6 +29,7 @@ type toolSpec struct {
 	Retry       *retrySpec   `yaml:"retry"`
 	Idempotent  *bool        `yaml:"idempotent"`
 	Concurrency *int         `yaml:"concurrency"`
+	PauseAbove  *string      `yaml:"pause_on_rate_limit_above"`
 	Backend     string       `yaml:"backend"`
 	Webhook     *webhookSpec `yaml:"webhook"`
 	Exec        *execSpec    `yaml:"exec"`
@@ -143,7 +144,7 @@ func (p *parser) parse(data []byte) (*File, error) {
 			return nil, p.failf(lineOf(k), e.Name, "name", "is already used by the tool at line %d; tool names must be unique", line)
 		}
 		seen[e.Name] = e.Line
-		f.Tools = append(f.Tools, *e)
+		f.Entries = append(f.Entries, *e)
 	}
 	return f, nil
 }
@@ -171,7 +172,7 @@ func (p *parser) syntaxError(err error) *Error {
 var (
 	typeErrLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
 	unknownKeyRE  = regexp.MustCompile(`^field (\S+) not found in type `)
-	wrongTypeRE   = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.+)$")
+	wrongTypeRE   = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
 	dupKeyRE      = regexp.MustCompile(`^mapping key "(.*)" already defined at line (\d+)$`)
 )
 
@@ -200,7 +201,11 @@ func (p *parser) decodeError(err error) *Error {
 		if path == "" {
 			path = key
 		}
-		return p.failf(line, tool, path, "unknown key%s", knownKeysHint(path))
+		hint := " (known keys: version, tools)"
+		if item != nil {
+			hint = knownKeysHint(path)
+		}
+		return p.failf(line, tool, path, "unknown key%s", hint)
 	case wrongTypeRE.MatchString(rest):
 		mm := wrongTypeRE.FindStringSubmatch(rest)
 		path := pathOfValueAt(base, line)
@@ -217,7 +222,7 @@ func (p *parser) decodeError(err error) *Error {
 func (p *parser) toolAtLine(line int) (string, *yaml.Node) {
 	found := -1
 	for i, item := range p.items {
-		if item.Line <= line {
+		if item.Line <= line && line <= lastLine(item) {
 			found = i
 		}
 	}
@@ -227,10 +232,19 @@ func (p *parser) toolAtLine(line int) (string, *yaml.Node) {
 	return p.toolLabel(found), p.items[found]
 }
 
+// lastLine is the last line n or any node under it starts on.
+func lastLine(n *yaml.Node) int {
+	last := n.Line
+	for _, c := range n.Content {
+		last = max(last, lastLine(c))
+	}
+	return last
+}
+
 // knownKeys lists the keys of each part of a tool entry, for the hint of an
 // unknown key.
 var knownKeys = map[string]string{
-	"":        "name, description, input_schema, timeout, retry, idempotent, concurrency, backend, webhook, exec",
+	"":        "name, description, input_schema, timeout, retry, idempotent, concurrency, pause_on_rate_limit_above, backend, webhook, exec",
 	"retry":   "max_attempts, base_delay, max_delay, jitter",
 	"webhook": "url, headers, max_output_bytes",
 	"exec":    "command, env, dir, term_grace, max_output_bytes",

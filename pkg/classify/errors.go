@@ -33,7 +33,7 @@ func (e *outcomeError) Error() string { return e.text }
 
 // FieldError is one bad field of a tool's input.
 type FieldError struct {
-	Path   string // JSON path, e.g. "max_results" or "items/0/name"; "" for the root
+	Path   string // JSON path, e.g. "max_results" or "items[0].name"; "" for the root
 	Reason string // e.g. "must be <= 50"
 }
 

@@ -40,6 +40,10 @@ const stopWait = 5 * time.Second
 // ToolInfo is what the dispatcher knows of a tool it may call.
 type ToolInfo struct {
 	Name string
+	// NoWorker, set by a Lookup that answers false, says the tool is known
+	// but no live worker serves it right now: the call is answered with
+	// NoWorkerMessage instead of the unknown-tool message.
+	NoWorker bool
 }
 
 // Catalog says which tools exist right now.
@@ -330,11 +334,15 @@ func (t *turn) prepare() {
 			t.results[i] = missingIDResult(c.Name)
 			continue
 		}
-		if _, ok := d.cfg.Catalog.Lookup(t.ctx, c.Name); !ok {
+		if info, ok := d.cfg.Catalog.Lookup(t.ctx, c.Name); !ok {
 			if !listed {
 				available, listed = d.cfg.Catalog.Names(t.ctx), true
 			}
-			t.results[i] = unknownToolResult(c.ID, c.Name, available)
+			if info.NoWorker {
+				t.results[i] = noWorkerResult(c.ID, c.Name, available)
+			} else {
+				t.results[i] = unknownToolResult(c.ID, c.Name, available)
+			}
 			continue
 		}
 		input := bytes.TrimSpace(c.Input)

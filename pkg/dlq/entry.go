@@ -39,6 +39,13 @@ const (
 	HeaderError    = "Toolpool-Error"
 	HeaderClass    = "Toolpool-Class"
 	HeaderCode     = "Toolpool-Code"
+	// HeaderFirstFailure and HeaderLastFailure carry the entry's failure
+	// times in RFC 3339 with nanoseconds.
+	HeaderFirstFailure = "Toolpool-First-Failure"
+	HeaderLastFailure  = "Toolpool-Last-Failure"
+	// HeaderDeliveries is how often JetStream delivered the call, set when
+	// known (poison calls: their attempts rarely got to report).
+	HeaderDeliveries = "Toolpool-Deliveries"
 )
 
 // Attempt is one failed execution of a call.
@@ -69,6 +76,9 @@ type Entry struct {
 	LastFailure  time.Time `json:"last_failure"`
 	// Source is where the call was in TOOL_CALLS.
 	SourceSeq uint64 `json:"source_seq,omitempty"`
+	// Deliveries is how many times JetStream delivered the call, when known
+	// (set for poison calls, whose attempts died before they could report).
+	Deliveries int `json:"deliveries,omitempty"`
 }
 
 // NewEntry builds an entry for the call message data. When data is a JSON
@@ -98,7 +108,7 @@ func (e *Entry) Msg(subject, msgID string) (*nats.Msg, error) {
 	if e.CallID != "" {
 		m.Header.Set(HeaderCallID, e.CallID)
 	}
-	m.Header.Set(HeaderAttempts, strconv.Itoa(len(e.Attempts)))
+	m.Header.Set(HeaderAttempts, strconv.Itoa(e.AttemptCount()))
 	if e.Error != "" {
 		m.Header.Set(HeaderError, headerSafe(e.Error))
 	}
@@ -107,7 +117,28 @@ func (e *Entry) Msg(subject, msgID string) (*nats.Msg, error) {
 		m.Header.Set(HeaderClass, string(last.Class))
 		m.Header.Set(HeaderCode, last.Code)
 	}
+	if !e.FirstFailure.IsZero() {
+		m.Header.Set(HeaderFirstFailure, e.FirstFailure.UTC().Format(time.RFC3339Nano))
+	}
+	if !e.LastFailure.IsZero() {
+		m.Header.Set(HeaderLastFailure, e.LastFailure.UTC().Format(time.RFC3339Nano))
+	}
+	if e.Deliveries > 0 {
+		m.Header.Set(HeaderDeliveries, strconv.Itoa(e.Deliveries))
+	}
 	return m, nil
+}
+
+// AttemptCount is how many times the call was attempted, as far as the
+// entry knows: the number of the last recorded attempt (attempts are
+// numbered by delivery, so it counts attempts whose record is missing),
+// the recorded attempts, or the deliveries, whichever is largest.
+func (e *Entry) AttemptCount() int {
+	n := max(len(e.Attempts), e.Deliveries)
+	for _, a := range e.Attempts {
+		n = max(n, a.N)
+	}
+	return n
 }
 
 // Decode reads an entry from a TOOL_DLQ message's data.

@@ -121,7 +121,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, dispatch.ErrUnavailable):
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.cfg.RetryAfter.Seconds()))))
 			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable,
-				"the tool pool cannot take calls right now (its message server is unreachable); retry after the Retry-After delay")
+				"the tool pool did not take the calls: its message server is unreachable or did not store them in time; retry after the Retry-After delay")
 		case r.Context().Err() != nil:
 			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away before the results were in")
 		default:

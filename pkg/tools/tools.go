@@ -39,6 +39,13 @@ type Tool struct {
 	Idempotent  bool            // safe to execute twice
 	Concurrency int             // fleet-wide cap on calls in flight. Default ConcurrencyDefault.
 	Handler     Handler
+	// PauseOn429Above, when positive, pauses the tool for the whole fleet
+	// (its consumer, on the server) when its downstream answers HTTP 429
+	// with a Retry-After above this: no worker takes its calls until the
+	// Retry-After (capped at Retry.MaxDelay) has passed. Default 0: never.
+	// Set it only for a tool that talks to one downstream: a rate limit of
+	// one site should not stop a tool that fetches any URL.
+	PauseOn429Above time.Duration
 }
 
 // Definition is a tool in the Anthropic Messages API tools format.

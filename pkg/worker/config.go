@@ -63,6 +63,13 @@ type Config struct {
 	Metrics Metrics
 	// Rand is the jitter source. Default: math/rand/v2's global source.
 	Rand classify.Rand
+	// History records every failed attempt so dead letters carry them all
+	// (a *dlq.History). Default nil: a dead letter carries only its last
+	// attempt.
+	History History
+	// HistoryTimeout bounds each read or write of History. Default
+	// HistoryTimeoutDefault.
+	HistoryTimeout time.Duration
 }
 
 // withDefaults returns c with zero fields filled.
@@ -71,6 +78,7 @@ func (c Config) withDefaults() Config {
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
 	c.AbandonGrace = cmp.Or(c.AbandonGrace, AbandonGraceDefault)
+	c.HistoryTimeout = cmp.Or(c.HistoryTimeout, HistoryTimeoutDefault)
 	c.Limits.MaxInputBytes = cmp.Or(c.Limits.MaxInputBytes, envelope.MaxInputBytesDefault)
 	c.Limits.MaxContentBytes = cmp.Or(c.Limits.MaxContentBytes, envelope.MaxContentBytesDefault)
 	if c.WorkerID == "" {
@@ -99,6 +107,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.DrainTimeout must not be negative, got %s", c.DrainTimeout)
 	case c.PublishTimeout < 0:
 		return fmt.Errorf("worker: Config.PublishTimeout must not be negative, got %s", c.PublishTimeout)
+	case c.AbandonGrace < 0:
+		return fmt.Errorf("worker: Config.AbandonGrace must not be negative, got %s", c.AbandonGrace)
+	case c.HistoryTimeout < 0:
+		return fmt.Errorf("worker: Config.HistoryTimeout must not be negative, got %s", c.HistoryTimeout)
 	}
 	for _, name := range c.Tools {
 		if _, ok := c.Registry.Lookup(name); !ok {

@@ -32,6 +32,9 @@ type Event struct {
 	ExecTime   time.Duration // the handler's run time
 	RetryDelay time.Duration // for OutcomeRetry
 	DLQReason  dlq.Reason    // for OutcomeDeadLetter
+	// HistoryFailed is set when recording or reading the call's attempt
+	// history failed (the call went on without it).
+	HistoryFailed bool
 }
 
 // Metrics observes a worker. Implementations must be safe for concurrent use

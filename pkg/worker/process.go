@@ -92,10 +92,12 @@ func (w *Worker) process(j *job) {
 		}
 	}
 	ev.Class, ev.Code = d.Class, d.Code
+	w.pauseOnRateLimit(rt, d, log)
 
 	v := rt.Retry.Fate(d, j.attempt, time.Now(), call.Deadline, w.cfg.Rand)
 	switch v.Action {
 	case classify.ActionRetry:
+		w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
 		if !j.settle() {
 			return
 		}
@@ -109,11 +111,8 @@ func (w *Worker) process(j *job) {
 		entry := dlq.NewEntry(dlq.ReasonExhausted, rt.Name, call.ID, j.msg.Data())
 		entry.Error = d.Cause
 		entry.SourceSeq = meta.Sequence.Stream
-		entry.FirstFailure, entry.LastFailure = start, time.Now()
-		entry.Attempts = []dlq.Attempt{{
-			N: j.attempt, WorkerID: w.cfg.WorkerID, Class: d.Class, Code: d.Code,
-			Message: d.Cause, Started: start, Duration: ev.ExecTime,
-		}}
+		entry.Attempts = w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
+		entry.FirstFailure, entry.LastFailure = entry.Attempts[0].Started, time.Now()
 		if err := w.publishDLQ(&entry, call.ID); err != nil {
 			w.retryLater(j, log, "dead-letter", err)
 			return
@@ -138,6 +137,9 @@ func (w *Worker) process(j *job) {
 		}
 		if !w.reply(j, call, res, log) {
 			return
+		}
+		if ev.Outcome == OutcomeError { // recorded after the reply: it does not delay the result
+			w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
 		}
 	}
 	w.cfg.Metrics.Observe(ev)
@@ -327,6 +329,9 @@ func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Ev
 	entry.SourceSeq = meta.Sequence.Stream
 	entry.FirstFailure = time.Now()
 	entry.LastFailure = entry.FirstFailure
+	if entry.Attempts = w.loadAttempts(call, &ev, log); len(entry.Attempts) > 0 {
+		entry.FirstFailure = entry.Attempts[0].Started
+	}
 	if err := w.publishDLQ(&entry, call.ID); err != nil {
 		w.retryLater(j, log, "dead-letter", err)
 		return

@@ -39,11 +39,34 @@ const (
 	Fail404     = "404"     // HTTP 404 Not Found (permanent: not retried)
 	FailConnect = "connect" // connection refused
 	FailPanic   = "panic"   // the handler panics
+	// FailCrash kills the worker process (exit status CrashExitCode) before
+	// the attempt can report, to test poison-call handling. Only a tool
+	// made with Options.AllowCrash does it (cmd/worker's); elsewhere it is
+	// a permanent error, so an orchestrator running in-process workers
+	// cannot be taken down by a call.
+	FailCrash = "crash"
 )
 
-// Register adds echo, sleep and flaky to r.
-func Register(r *tools.Registry) error {
-	for _, t := range []tools.Tool{Echo(), Sleep(), Flaky()} {
+// CrashExitCode is the exit status of a worker process that flaky crashed.
+const CrashExitCode = 3
+
+// Options adjust the diagnostic tools.
+type Options struct {
+	// AllowCrash lets flaky's "crash" failure end the whole process. Set
+	// it only in a process that is nothing but a worker (cmd/worker).
+	AllowCrash bool
+}
+
+// Register adds echo, sleep and flaky to r; flaky refuses to crash.
+func Register(r *tools.Registry) error { return RegisterWith(r, Options{}) }
+
+// RegisterWith adds echo, sleep and flaky, adjusted by opts, to r.
+func RegisterWith(r *tools.Registry, opts Options) error {
+	flaky := Flaky()
+	if opts.AllowCrash {
+		flaky = FlakyCrashing()
+	}
+	for _, t := range []tools.Tool{Echo(), Sleep(), flaky} {
 		if err := r.Register(t); err != nil {
 			return err
 		}
@@ -138,8 +161,16 @@ func sleep(ctx context.Context, input json.RawMessage) (tools.Output, error) {
 // default, makes it a timeout); "429", "503" and "404" return a
 // *classify.HTTPError with that status ("429" carries Retry-After:
 // retry_after_s when that is > 0); "connect" returns a connection-refused
-// *net.OpError; "panic" panics, for testing the worker's recovery.
-func Flaky() tools.Tool {
+// *net.OpError; "panic" panics, for testing the worker's recovery;
+// "crash" is a permanent error here (see FlakyCrashing).
+func Flaky() tools.Tool { return flakyTool(false) }
+
+// FlakyCrashing is Flaky whose "crash" failure exits the process with
+// CrashExitCode at once, without answering: a diagnostic for poison calls,
+// for a process that runs nothing but a worker.
+func FlakyCrashing() tools.Tool { return flakyTool(true) }
+
+func flakyTool(allowCrash bool) tools.Tool {
 	return tools.Tool{
 		Name: "flaky",
 		Description: "Fails the first `times` attempts of a call with the chosen error, then answers " +
@@ -150,8 +181,8 @@ func Flaky() tools.Tool {
 			"properties": {
 				"fail": {
 					"type": "string",
-					"enum": ["timeout", "429", "503", "404", "connect", "panic"],
-					"description": "The failure to simulate: hang until the timeout, HTTP 429, 503 or 404, a refused connection, or a panic."
+					"enum": ["timeout", "429", "503", "404", "connect", "panic", "crash"],
+					"description": "The failure to simulate: hang until the timeout, HTTP 429, 503 or 404, a refused connection, a panic, or a crash of the worker process (separate worker processes only)."
 				},
 				"times": {
 					"type": "integer",
@@ -171,11 +202,13 @@ func Flaky() tools.Tool {
 		}`),
 		Timeout:    FlakyTimeout,
 		Idempotent: true,
-		Handler:    flaky,
+		Handler: func(ctx context.Context, input json.RawMessage) (tools.Output, error) {
+			return flaky(ctx, input, allowCrash)
+		},
 	}
 }
 
-func flaky(ctx context.Context, input json.RawMessage) (tools.Output, error) {
+func flaky(ctx context.Context, input json.RawMessage, allowCrash bool) (tools.Output, error) {
 	var in struct {
 		Fail        string `json:"fail"`
 		Times       *int   `json:"times"`
@@ -213,9 +246,17 @@ func flaky(ctx context.Context, input json.RawMessage) (tools.Output, error) {
 		return tools.Output{}, connectionRefused()
 	case FailPanic:
 		panic(fmt.Sprintf("flaky: simulated panic on attempt %d", attempt))
+	case FailCrash:
+		if !allowCrash {
+			return tools.Output{}, classify.Invalid("fail",
+				`"crash" works only on a worker running as its own process (cmd/worker); this worker refuses to crash`)
+		}
+		fmt.Fprintf(os.Stderr, "flaky: crashing this worker process on purpose (attempt %d, \"fail\": \"crash\")\n", attempt)
+		os.Exit(CrashExitCode)
+		return tools.Output{}, nil
 	default:
-		return tools.Output{}, classify.Invalid("fail", fmt.Sprintf("must be one of %q, %q, %q, %q, %q, %q",
-			FailTimeout, Fail429, Fail503, Fail404, FailConnect, FailPanic))
+		return tools.Output{}, classify.Invalid("fail", fmt.Sprintf("must be one of %q, %q, %q, %q, %q, %q, %q",
+			FailTimeout, Fail429, Fail503, Fail404, FailConnect, FailPanic, FailCrash))
 	}
 }
 

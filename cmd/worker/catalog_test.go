@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/pkg/discovery"
+)
+
+// TestWorkerServesExampleCatalog runs the worker binary with the example
+// catalog: it starts, announces every tool of the catalog (and the
+// built-ins), and withdraws them when it stops on SIGTERM.
+func TestWorkerServesExampleCatalog(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The bucket, made before the worker comes, with a TTL longer than the
+	// test: only a withdrawal removes the worker's tools.
+	if _, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+
+	const token = "example-secret-token-42"
+	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", filepath.Join("..", "..", "examples", "tools.yaml"),
+		"--workspace", t.TempDir(), "--id", "catalog-worker", "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "WEATHER_API_TOKEN="+token)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+	}()
+
+	want := []string{"echo_json", "get_weather", "list_dir", "read_file", "shout"}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		names := live.Names(ctx)
+		if hasAll(names, want) {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited (%v) before announcing its tools:\n%s", err, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker's tools never appeared; live: %v\n%s", names, logs.String())
+		}
+	}
+	if ws := live.Workers(ctx, "shout"); len(ws) != 1 || ws[0].WorkerID != "catalog-worker" || ws[0].Timeout != 5*time.Second || ws[0].MaxAttempts != 2 {
+		t.Errorf("shout's workers: %+v", ws)
+	}
+	for _, d := range live.Definitions(ctx) {
+		if d.Name == "read_file" && !strings.HasPrefix(d.Description, "Reads a text file of the project workspace.") {
+			t.Errorf("read_file's description is not the catalog's: %q", d.Description)
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Errorf("the worker exited with %v after SIGTERM:\n%s", err, logs.String())
+	}
+	// Withdrawn on the clean stop (the deletions reach the catalog's watch
+	// shortly after).
+	for names := live.Names(ctx); len(names) != 0; names = live.Names(ctx) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still live after a clean stop: %v", names)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the worker's logs hold the token:\n%s", logs.String())
+	}
+}
+
+// TestWorkerRefusesBadCatalog: a bad catalog stops the worker at start with
+// a message naming the file, the tool and the field.
+func TestWorkerRefusesBadCatalog(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "tools.yaml")
+	bad := "tools:\n  - name: weather\n    description: d\n    input_schema: {type: object}\n    retry: {max_attempts: 0}\n    backend: exec\n    exec: {command: [cat]}\n"
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run(t.Context(), []string{"--tools", path, "--builtin-tools=false", "--nats-url", "nats://127.0.0.1:1"}, &stderr)
+	if code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+	want := "worker: " + path + `:5: tool "weather": retry.max_attempts: must be between 1 and 100, got 0`
+	if got := strings.TrimSpace(stderr.String()); got != want {
+		t.Errorf("stderr\n got %s\nwant %s", got, want)
+	}
+}
+
+// buildWorker builds the worker binary into a temporary directory.
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "worker")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestKilledWorkerProcessExpires: a worker process killed with SIGKILL
+// cannot withdraw its tools; they disappear once the TTL passes.
+func TestKilledWorkerProcessExpires(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Bucket: discovery.BucketConfig{TTL: time.Second}, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--id", "doomed")
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	deadline := time.Now().Add(time.Minute)
+	for !slices.Equal(live.Names(ctx), []string{"echo", "flaky", "sleep"}) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited (%v):\n%s", err, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker's tools never appeared:\n%s", logs.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	for names := live.Names(ctx); len(names) != 0; names = live.Names(ctx) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a killed worker's tools are still live: %v", names)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's output and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,247 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// pipeDrainWait bounds the wait for a command's output pipes to close once
+// its process group is gone: a process that left the group (setsid) may
+// still hold them.
+const pipeDrainWait = time.Second
+
+// command is the handler of an exec tool.
+type command struct {
+	argv  []string
+	env   []string
+	dir   string
+	grace time.Duration
+	max   int
+}
+
+func newCommand(e *Entry, lookupEnv func(string) (string, bool)) *command {
+	c := e.Exec
+	env := make([]string, 0, len(c.Env)+1)
+	pathListed := false
+	for _, name := range c.Env {
+		if name == "PATH" {
+			pathListed = true
+		}
+		if v, ok := lookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	if !pathListed {
+		env = append(env, "PATH="+PathDefault)
+	}
+	return &command{argv: c.Command, env: env, dir: c.Dir, grace: c.TermGrace, max: c.MaxOutputBytes}
+}
+
+// run executes the command with input on its stdin. The process runs in a
+// process group of its own; when the attempt's context ends the group gets
+// SIGTERM, then SIGKILL after the grace, and once the command exits whatever
+// it left running in its group is killed.
+func (c *command) run(ctx context.Context, input json.RawMessage) (tools.Output, error) {
+	if err := ctx.Err(); err != nil {
+		return tools.Output{}, err
+	}
+	var closers []*os.File
+	defer func() {
+		for _, f := range closers {
+			_ = f.Close()
+		}
+	}()
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			closers = append(closers, r, w)
+		}
+		return r, w, err
+	}
+	stdinR, stdinW, err := pipe()
+	if err != nil {
+		return tools.Output{}, startError(err)
+	}
+	stdoutR, stdoutW, err := pipe()
+	if err != nil {
+		return tools.Output{}, startError(err)
+	}
+	stderrR, stderrW, err := pipe()
+	if err != nil {
+		return tools.Output{}, startError(err)
+	}
+
+	cmd := &exec.Cmd{
+		Path:   c.argv[0],
+		Args:   c.argv,
+		Env:    c.env,
+		Dir:    c.dir,
+		Stdin:  stdinR,
+		Stdout: stdoutW,
+		Stderr: stderrW,
+	}
+	setProcessGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		return tools.Output{}, startError(err)
+	}
+	// The child has its own copies of these ends now.
+	_ = stdinR.Close()
+	_ = stdoutW.Close()
+	_ = stderrW.Close()
+	pgid := cmd.Process.Pid
+
+	go func() {
+		_, _ = stdinW.Write(input) // EPIPE when the command does not read it all
+		_ = stdinW.Close()
+	}()
+	stdout := &headBuffer{max: c.max}
+	stderr := &tailBuffer{max: StderrTailBytes}
+	var readers sync.WaitGroup
+	readers.Go(func() { _, _ = io.Copy(stdout, stdoutR) })
+	readers.Go(func() { _, _ = io.Copy(stderr, stderrR) })
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var waitErr error
+	stopped := false
+	select {
+	case waitErr = <-waited:
+	case <-ctx.Done():
+		stopped = true
+		signalGroup(pgid, sigTerm)
+		t := time.NewTimer(c.grace)
+		select {
+		case waitErr = <-waited:
+		case <-t.C:
+			signalGroup(pgid, sigKill)
+			waitErr = <-waited
+		}
+		t.Stop()
+	}
+	// The command is gone; nothing it started outlives the call.
+	signalGroup(pgid, sigKill)
+
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(pipeDrainWait):
+		_ = stdoutR.Close()
+		_ = stderrR.Close()
+		<-drained
+	}
+	_ = stdinW.Close()
+
+	if stopped {
+		return tools.Output{}, fmt.Errorf("command stopped when its time ran out: %w", ctx.Err())
+	}
+	if waitErr == nil {
+		text := strings.ToValidUTF8(string(stdout.head), "\uFFFD")
+		return tools.Text(envelope.TruncateHead(text, stdout.total, c.max)), nil
+	}
+	return tools.Output{}, exitError(waitErr, stderr.String())
+}
+
+// startError is a command that could not be started: a permanent error
+// (the catalog or the machine needs fixing, not the call).
+func startError(err error) error {
+	return classify.Permanent(classify.WithMessage(err, "its program could not be started on the worker"))
+}
+
+// exitError classifies a command that exited unsuccessfully: exit status 75
+// (EX_TEMPFAIL) is transient, anything else permanent; the model is shown
+// the end of stderr.
+func exitError(err error, stderrTail string) error {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return classify.Permanent(classify.WithMessage(err, "its program failed on the worker"))
+	}
+	var msg string
+	code := ee.ExitCode()
+	switch {
+	case code == ExitTempFail:
+		msg = fmt.Sprintf("its program reported a temporary failure (exit status %d)", code)
+	case code >= 0:
+		msg = fmt.Sprintf("its program exited with status %d", code)
+	default:
+		msg = "its program was killed by a signal (" + exitSignal(ee) + ")"
+	}
+	if tail := cleanTail(stderrTail); tail != "" {
+		msg += ". Its error output ends with:\n" + tail
+	}
+	err = classify.WithMessage(err, msg)
+	if code == ExitTempFail {
+		return classify.Transient(err)
+	}
+	return classify.Permanent(err)
+}
+
+// cleanTail makes the end of stderr fit for the model: valid UTF-8, no
+// control characters but newlines and tabs, trimmed.
+func cleanTail(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || !unicode.IsControl(r) {
+			return r
+		}
+		return -1
+	}, s)
+	return strings.TrimSpace(s)
+}
+
+// headBuffer keeps the first max bytes written to it and counts the rest:
+// the command is never blocked on a full pipe.
+type headBuffer struct {
+	max   int
+	head  []byte
+	total int
+}
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	if room := b.max - len(b.head); room > 0 {
+		b.head = append(b.head, p[:min(room, len(p))]...)
+	}
+	b.total += len(p)
+	return len(p), nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+	cut bool // bytes were dropped from the front
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+		b.cut = true
+	}
+	return len(p), nil
+}
+
+// String is the tail, starting at a line or rune boundary when it was cut.
+func (b *tailBuffer) String() string {
+	s := string(b.buf)
+	if b.cut {
+		if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+			s = s[i+1:]
+		}
+		s = "…" + strings.TrimLeftFunc(s, func(r rune) bool { return r == unicode.ReplacementChar })
+	}
+	return s
+}

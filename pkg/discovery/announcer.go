@@ -1,0 +1,209 @@
+package discovery
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// PutTimeoutDefault bounds each write of an announcement.
+const PutTimeoutDefault = 5 * time.Second
+
+// AnnouncerConfig configures an Announcer. Zero fields take the documented
+// defaults.
+type AnnouncerConfig struct {
+	// JetStream is where the bucket lives. Required.
+	JetStream js.JetStream
+	// Registry holds the tools the worker serves. Required.
+	Registry *tools.Registry
+	// Tools limits the announcement to these tools of the registry (the
+	// worker's Config.Tools). Default: all.
+	Tools []string
+	// WorkerID is the worker's id, as in its results. Required.
+	WorkerID string
+	// Bucket names the bucket and how to create it.
+	Bucket BucketConfig
+	// PutTimeout bounds each write. Default PutTimeoutDefault.
+	PutTimeout time.Duration
+	// Logger receives the announcer's warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Announcer keeps a worker's tools announced in the live-tools bucket:
+// Start writes one key per tool, a heartbeat rewrites them every TTL/3 so
+// they do not expire, and Stop deletes them. A worker that dies without
+// Stop disappears when its keys expire, one TTL after its last heartbeat.
+type Announcer struct {
+	cfg    AnnouncerConfig
+	values map[string][]byte // key → announcement JSON
+
+	mu      sync.Mutex
+	kv      js.KeyValue
+	ttl     time.Duration
+	started bool
+	stopped bool
+	cancel  context.CancelFunc // ends the heartbeat
+	done    chan struct{}      // closed when the heartbeat has ended
+}
+
+// NewAnnouncer checks cfg and returns an announcer. It does not touch the
+// network.
+func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
+	cfg.PutTimeout = cmp.Or(cfg.PutTimeout, PutTimeoutDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	switch {
+	case cfg.JetStream == nil:
+		return nil, errors.New("discovery: AnnouncerConfig.JetStream is required")
+	case cfg.Registry == nil:
+		return nil, errors.New("discovery: AnnouncerConfig.Registry is required")
+	case cfg.WorkerID == "":
+		return nil, errors.New("discovery: AnnouncerConfig.WorkerID is required")
+	}
+	if err := cfg.Bucket.withDefaults().validate(); err != nil {
+		return nil, err
+	}
+	names := cfg.Tools
+	if len(names) == 0 {
+		names = cfg.Registry.Names()
+	}
+	if len(names) == 0 {
+		return nil, errors.New("discovery: the registry has no tools to announce")
+	}
+	startedAt := time.Now().UTC()
+	values := make(map[string][]byte, len(names))
+	for _, name := range names {
+		rt, ok := cfg.Registry.Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("discovery: AnnouncerConfig.Tools names %q, which is not in the registry", name)
+		}
+		data, err := json.Marshal(AnnouncementOf(rt, cfg.WorkerID, startedAt))
+		if err != nil {
+			return nil, fmt.Errorf("discovery: announcement of %q: %w", name, err)
+		}
+		values[Key(name, cfg.WorkerID)] = data
+	}
+	return &Announcer{cfg: cfg, values: values, done: make(chan struct{})}, nil
+}
+
+// Start opens (or creates) the bucket, announces every tool once and starts
+// the heartbeat. It fails when the first announcement cannot be written.
+func (a *Announcer) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return errors.New("discovery: announcer already started")
+	}
+	kv, ttl, err := OpenBucket(ctx, a.cfg.JetStream, a.cfg.Bucket)
+	if err != nil {
+		return err
+	}
+	a.kv, a.ttl = kv, ttl
+	if err := a.putAll(ctx, kv); err != nil {
+		return err
+	}
+	a.started = true
+	hbCtx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	go a.heartbeat(hbCtx)
+	return nil
+}
+
+// TTL is the bucket's TTL in force; 0 before Start.
+func (a *Announcer) TTL() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ttl
+}
+
+// putAll writes every announcement.
+func (a *Announcer) putAll(ctx context.Context, kv js.KeyValue) error {
+	for key, value := range a.values {
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
+		_, err := kv.Put(pctx, key, value)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("discovery: announce %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// heartbeat rewrites the announcements every TTL/3 until Stop.
+func (a *Announcer) heartbeat(ctx context.Context) {
+	defer close(a.done)
+	a.mu.Lock()
+	kv, ttl := a.kv, a.ttl
+	a.mu.Unlock()
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := a.putAll(ctx, kv)
+		if errors.Is(err, js.ErrBucketNotFound) || errors.Is(err, js.ErrStreamNotFound) || errors.Is(err, js.ErrNoStreamResponse) {
+			// The bucket is gone (deleted by hand, or a server without it):
+			// make it again.
+			octx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
+			nkv, _, oerr := OpenBucket(octx, a.cfg.JetStream, a.cfg.Bucket)
+			cancel()
+			if oerr == nil {
+				kv = nkv
+				err = a.putAll(ctx, kv)
+			}
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			failing = true
+			a.cfg.Logger.Warn("announcing the worker's tools failed; retrying at the next heartbeat",
+				"worker_id", a.cfg.WorkerID, "err", err)
+		case err == nil && failing:
+			failing = false
+			a.cfg.Logger.Info("announcing the worker's tools works again", "worker_id", a.cfg.WorkerID)
+		}
+	}
+}
+
+// Stop ends the heartbeat and deletes the announcements, so the tools stop
+// counting this worker at once. Call it before the worker stops pulling.
+// It is safe to call more than once; an announcer that was never started
+// has nothing to delete.
+func (a *Announcer) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	if !a.started || a.stopped {
+		a.stopped = true
+		a.mu.Unlock()
+		return nil
+	}
+	a.stopped = true
+	kv := a.kv
+	a.mu.Unlock()
+	a.cancel()
+	<-a.done
+	var errs []error
+	for key := range a.values {
+		dctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
+		err := kv.Delete(dctx, key)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("discovery: withdraw %s: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,255 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// CatalogConfig configures a Catalog. Zero fields take the documented
+// defaults.
+type CatalogConfig struct {
+	// JetStream is where the bucket lives. Required.
+	JetStream js.JetStream
+	// Bucket names the bucket and how to create it if it is missing.
+	Bucket BucketConfig
+	// Known says whether a tool that no live worker announces exists at
+	// all, so that a call to it is answered "no worker serves it right now"
+	// rather than "unknown tool"; its Names are consulted. Default: tools
+	// with a durable consumer
+	// tool_<name> on TOOL_CALLS (dispatch.ConsumerCatalog). Tools announced
+	// once since the Catalog started count as known too.
+	Known dispatch.Catalog
+	// Logger receives the catalog's warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Catalog is the set of live tools: those announced in the bucket by at
+// least one worker whose announcement has not expired. It watches the
+// bucket, so lookups are answered from memory. It implements
+// dispatch.Catalog; Lookup of a known tool with no live worker answers
+// false with ToolInfo.NoWorker set.
+type Catalog struct {
+	cfg     CatalogConfig
+	ttl     time.Duration
+	watcher js.KeyWatcher
+	done    chan struct{}
+	now     func() time.Time
+
+	mu    sync.RWMutex
+	live  map[string]map[string]entry // tool → key → entry
+	known map[string]struct{}         // tools ever announced
+}
+
+var _ dispatch.Catalog = (*Catalog)(nil)
+
+// entry is one live announcement and when this process last heard of it.
+type entry struct {
+	ann  Announcement
+	seen time.Time
+}
+
+// NewCatalog opens (or creates) the bucket, reads the announcements in it
+// and keeps watching it until Close. It returns once the current
+// announcements are read, or with ctx's error.
+func NewCatalog(ctx context.Context, cfg CatalogConfig) (*Catalog, error) {
+	if cfg.JetStream == nil {
+		return nil, errors.New("discovery: CatalogConfig.JetStream is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Known == nil {
+		cfg.Known = dispatch.ConsumerCatalog(cfg.JetStream, 0)
+	}
+	kv, ttl, err := OpenBucket(ctx, cfg.JetStream, cfg.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	// The watch lives until Close, not until ctx ends.
+	w, err := kv.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("discovery: watch bucket: %w", err)
+	}
+	c := &Catalog{
+		cfg: cfg, ttl: ttl, watcher: w, done: make(chan struct{}), now: time.Now,
+		live: map[string]map[string]entry{}, known: map[string]struct{}{},
+	}
+	// Read the current announcements before answering anything.
+	for initial := true; initial; {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("discovery: the bucket watch ended before the announcements were read")
+			}
+			if e == nil {
+				initial = false
+				break
+			}
+			c.apply(e)
+		case <-ctx.Done():
+			_ = w.Stop()
+			return nil, fmt.Errorf("discovery: reading the announcements: %w", ctx.Err())
+		}
+	}
+	go c.run()
+	return c, nil
+}
+
+// run applies the bucket's updates until the watch ends.
+func (c *Catalog) run() {
+	defer close(c.done)
+	for e := range c.watcher.Updates() {
+		if e != nil {
+			c.apply(e)
+		}
+	}
+}
+
+// apply records one update of the bucket.
+func (c *Catalog) apply(e js.KeyValueEntry) {
+	tool, ok := splitKey(e.Key())
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Operation() != js.KeyValuePut {
+		if byKey := c.live[tool]; byKey != nil {
+			delete(byKey, e.Key())
+			if len(byKey) == 0 {
+				delete(c.live, tool)
+			}
+		}
+		return
+	}
+	ann, err := decodeAnnouncement(e.Value())
+	if err != nil || ann.Tool.Name != tool {
+		c.cfg.Logger.Warn("ignoring a malformed tool announcement", "key", e.Key(), "err", err)
+		return
+	}
+	byKey := c.live[tool]
+	if byKey == nil {
+		byKey = map[string]entry{}
+		c.live[tool] = byKey
+	}
+	byKey[e.Key()] = entry{ann: ann, seen: c.now()}
+	c.known[tool] = struct{}{}
+}
+
+// Close stops watching the bucket.
+func (c *Catalog) Close() {
+	_ = c.watcher.Stop()
+	<-c.done
+}
+
+// TTL is the bucket's TTL in force.
+func (c *Catalog) TTL() time.Duration { return c.ttl }
+
+// alive reports whether e is still live: its worker refreshes it every
+// TTL/3, and the server removes it one TTL after the last refresh; this
+// clock check covers a server that keeps no expiry markers, or a watch
+// that stalled.
+func (c *Catalog) alive(e entry, now time.Time) bool {
+	return now.Sub(e.seen) < c.ttl
+}
+
+// liveWorkers returns the live announcements of tool, sorted by worker id.
+func (c *Catalog) liveWorkers(tool string, now time.Time) []Announcement {
+	var out []Announcement
+	for _, e := range c.live[tool] {
+		if c.alive(e, now) {
+			out = append(out, e.ann)
+		}
+	}
+	slices.SortFunc(out, func(a, b Announcement) int {
+		if a.WorkerID != b.WorkerID {
+			if a.WorkerID < b.WorkerID {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Lookup reports whether at least one live worker serves name. When none
+// does but the tool is known (see CatalogConfig.Known), it answers false
+// with ToolInfo.NoWorker set.
+func (c *Catalog) Lookup(ctx context.Context, name string) (dispatch.ToolInfo, bool) {
+	now := c.now()
+	c.mu.RLock()
+	n := len(c.liveWorkers(name, now))
+	_, seen := c.known[name]
+	c.mu.RUnlock()
+	if n > 0 {
+		return dispatch.ToolInfo{Name: name}, true
+	}
+	if seen {
+		return dispatch.ToolInfo{Name: name, NoWorker: true}, false
+	}
+	// Names, not Lookup: a catalog that cannot tell (JetStream down) may
+	// say yes to every name in Lookup, but lists nothing.
+	if slices.Contains(c.cfg.Known.Names(ctx), name) {
+		return dispatch.ToolInfo{Name: name, NoWorker: true}, false
+	}
+	return dispatch.ToolInfo{}, false
+}
+
+// Names lists the tools at least one live worker serves, sorted.
+func (c *Catalog) Names(context.Context) []string {
+	now := c.now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var names []string
+	for _, tool := range slices.Sorted(maps.Keys(c.live)) {
+		if len(c.liveWorkers(tool, now)) > 0 {
+			names = append(names, tool)
+		}
+	}
+	return names
+}
+
+// Definitions returns one definition per live tool, sorted by name. When
+// workers announce different definitions of a tool (during a deploy), the
+// one of the most recently started worker wins.
+func (c *Catalog) Definitions(context.Context) []tools.Definition {
+	now := c.now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var defs []tools.Definition
+	for _, tool := range slices.Sorted(maps.Keys(c.live)) {
+		ws := c.liveWorkers(tool, now)
+		if len(ws) == 0 {
+			continue
+		}
+		newest := ws[0]
+		for _, a := range ws[1:] {
+			if a.StartedAt.After(newest.StartedAt) {
+				newest = a
+			}
+		}
+		defs = append(defs, newest.Tool)
+	}
+	return defs
+}
+
+// Workers returns the live announcements of tool, one per worker, sorted by
+// worker id.
+func (c *Catalog) Workers(_ context.Context, tool string) []Announcement {
+	now := c.now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.liveWorkers(tool, now)
+}

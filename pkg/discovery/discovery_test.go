@@ -1,0 +1,307 @@
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitLong bounds every wait for something that should happen.
+const waitLong = 30 * time.Second
+
+// testTTL is the bucket TTL of these tests: short, so expiry is quick.
+const testTTL = time.Second
+
+func registry(t *testing.T, names ...string) *tools.Registry {
+	t.Helper()
+	reg := tools.NewRegistry()
+	for _, name := range names {
+		reg.MustRegister(tools.Tool{
+			Name:        name,
+			Description: "The " + name + " tool.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`),
+			Timeout:     7 * time.Second,
+			Handler: func(context.Context, json.RawMessage) (tools.Output, error) {
+				return tools.Text(name), nil
+			},
+		})
+	}
+	return reg
+}
+
+// connect opens a JetStream context on a connection of its own (one per
+// simulated process), closed when the test ends.
+func connect(t *testing.T, url string) js.JetStream {
+	t.Helper()
+	j, err := js.New(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func announce(t *testing.T, j js.JetStream, workerID string, reg *tools.Registry) *Announcer {
+	t.Helper()
+	a, err := NewAnnouncer(AnnouncerConfig{
+		JetStream: j, Registry: reg, WorkerID: workerID,
+		Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	return a
+}
+
+func newCatalog(t *testing.T, j js.JetStream) *Catalog {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	c, err := NewCatalog(ctx, CatalogConfig{JetStream: j, Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// eventually polls cond until it holds or waitLong passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func workerIDs(as []Announcement) []string {
+	var ids []string
+	for _, a := range as {
+		ids = append(ids, a.WorkerID)
+	}
+	return ids
+}
+
+// TestTwoWorkersOneTool: two workers announcing the same tool give one
+// definition and two workers; a tool of one of them only is listed too.
+func TestTwoWorkersOneTool(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	announce(t, connect(t, srv.ClientURL()), "worker-a", registry(t, "search", "fetch"))
+	announce(t, connect(t, srv.ClientURL()), "host.example.com-42-b", registry(t, "search"))
+	c := newCatalog(t, connect(t, srv.ClientURL()))
+	ctx := t.Context()
+
+	if got := c.Names(ctx); !slices.Equal(got, []string{"fetch", "search"}) {
+		t.Errorf("Names = %v", got)
+	}
+	defs := c.Definitions(ctx)
+	if len(defs) != 2 || defs[1].Name != "search" || defs[1].Description != "The search tool." ||
+		string(defs[1].InputSchema) != `{"type":"object","properties":{"q":{"type":"string"}}}` {
+		t.Errorf("Definitions = %+v", defs)
+	}
+	ws := c.Workers(ctx, "search")
+	if got := workerIDs(ws); !slices.Equal(got, []string{"host.example.com-42-b", "worker-a"}) {
+		t.Errorf("workers of search: %v", got)
+	}
+	if ws[0].Timeout != 7*time.Second || ws[0].MaxAttempts != 3 || ws[0].StartedAt.IsZero() {
+		t.Errorf("announcement %+v", ws[0])
+	}
+	if got := workerIDs(c.Workers(ctx, "fetch")); !slices.Equal(got, []string{"worker-a"}) {
+		t.Errorf("workers of fetch: %v", got)
+	}
+	if info, ok := c.Lookup(ctx, "search"); !ok || info.Name != "search" || info.NoWorker {
+		t.Errorf("Lookup(search) = %+v, %v", info, ok)
+	}
+	if info, ok := c.Lookup(ctx, "nope"); ok || info.NoWorker {
+		t.Errorf("Lookup(nope) = %+v, %v", info, ok)
+	}
+}
+
+// TestCleanStopWithdraws: a worker that stops cleanly is gone at once, and
+// its tool then counts as known but unserved.
+func TestCleanStopWithdraws(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	// A TTL longer than the test: only the withdrawal removes the tool.
+	if _, _, err := OpenBucket(t.Context(), connect(t, srv.ClientURL()), BucketConfig{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCatalog(t, connect(t, srv.ClientURL()))
+	a := announce(t, connect(t, srv.ClientURL()), "w1", registry(t, "search"))
+	ctx := t.Context()
+	eventually(t, "search announced", func() bool { _, ok := c.Lookup(ctx, "search"); return ok })
+
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "search withdrawn", func() bool { return len(c.Names(ctx)) == 0 })
+	if info, ok := c.Lookup(ctx, "search"); ok || !info.NoWorker {
+		t.Errorf("Lookup(search) after stop = %+v, %v; want known with no worker", info, ok)
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}
+
+// TestKilledWorkerExpires: a worker whose connection dies without a clean
+// stop disappears once its announcement's TTL has passed, and a new catalog
+// (started later) does not see it either.
+func TestKilledWorkerExpires(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	c := newCatalog(t, connect(t, srv.ClientURL()))
+	wnc := natstest.Connect(t, srv.ClientURL())
+	wjs, err := js.New(wnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	announce(t, wjs, "doomed", registry(t, "search"))
+	announce(t, connect(t, srv.ClientURL()), "survivor", registry(t, "fetch"))
+	ctx := t.Context()
+	eventually(t, "both announced", func() bool { return len(c.Names(ctx)) == 2 })
+
+	killed := time.Now()
+	wnc.Close() // the worker dies: no more heartbeats, no withdrawal
+	eventually(t, "the dead worker's tool to expire", func() bool {
+		return slices.Equal(c.Names(ctx), []string{"fetch"})
+	})
+	if gone := time.Since(killed); gone < testTTL/2 {
+		t.Errorf("the tool vanished %v after the kill, before its TTL (%v) could pass", gone, testTTL)
+	}
+	// The survivor keeps heartbeating past several TTLs.
+	time.Sleep(2 * testTTL)
+	if got := c.Names(ctx); !slices.Equal(got, []string{"fetch"}) {
+		t.Errorf("after 2 TTLs: %v", got)
+	}
+	c2 := newCatalog(t, connect(t, srv.ClientURL()))
+	if got := c2.Names(ctx); !slices.Equal(got, []string{"fetch"}) {
+		t.Errorf("a new catalog sees %v", got)
+	}
+}
+
+// TestDispatcherNoLiveWorker: through a dispatcher using the discovery
+// catalog, a tool with a consumer but no live worker is answered at once
+// with "no worker serves", an unknown tool with the list of live tools.
+func TestDispatcherNoLiveWorker(t *testing.T) {
+	t.Parallel()
+	srv, _, j := natstest.StartProvisioned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	// "orphan" has a consumer (a worker served it once) but no live worker.
+	if _, err := j.CreateOrUpdateConsumer(ctx, "TOOL_CALLS", js.ConsumerConfig{
+		Durable: "tool_orphan", FilterSubject: "tools.call.orphan", AckPolicy: js.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	announce(t, connect(t, srv.ClientURL()), "w1", registry(t, "search"))
+	c := newCatalog(t, j)
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: c, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	res, err := d.Dispatch(ctx, "", []envelope.ToolUseBlock{
+		{Type: "tool_use", ID: "toolu_1", Name: "orphan", Input: json.RawMessage(`{}`)},
+		{Type: "tool_use", ID: "toolu_2", Name: "nothing", Input: json.RawMessage(`{}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; !r.IsError || r.Code != dispatch.CodeNoWorker || !strings.HasPrefix(r.Content.Text(), "No worker serves the tool orphan right now") ||
+		!strings.Contains(r.Content.Text(), "Tools available now: search.") {
+		t.Errorf("orphan: %+v %q", r, r.Content.Text())
+	}
+	if r := res[1]; !r.IsError || r.Code != "unknown_tool" || !strings.Contains(r.Content.Text(), "Available tools: search.") {
+		t.Errorf("unknown: %+v %q", r, r.Content.Text())
+	}
+}
+
+func TestKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ tool, worker, want string }{
+		{"search", "w1", "search.w1"},
+		{"search", "host.example.com-12-abc", "search.host_example_com-12-abc"},
+		{"a-b_c", "we ird/id*>", "a-b_c.we_ird_id__"},
+		{"x", "", "x._"},
+	} {
+		if got := Key(tc.tool, tc.worker); got != tc.want {
+			t.Errorf("Key(%q, %q) = %q, want %q", tc.tool, tc.worker, got, tc.want)
+		}
+		if tool, ok := splitKey(Key(tc.tool, tc.worker)); !ok || tool != tc.tool {
+			t.Errorf("splitKey(Key(%q, …)) = %q, %v", tc.tool, tool, ok)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	reg := registry(t, "search")
+	for _, tc := range []struct {
+		cfg  AnnouncerConfig
+		want string
+	}{
+		{AnnouncerConfig{Registry: reg, WorkerID: "w"}, "JetStream is required"},
+		{AnnouncerConfig{JetStream: fakeJS{}, WorkerID: "w"}, "Registry is required"},
+		{AnnouncerConfig{JetStream: fakeJS{}, Registry: reg}, "WorkerID is required"},
+		{AnnouncerConfig{JetStream: fakeJS{}, Registry: reg, WorkerID: "w", Tools: []string{"nope"}}, `names "nope"`},
+		{AnnouncerConfig{JetStream: fakeJS{}, Registry: reg, WorkerID: "w", Bucket: BucketConfig{TTL: time.Millisecond}}, "TTL must be at least 1s"},
+		{AnnouncerConfig{JetStream: fakeJS{}, Registry: tools.NewRegistry(), WorkerID: "w"}, "no tools"},
+	} {
+		if _, err := NewAnnouncer(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewAnnouncer: %v, want an error containing %q", err, tc.want)
+		}
+	}
+}
+
+// fakeJS stands in where only a non-nil JetStream is needed.
+type fakeJS struct{ js.JetStream }
+
+// TestOpenBucket: the bucket is made with the TTL as its max age and expiry
+// markers; an existing bucket's TTL wins over the one asked for.
+func TestOpenBucket(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	j := connect(t, srv.ClientURL())
+	ctx := t.Context()
+	kv, ttl, err := OpenBucket(ctx, j, BucketConfig{TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl != 3*time.Second || st.TTL() != 3*time.Second || st.LimitMarkerTTL() != 3*time.Second || st.Bucket() != BucketDefault {
+		t.Errorf("bucket %s: ttl %v, max age %v, marker ttl %v", st.Bucket(), ttl, st.TTL(), st.LimitMarkerTTL())
+	}
+	if _, ttl, err = OpenBucket(ctx, j, BucketConfig{TTL: time.Minute}); err != nil || ttl != 3*time.Second {
+		t.Errorf("reopened with another TTL: %v, %v; want the bucket's 3s", ttl, err)
+	}
+}

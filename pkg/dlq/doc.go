@@ -1,0 +1,42 @@
+// Package dlq keeps toolpool's dead letters: the calls set aside in the
+// TOOL_DLQ stream (subjects tools.dlq.<tool>) with why, and every failed
+// attempt. JetStream keeps no dead letters of its own (its MAX_DELIVERIES
+// advisory only points at a message), so toolpool writes them:
+//
+//   - a worker dead-letters a call whose transient failures outlived its
+//     attempts (ReasonExhausted), a call message it cannot decode
+//     (ReasonMalformed), and a call whose deadline passed before it started
+//     (ReasonExpired);
+//   - a PoisonWatcher, run by the orchestrator, dead-letters a call that
+//     reached its consumer's MaxDeliver without any worker reporting on it
+//     — it kills the worker running it (ReasonPoison) — answers its caller
+//     with an is_error result and removes it from TOOL_CALLS.
+//
+// An Entry holds the original call message unchanged, the reason, the last
+// error, the attempts and the first and last failure times; the essentials
+// are in Toolpool-* headers too, so `nats stream view TOOL_DLQ` shows them.
+//
+// # Attempt history
+//
+// Attempts of one call may run on different workers, so each failed
+// attempt is appended to a History: a JetStream KV bucket
+// (toolpool_attempts, 24h TTL) with one key per call id. A worker given a
+// History (worker.Config.History) records every failed attempt and reads
+// them all into the dead letter; successes write nothing.
+//
+//	h, err := dlq.OpenHistory(ctx, js, dlq.HistoryConfig{})
+//	w, err := worker.New(worker.Config{JetStream: js, Registry: reg, History: h})
+//
+// # Operating the dead letters
+//
+// A Store lists, shows, replays and purges them; `orchestrator dlq` is its
+// command line.
+//
+//	s, err := dlq.NewStore(ctx, js)
+//	letters, err := s.List(ctx, dlq.Filter{Tool: "search", Reason: dlq.ReasonExhausted})
+//	n, err := s.Replay(ctx, seqs, dlq.ReplayConfig{Rate: 5}, func(r dlq.Replayed) { … })
+//
+// Replay republishes each call with a new id, ReplayID(original id, dead
+// letter sequence), that records the original (envelope.Call.OriginalID),
+// and removes the dead letter only once TOOL_CALLS acknowledged the call.
+package dlq

@@ -1,0 +1,230 @@
+package dlq
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of HistoryConfig.
+const (
+	// HistoryBucketDefault is the KV bucket holding the failed attempts of
+	// calls still in play.
+	HistoryBucketDefault = "toolpool_attempts"
+	// HistoryTTLDefault is how long a call's attempts are kept after its
+	// last failed attempt.
+	HistoryTTLDefault = 24 * time.Hour
+	// HistoryMaxAttemptsDefault caps the attempts kept per call; the oldest
+	// beyond it are dropped.
+	HistoryMaxAttemptsDefault = 128
+	// historyMaxMessage caps an attempt's message in the bucket.
+	historyMaxMessage = 1 << 10
+	// historyConflictRetries bounds the read-modify-write retries of Record.
+	historyConflictRetries = 8
+)
+
+// HistoryConfig names the attempts bucket and, for a bucket that does not
+// exist yet, how to create it. Zero fields take the defaults.
+type HistoryConfig struct {
+	// Bucket is the KV bucket's name. Default HistoryBucketDefault.
+	Bucket string
+	// TTL is how long a call's attempts live after its last write: the
+	// bucket's max age, fixed when the bucket is created (an existing
+	// bucket keeps its own). Default HistoryTTLDefault (24h).
+	TTL time.Duration
+	// Replicas of a bucket created here (1, 3 or 5). Default 1.
+	Replicas int
+	// Storage of a bucket created here. Default file storage.
+	Storage js.StorageType
+	// MaxAttempts caps the attempts kept per call. Default
+	// HistoryMaxAttemptsDefault.
+	MaxAttempts int
+}
+
+func (c HistoryConfig) withDefaults() HistoryConfig {
+	if c.Bucket == "" {
+		c.Bucket = HistoryBucketDefault
+	}
+	if c.TTL == 0 {
+		c.TTL = HistoryTTLDefault
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = HistoryMaxAttemptsDefault
+	}
+	return c
+}
+
+func (c HistoryConfig) validate() error {
+	switch {
+	case c.TTL < time.Minute:
+		return fmt.Errorf("dlq: HistoryConfig.TTL must be at least 1m, got %s", c.TTL)
+	case c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5:
+		return fmt.Errorf("dlq: HistoryConfig.Replicas must be 1, 3 or 5, got %d", c.Replicas)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("dlq: HistoryConfig.MaxAttempts must be at least 1, got %d", c.MaxAttempts)
+	}
+	return nil
+}
+
+// History keeps the failed attempts of each call in a JetStream KV bucket,
+// one key per call id (see HistoryKey), so that a dead letter carries every
+// attempt's error even when the attempts ran on different workers. Only
+// failed attempts are written; the bucket's max age removes a call's record
+// one TTL after its last failure. It is safe for concurrent use.
+type History struct {
+	kv  js.KeyValue
+	ttl time.Duration
+	max int
+}
+
+// historyValue is the value of one key.
+type historyValue struct {
+	CallID   string    `json:"call_id"`
+	Attempts []Attempt `json:"attempts"`
+}
+
+// OpenHistory binds to the attempts bucket, creating it when it does not
+// exist.
+func OpenHistory(ctx context.Context, j js.JetStream, cfg HistoryConfig) (*History, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	kv, err := j.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, js.ErrBucketNotFound) {
+		kv, err = j.CreateKeyValue(ctx, js.KeyValueConfig{
+			Bucket:      cfg.Bucket,
+			Description: "toolpool: failed attempts of calls, one key per call id",
+			History:     1,
+			TTL:         cfg.TTL,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+		})
+		if errors.Is(err, js.ErrBucketExists) {
+			kv, err = j.KeyValue(ctx, cfg.Bucket) // created meanwhile by another process
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlq: open attempts bucket %s: %w", cfg.Bucket, err)
+	}
+	ttl := cfg.TTL
+	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
+		ttl = st.TTL()
+	}
+	return &History{kv: kv, ttl: ttl, max: cfg.MaxAttempts}, nil
+}
+
+// TTL is how long the bucket keeps a call's attempts after its last write.
+func (h *History) TTL() time.Duration { return h.ttl }
+
+// HistoryKey is the bucket key of callID: the id itself when it consists of
+// letters, digits, '-' and '_' only (tool_use ids do), else '=' followed by
+// the id in unpadded URL-safe base64. The two forms cannot collide.
+func HistoryKey(callID string) string {
+	plain := callID != ""
+	for i := 0; i < len(callID) && plain; i++ {
+		c := callID[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+	}
+	if plain {
+		return callID
+	}
+	return "=" + base64.RawURLEncoding.EncodeToString([]byte(callID))
+}
+
+// Record appends a to the attempts of callID and returns them all, oldest
+// first. Attempts of one call are sequential, so concurrent writers are
+// rare; a conflicting write is retried from a fresh read. Recording the
+// same attempt twice (same N and start time) keeps one.
+func (h *History) Record(ctx context.Context, callID string, a Attempt) ([]Attempt, error) {
+	key := HistoryKey(callID)
+	if len(a.Message) > historyMaxMessage {
+		a.Message = strings.ToValidUTF8(a.Message[:historyMaxMessage], "")
+	}
+	for range historyConflictRetries {
+		v, rev, err := h.load(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if v.CallID == "" {
+			v.CallID = callID
+		}
+		if !hasAttempt(v.Attempts, a) {
+			v.Attempts = append(v.Attempts, a)
+			if n := len(v.Attempts); n > h.max {
+				v.Attempts = v.Attempts[n-h.max:]
+			}
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("dlq: encode attempts: %w", err)
+		}
+		if rev == 0 {
+			_, err = h.kv.Create(ctx, key, data)
+		} else {
+			_, err = h.kv.Update(ctx, key, data, rev)
+		}
+		if err == nil {
+			return v.Attempts, nil
+		}
+		if !errors.Is(err, js.ErrKeyExists) && !errors.Is(err, js.ErrKeyRevisionMismatch) {
+			return nil, fmt.Errorf("dlq: record attempt %d of call %q: %w", a.N, callID, err)
+		}
+		// Another writer came first: read again and retry.
+	}
+	return nil, fmt.Errorf("dlq: record attempt %d of call %q: the record kept changing under us", a.N, callID)
+}
+
+// Load returns the recorded attempts of callID, oldest first; none (and no
+// error) when nothing was recorded or the record expired.
+func (h *History) Load(ctx context.Context, callID string) ([]Attempt, error) {
+	v, _, err := h.load(ctx, HistoryKey(callID))
+	if err != nil {
+		return nil, err
+	}
+	return v.Attempts, nil
+}
+
+// Delete forgets the attempts of callID.
+func (h *History) Delete(ctx context.Context, callID string) error {
+	if err := h.kv.Purge(ctx, HistoryKey(callID)); err != nil {
+		return fmt.Errorf("dlq: delete attempts of call %q: %w", callID, err)
+	}
+	return nil
+}
+
+// load reads a key: its value and revision, revision 0 when it is absent.
+func (h *History) load(ctx context.Context, key string) (historyValue, uint64, error) {
+	var v historyValue
+	e, err := h.kv.Get(ctx, key)
+	if errors.Is(err, js.ErrKeyNotFound) {
+		return v, 0, nil
+	}
+	if err != nil {
+		return v, 0, fmt.Errorf("dlq: read attempts %s: %w", key, err)
+	}
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		// A value we cannot read is overwritten rather than blocking the
+		// record forever.
+		return historyValue{}, e.Revision(), nil
+	}
+	return v, e.Revision(), nil
+}
+
+func hasAttempt(as []Attempt, a Attempt) bool {
+	for _, b := range as {
+		if b.N == a.N && b.Started.Equal(a.Started) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,55 @@
+// Package httpapi is the orchestrator's HTTP API for agents written in any
+// language: an agent posts the assistant message that asked for tools and
+// gets back the message to append to its conversation.
+//
+//	POST /v1/tool_calls   an assistant message (Anthropic or OpenAI format) → its tool results
+//	GET  /v1/tools        the live tool definitions (?format=openai for OpenAI's format)
+//
+// # Tool calls
+//
+// Anthropic format: the body is the assistant message,
+// {"role":"assistant","content":[…]}, as the Messages API returned it (or
+// just its content array). Its tool_use blocks run on the pool in
+// parallel; text, thinking and other blocks are ignored. The answer is the
+// next user message, one tool_result per tool_use in the same order,
+// is_error set on failures:
+//
+//	{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":[{"type":"text","text":"hello"}]}]}
+//
+// OpenAI format: the body is a Chat Completions assistant message with
+// tool_calls (or the tool_calls array alone). The answer is a JSON array of
+// tool messages, one per call in the same order, to append as they are:
+//
+//	[{"role":"tool","tool_call_id":"call_1","content":"hello"}]
+//
+// Tool messages have no error flag: an error's content starts with
+// ErrorPrefix ("Error: "), and the header Toolpool-Error-Indexes lists the
+// positions of the errors ("0,2") in both formats. Arguments that are not
+// valid JSON answer that call with an error the model can act on; the
+// other calls still run.
+//
+// The format is read from the body (an object with "tool_calls" is OpenAI)
+// or forced with ?format=anthropic|openai. A message without tool calls
+// gets an empty answer: {"role":"user","content":[]} or []. The session
+// (header Toolpool-Session or ?session=) scopes the advice the pool adds
+// when one tool keeps failing; ?timeout= (a Go duration or seconds, at
+// most Config.MaxTimeout) bounds the wait; a W3C traceparent header is put
+// on every call and returned.
+//
+// Errors are JSON, {"error":{"type":…,"message":…}}: 400 for a body that
+// is not such a message (the message says what is wrong), 413 over
+// Config.MaxBodyBytes, 405 for a wrong method, 503 with Retry-After when
+// the pool cannot take calls. Bad input never gets a 500.
+//
+// # Mounting
+//
+//	api, err := httpapi.New(httpapi.Config{
+//		Dispatcher:  d,                                   // a started *dispatch.Dispatcher
+//		Definitions: httpapi.RegistryDefinitions(reg),    // or the live catalog
+//		Logger:      logger,
+//	})
+//	if err != nil { … }
+//	mux.Handle("/v1/", api)
+//
+// docs/http-api.md has request and answer examples for both formats.
+package httpapi

@@ -1,0 +1,82 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// FuzzToolCalls: no body, query or header makes the handler panic or
+// answer 500, and every 200 is a well-formed answer in the format it
+// names, with one result per call.
+func FuzzToolCalls(f *testing.F) {
+	seeds := []struct{ query, body string }{
+		{"", `{"role":"assistant","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"a","name":"echo","input":{"text":"x"}}]}`},
+		{"", `[{"type":"tool_use","id":"a","name":"fail","input":{}},{"type":"tool_use","id":"b","name":"echo"}]`},
+		{"", `{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"echo","arguments":"{\"a\":1}"}}]}`},
+		{"?format=openai", `[{"id":"c","function":{"name":"echo","arguments":"{"}},{"id":"d","type":"custom","custom":{"name":"x"}}]`},
+		{"?format=anthropic&timeout=1.5", `{"content":"text only"}`},
+		{"?session=s&timeout=3s", `{"role":"assistant","content":[]}`},
+		{"", `{"tool_calls":[{"id":"e","function":{"name":"echo","arguments":[1,2]}}]}`},
+		{"", `{"choices":[]}`},
+		{"", `[1, "x", null]`},
+		{"", "\xff\xfe{}"},
+		{"?timeout=1e400", `[]`},
+	}
+	for _, s := range seeds {
+		f.Add(s.query, s.body)
+	}
+	h := newTestHandler(f, &fakeDispatcher{}, func(c *Config) { c.MaxBodyBytes = 64 << 10; c.MaxCalls = 64 })
+	f.Fuzz(func(t *testing.T, query, body string) {
+		target := "/v1/tool_calls"
+		if query != "" {
+			if !strings.HasPrefix(query, "?") {
+				query = "?" + query
+			}
+			target += query
+		}
+		r, err := http.NewRequest("POST", "http://x"+target, strings.NewReader(body))
+		if err != nil {
+			return // not a URL a client could send
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		switch w.Code {
+		case http.StatusOK:
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+			var e ErrorResponse
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" {
+				t.Fatalf("error answer %q: %v", w.Body, err)
+			}
+			return
+		default:
+			t.Fatalf("status %d for query %q body %q: %s", w.Code, query, body, w.Body)
+		}
+		switch Format(w.Header().Get(HeaderFormat)) {
+		case FormatAnthropic:
+			var msg UserMessage
+			if err := json.Unmarshal(w.Body.Bytes(), &msg); err != nil || msg.Role != "user" || msg.Content == nil {
+				t.Fatalf("anthropic answer %q: %v", w.Body, err)
+			}
+			for _, b := range msg.Content {
+				if b.Type != "tool_result" || b.ToolUseID == "" {
+					t.Fatalf("block %+v in %q", b, w.Body)
+				}
+			}
+		case FormatOpenAI:
+			var msgs []ToolMessage
+			if err := json.Unmarshal(w.Body.Bytes(), &msgs); err != nil || msgs == nil {
+				t.Fatalf("openai answer %q: %v", w.Body, err)
+			}
+			for _, m := range msgs {
+				if m.Role != "tool" || m.ToolCallID == "" {
+					t.Fatalf("message %+v in %q", m, w.Body)
+				}
+			}
+		default:
+			t.Fatalf("200 without a format: %q", w.Body)
+		}
+	})
+}

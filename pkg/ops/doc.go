@@ -1,0 +1,14 @@
+// Package ops reports the state of a toolpool fleet for operators: per
+// tool, the calls queued, in flight and redelivered (from the tool's
+// consumer on TOOL_CALLS), its dead letters (TOOL_DLQ), whether it is
+// paused after a rate limit, and the live workers serving it (the
+// discovery bucket). `orchestrator status` prints it.
+//
+//	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: js})
+//	if err != nil { … }
+//	defer live.Close()
+//	tools, err := ops.Status(ctx, js, live)
+//	for _, t := range tools {
+//		fmt.Println(t.Tool, t.Pending, t.InFlight, t.DeadLetters, len(t.Workers))
+//	}
+package ops

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -92,16 +91,11 @@ func TestCrashedWorkerCallRedelivered(t *testing.T) {
 // and the process exits 0.
 func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 	t.Parallel()
-	reg := tools.NewRegistry()
-	if err := demo.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	p := newPool(t)
-	p.reg = reg
-	p.d = startDispatcher(t, p.js, dispatchCatalog(reg))
+	p := newPool(t, demo.Echo(), demo.Sleep(), demo.Flaky())
 
+	const drain = time.Second
 	proc := startProcess(t, workerBin,
-		"--nats-url", p.srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--drain-timeout", "1s",
+		"--nats-url", p.srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--drain-timeout", drain.String(),
 		"--id", "process-worker", "--log-level", "debug")
 
 	// The process is serving once it answers an echo (nothing else serves
@@ -109,7 +103,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 	if res := p.call("echo", `{"text":"ready?"}`); res.IsError || res.WorkerID != "process-worker" {
 		t.Fatalf("echo through the worker process: %+v", res)
 	}
-	for _, tool := range reg.Names() {
+	for _, tool := range p.reg.Names() {
 		waitAnnounced(t, p.js, tool, "process-worker")
 	}
 
@@ -129,6 +123,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
+	dispatched := time.Now()
 	turn := p.dispatchAsync(ctx, blocks...)
 	eventually(t, "all sleep calls in flight on the process", func() bool {
 		info := consumerInfo(t, p.js, "sleep")
@@ -138,6 +133,9 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// A call that would still run when the drain ends must be handed back
+	// (the margin covers signal delivery on a busy machine).
+	mustHandBack := time.Since(dispatched) + drain + 500*time.Millisecond
 	p.startWorker(func(c *worker.Config) { c.WorkerID = "takeover-worker" })
 
 	results := await(t, turn)
@@ -146,6 +144,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 		t.Fatalf("%d results, want %d", len(results), short+long)
 	}
 	byWorker := map[string]int{}
+	handedBack := 0
 	for i, r := range results {
 		id := blocks[i].ID
 		want := fmt.Sprintf("slept %d ms", wantMS[id])
@@ -154,15 +153,21 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 			continue
 		}
 		byWorker[r.WorkerID]++
-		if longCall[id] && r.WorkerID != "takeover-worker" {
+		if time.Duration(wantMS[id])*time.Millisecond > mustHandBack && r.WorkerID != "takeover-worker" {
 			t.Errorf("call %s of %d ms, longer than the drain, was answered by %q; want it handed back to takeover-worker",
 				id, wantMS[id], r.WorkerID)
+		}
+		if longCall[id] && r.WorkerID == "takeover-worker" {
+			handedBack++
 		}
 		if r.WorkerID != "process-worker" && r.WorkerID != "takeover-worker" {
 			t.Errorf("call %s answered by unknown worker %q", id, r.WorkerID)
 		}
 	}
 	t.Logf("results by worker: %v", byWorker)
+	if handedBack == 0 {
+		t.Error("no call was handed back to takeover-worker")
+	}
 	if t.Failed() {
 		info := consumerInfo(t, p.js, "sleep")
 		t.Logf("consumer tool_sleep: ack pending %d, redelivered %d, waiting pulls %d, pending %d, delivered %+v, ack floor %+v",
@@ -186,9 +191,6 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 
 	if code := proc.wait(t, waitLong); code != 0 {
 		t.Errorf("worker process exited with status %d, want 0", code)
-	}
-	if !strings.Contains(proc.stderr.String(), "draining") {
-		t.Errorf("the worker process did not log its drain")
 	}
 	eventually(t, "TOOL_CALLS to be empty", func() bool { return streamState(t, p.js, jetstream.StreamCalls).Msgs == 0 })
 }
@@ -215,13 +217,7 @@ func waitAnnounced(t *testing.T, j js.JetStream, tool, workerID string) {
 // and the process exits 0.
 func TestWorkerProcessSIGTERMDuringStartup(t *testing.T) {
 	t.Parallel()
-	reg := tools.NewRegistry()
-	if err := demo.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	p := newPool(t)
-	p.reg = reg
-	p.d = startDispatcher(t, p.js, dispatchCatalog(reg))
+	p := newPool(t, demo.Echo(), demo.Sleep(), demo.Flaky())
 
 	// Queued before the process starts, so its consumers take them at once.
 	const calls, ms = 5, 4000 // each longer than the 1s drain

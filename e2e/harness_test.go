@@ -390,9 +390,6 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// dispatchCatalog is the catalog of the tools in reg.
-func dispatchCatalog(reg *tools.Registry) dispatch.Catalog { return dispatch.RegistryCatalog(reg) }
-
 // process is a started binary whose stderr is kept for the test's log.
 type process struct {
 	cmd     *exec.Cmd

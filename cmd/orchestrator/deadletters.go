@@ -16,11 +16,12 @@ import (
 // and the dead letters) and starts the poison watcher, which sets aside
 // the calls that kill every worker running them. The history is best
 // effort: when its bucket cannot be opened, the pool runs without it (nil).
-func startDeadLetters(ctx context.Context, nc *nats.Conn, j js.JetStream, ttl time.Duration, replicas int, log *slog.Logger) (worker.History, *dlq.PoisonWatcher, error) {
+// onPoison (the metrics) is called for each call the watcher sets aside.
+func startDeadLetters(ctx context.Context, nc *nats.Conn, j js.JetStream, ttl time.Duration, replicas int, onPoison func(dlq.PoisonCall), log *slog.Logger) (worker.History, *dlq.PoisonWatcher, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var history worker.History
-	pcfg := dlq.PoisonConfig{Conn: nc, JetStream: j, Logger: log}
+	pcfg := dlq.PoisonConfig{Conn: nc, JetStream: j, Logger: log, OnPoison: onPoison}
 	if h, err := dlq.OpenHistory(octx, j, dlq.HistoryConfig{TTL: ttl, Replicas: replicas}); err != nil {
 		log.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)
 	} else {

@@ -241,7 +241,9 @@ func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, l := range letters {
 		attempts, lastErr := "-", ""
 		if e := l.Entry; e != nil {
-			attempts = strconv.Itoa(e.AttemptCount())
+			if n := e.AttemptCount(); n > 0 {
+				attempts = strconv.Itoa(n)
+			}
 			lastErr = e.Error
 			if n := len(e.Attempts); n > 0 && e.Attempts[n-1].Code != "" {
 				lastErr = e.Attempts[n-1].Code + ": " + lastErr
@@ -312,7 +314,7 @@ func writeLetter(w io.Writer, l *dlq.Letter, now time.Time) {
 	row("reason:", string(e.Reason))
 	row("tool:", e.Tool)
 	row("call id:", e.CallID)
-	row("error:", e.Error)
+	row("error:", oneLine(e.Error, 400))
 	if !e.FirstFailure.IsZero() {
 		row("first failure:", e.FirstFailure.Local().Format(time.RFC3339Nano))
 	}

@@ -36,6 +36,7 @@ commands:
   tools   print the live tool definitions (Anthropic tools format); --workers adds who serves each
   dlq     operate the dead letters: dlq ls|show|replay|purge (orchestrator dlq -h)
   status  per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers
+  bench   load the whole path, with a raw-JetStream baseline in the same run: orchestrator bench --calls 50000
 
 Run "orchestrator COMMAND -h" for a command's flags.
 `
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return dlqCmd(ctx, args, stdout, stderr)
 	case "status":
 		return statusCmd(ctx, args, stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return cli.ExitOK

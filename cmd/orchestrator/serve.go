@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/health"
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
@@ -67,7 +67,7 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 	f.log.Register(fs)
 	fs.StringVar(&f.dataDir, "data-dir", "data", "embedded server: where JetStream keeps its store")
 	fs.StringVar(&f.natsListen, "nats-listen", jetstream.EmbeddedListenDefault, "embedded server: client address, so separate worker processes can join")
-	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address (health, tools); empty to disable")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address (agent API, /metrics, /healthz, /readyz); empty to disable")
 	f.builtin.Register(fs)
 	f.catalog.Register(fs)
 	fs.StringVar(&f.instance, "instance", "", "this orchestrator's id in result subjects (default random)")
@@ -164,7 +164,11 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	history, poison, err := startDeadLetters(ctx, nc, jsCtx, f.attemptsTTL, f.replicas, log)
+	om, err := newServeMetrics(jsCtx, log)
+	if err != nil {
+		return err
+	}
+	history, poison, err := startDeadLetters(ctx, nc, jsCtx, f.attemptsTTL, f.replicas, om.dispatch.PoisonCall, log)
 	if err != nil {
 		return err
 	}
@@ -186,10 +190,14 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	var workers []*worker.Worker
 	var announcers []*discovery.Announcer
 	if f.workers > 0 && len(reg.Names()) > 0 {
+		if err := om.addWorkers(reg.Names()); err != nil {
+			return err
+		}
 		for i := range f.workers {
 			w, err := worker.New(worker.Config{
 				JetStream: jsCtx, Registry: reg, Concurrency: f.concurrency,
 				DrainTimeout: f.drainTimeout, Logger: log.With("worker", i), History: history,
+				Metrics: om.worker,
 			})
 			if err != nil {
 				return err
@@ -213,7 +221,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 	defer live.Close()
 	d, err := dispatch.New(dispatch.Config{
-		JS: jsCtx, Instance: f.instance, Catalog: live, Logger: log,
+		JS: jsCtx, Instance: f.instance, Catalog: live, Logger: log, Metrics: om.dispatch,
 	})
 	if err != nil {
 		return err
@@ -233,7 +241,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		srv = &http.Server{Handler: newHTTPHandler(nc, jsCtx, api), ReadHeaderTimeout: 10 * time.Second}
+		srv = &http.Server{Handler: om.handler(newHTTPHandler(nc, jsCtx, api)), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server failed", "err", err)
@@ -271,28 +279,15 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	return nil
 }
 
-// newHTTPHandler serves health, readiness and, under /v1/, the agent API
-// (POST /v1/tool_calls, GET /v1/tools: see newAPI).
-func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler) http.Handler {
+// newHTTPHandler serves health, readiness (NATS connected, streams
+// present: package health) and, under /v1/, the agent API
+// (POST /v1/tool_calls, GET /v1/tools: see newAPI). The API's endpoints
+// have patterns of their own so that metrics label requests by them.
+func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !nc.IsConnected() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "nats disconnected"})
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		for _, name := range []string{jetstream.StreamCalls, jetstream.StreamResults, jetstream.StreamDLQ} {
-			if _, err := jsCtx.Stream(ctx, name); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stream " + name + " unavailable"})
-				return
-			}
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+	health.New(0, health.NATSConnected(nc), health.Streams(jsCtx)).Register(mux)
+	mux.Handle(httpapi.PathToolCalls, api)
+	mux.Handle(httpapi.PathTools, api)
 	mux.Handle("/v1/", api)
 	return mux
 }
@@ -307,10 +302,4 @@ func newAPI(d httpapi.Dispatcher, defs func(context.Context) []tools.Definition,
 		}),
 		Logger: log,
 	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

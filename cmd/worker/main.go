@@ -1,7 +1,7 @@
 // Command worker is a toolpool worker process: it pulls tool calls from
 // NATS JetStream, executes them and publishes their results.
 //
-//	worker [--nats-url URL] [--tools FILE] [--concurrency N] [--demo-tools]
+//	worker [--nats-url URL] [--tools FILE] [--concurrency N] [--demo-tools] [--metrics ADDR]
 package main
 
 import (
@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		demoTools    = fs.Bool("demo-tools", false, "serve the diagnostic tools echo, sleep and flaky")
 		drainTimeout = fs.Duration("drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish before they are handed back")
 		workerID     = fs.String("id", "", "worker id in results and logs (default host-pid-random)")
+		metricsAddr  = fs.String("metrics", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: none)")
 		attemptsTTL  = fs.Duration("attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	)
 	natsFlags.Register(fs)
@@ -99,6 +100,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worker:", err)
 		return cli.ExitUsage
 	}
+	obs, err := startObservability(*metricsAddr, nc, jsCtx, reg.Names(), log)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return cli.ExitUsage
+	}
+	defer obs.stop()
 	var history worker.History // best effort: without it, dead letters carry only their last attempt
 	historyCtx, cancelHistory := context.WithTimeout(ctx, 30*time.Second)
 	if h, err := dlq.OpenHistory(historyCtx, jsCtx, dlq.HistoryConfig{TTL: *attemptsTTL}); err != nil {
@@ -110,6 +117,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	w, err := worker.New(worker.Config{
 		JetStream: jsCtx, Registry: reg, Concurrency: *concurrency,
 		WorkerID: *workerID, DrainTimeout: *drainTimeout, Logger: log, History: history,
+		Metrics: obs.workerMetrics(),
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -121,20 +129,34 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err == nil {
 		announcer, err = catalogFlags.Announce(startCtx, jsCtx, reg, w.ID(), log)
 		if err != nil {
-			_ = w.Stop(context.Background())
+			stopCtx, cancelStop := context.WithTimeout(context.Background(), *drainTimeout)
+			_ = w.Stop(stopCtx)
+			cancelStop()
 			err = fmt.Errorf("worker: announcing the tools: %w", err)
 		}
 	}
 	cancel()
 	if err != nil {
+		if ctx.Err() != nil {
+			// Signalled during start-up: an ordinary shutdown.
+			stopCtx, cancelStop := context.WithTimeout(context.Background(), *drainTimeout)
+			_ = w.Stop(stopCtx)
+			cancelStop()
+			_ = cli.DrainConn(nc, 5*time.Second)
+			return cli.ExitOK
+		}
 		fmt.Fprintln(stderr, err)
 		return cli.ExitIsError
 	}
+	obs.setReady(true)
 	<-ctx.Done()
+	obs.setReady(false)
 	log.Info("signal received; draining", "drain_timeout", *drainTimeout)
 	withdrawCtx, cancelWithdraw := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := announcer.Stop(withdrawCtx); err != nil {
-		log.Warn("withdrawing the tools' announcements failed; they expire on their own", "err", err)
+	if announcer != nil {
+		if err := announcer.Stop(withdrawCtx); err != nil {
+			log.Warn("withdrawing the tools' announcements failed; they expire on their own", "err", err)
+		}
 	}
 	cancelWithdraw()
 	stopCtx, cancel := context.WithTimeout(context.Background(), *drainTimeout)
@@ -142,7 +164,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := w.Stop(stopCtx); err != nil {
 		log.Warn("drain timeout passed; unfinished calls were handed back to other workers")
 	}
-	if err := nc.Drain(); err != nil {
+	if err := cli.DrainConn(nc, 5*time.Second); err != nil {
 		log.Warn("closing the NATS connection", "err", err)
 	}
 	return cli.ExitOK

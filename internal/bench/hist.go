@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math/bits"
+	"sync"
 	"time"
 )
 
@@ -66,6 +67,9 @@ func (h *histogram) quantile(q float64) time.Duration {
 	}
 	rank := uint64(q*float64(h.n) + 0.5)
 	rank = min(max(rank, 1), h.n)
+	if rank == h.n {
+		return h.max
+	}
 	var seen uint64
 	for i, c := range h.counts {
 		seen += c
@@ -74,4 +78,20 @@ func (h *histogram) quantile(q float64) time.Duration {
 		}
 	}
 	return h.max
+}
+
+// histShards is the number of histograms the agents share; each agent
+// records into one, under its lock.
+const histShards = 16
+
+type histShard struct {
+	mu sync.Mutex
+	h  histogram
+	_  [64]byte
+}
+
+func (s *histShard) record(d time.Duration) {
+	s.mu.Lock()
+	s.h.record(d)
+	s.mu.Unlock()
 }

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -39,4 +41,25 @@ func (n *NATSFlags) Connect(url, name string, log *slog.Logger) (*nats.Conn, err
 	}
 	o.Name, o.Logger = name, log
 	return jetstream.Connect(o)
+}
+
+// DrainConn drains nc (flushing acks and publishes still buffered) and waits
+// up to timeout for it to close.
+func DrainConn(nc *nats.Conn, timeout time.Duration) error {
+	if nc == nil || nc.IsClosed() {
+		return nil
+	}
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for !nc.IsClosed() {
+		if time.Now().After(deadline) {
+			nc.Close()
+			return errors.New("nats: drain timed out; connection closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
 }

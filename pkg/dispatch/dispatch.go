@@ -213,10 +213,10 @@ func (d *Dispatcher) handleResult(msg js.Msg) {
 		d.metrics.ResultReceived(tool, res.Class, now.Sub(start))
 	case outcomeLate:
 		d.metrics.LateResult(tool)
-		d.log.Debug("late result", slog.String("call_id", res.CallID), slog.String("tool", tool))
+		d.log.Debug("late result", slog.String("call_id", res.CallID), slog.String("tool", tool), slog.Int("attempt", res.Attempts))
 	case outcomeDuplicate:
 		d.metrics.DuplicateResult(tool)
-		d.log.Debug("duplicate result", slog.String("call_id", res.CallID), slog.String("tool", tool))
+		d.log.Debug("duplicate result", slog.String("call_id", res.CallID), slog.String("tool", tool), slog.Int("attempt", res.Attempts))
 	default:
 		d.log.Debug("result for an unknown call", slog.String("call_id", res.CallID), slog.String("tool", res.Tool))
 	}
@@ -296,6 +296,10 @@ type turn struct {
 	deadline time.Time
 	expiry   *time.Timer // the deadline, when ctx has none
 	waiting  int         // slots registered in the table and not answered
+
+	// traceparent is the W3C trace context of the turn's calls, in their
+	// envelopes and in their messages' traceparent header.
+	traceparent string
 }
 
 func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelope.ToolUseBlock) *turn {
@@ -327,11 +331,13 @@ func (t *turn) prepare() {
 	if !ok {
 		traceparent = NewTraceparent()
 	}
+	t.traceparent = traceparent
 	var available []string // catalog names, listed once per turn if needed
 	listed := false
 	for i, c := range t.calls {
 		if c.ID == "" {
 			t.results[i] = missingIDResult(c.Name)
+			d.rejected(c.Name, false, t.results[i].Code)
 			continue
 		}
 		if info, ok := d.cfg.Catalog.Lookup(t.ctx, c.Name); !ok {
@@ -343,6 +349,7 @@ func (t *turn) prepare() {
 			} else {
 				t.results[i] = unknownToolResult(c.ID, c.Name, available)
 			}
+			d.rejected(c.Name, info.NoWorker, t.results[i].Code)
 			continue
 		}
 		input := bytes.TrimSpace(c.Input)
@@ -352,6 +359,7 @@ func (t *turn) prepare() {
 		if len(input) > d.cfg.MaxInputBytes {
 			t.results[i] = invalidInputResult(c.ID, c.Name,
 				fmt.Sprintf("is %d bytes; the limit is %d bytes", len(input), d.cfg.MaxInputBytes))
+			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
 		payload, err := envelope.EncodeCall(&envelope.Call{
@@ -366,6 +374,7 @@ func (t *turn) prepare() {
 		})
 		if err != nil {
 			t.results[i] = encodeErrorResult(c.ID, c.Name, err)
+			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
 		if cached, ok := d.calls.register(c.ID, c.Name, waiter{ch: t.ch, idx: i}, t.now); ok {
@@ -427,7 +436,7 @@ func (t *turn) publish() error {
 			d.metrics.CallDispatched(t.calls[p.idx].Name)
 			if ack.Duplicate {
 				d.log.Debug("call already queued; waiting for its result",
-					slog.String("call_id", t.calls[p.idx].ID), slog.String("tool", t.calls[p.idx].Name))
+					slog.String("call_id", t.calls[p.idx].ID), slog.String("tool", t.calls[p.idx].Name), slog.String("session", t.session))
 			}
 			return nil
 		case err := <-p.paf.Err():
@@ -483,7 +492,7 @@ func (t *turn) publish() error {
 		paf, err := d.js.PublishMsgAsync(&nats.Msg{
 			Subject: jetstream.CallSubject(c.Name),
 			Data:    t.payloads[i],
-			Header:  nats.Header{js.MsgIDHeader: []string{c.ID}},
+			Header:  nats.Header{js.MsgIDHeader: []string{c.ID}, HeaderTraceparent: []string{t.traceparent}},
 		})
 		if err != nil {
 			<-d.inflight
@@ -513,7 +522,8 @@ func (t *turn) publishCtxErr(i int) error {
 
 func (t *turn) publishErr(i int, err error) error {
 	c := t.calls[i]
-	t.d.log.Warn("publishing a call failed", slog.String("call_id", c.ID), slog.String("tool", c.Name), slog.Any("error", err))
+	t.d.log.Warn("publishing a call failed", slog.String("call_id", c.ID), slog.String("tool", c.Name),
+		slog.String("session", t.session), slog.String("traceparent", t.traceparent), slog.Any("error", err))
 	return fmt.Errorf("dispatch: publish call %s to %s: %w: %w", c.ID, jetstream.CallSubject(c.Name), ErrUnavailable, err)
 }
 
@@ -584,7 +594,8 @@ func (t *turn) expire() {
 		t.waiting--
 		d.metrics.Pending(-1)
 		d.metrics.Expired(c.Name)
-		d.log.Debug("call expired", slog.String("call_id", c.ID), slog.String("tool", c.Name), slog.Duration("waited", waited))
+		d.log.Debug("call expired", slog.String("call_id", c.ID), slog.String("tool", c.Name),
+			slog.String("session", t.session), slog.String("traceparent", t.traceparent), slog.Duration("waited", waited))
 	}
 }
 

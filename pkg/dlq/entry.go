@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,7 +86,7 @@ type Entry struct {
 // value it is kept as Call, otherwise as RawCall.
 func NewEntry(reason Reason, tool, callID string, data []byte) Entry {
 	e := Entry{V: 1, Reason: reason, Tool: tool, CallID: callID}
-	if json.Valid(data) {
+	if compactJSON(data) {
 		e.Call = append(json.RawMessage(nil), data...)
 	} else {
 		e.RawCall = append([]byte(nil), data...)
@@ -165,4 +166,16 @@ func headerSafe(s string) string {
 		b = b[:512]
 	}
 	return strings.ToValidUTF8(string(b), "")
+}
+
+// compactJSON reports whether data is JSON that encoding/json re-encodes
+// unchanged (no insignificant white space, nothing it HTML-escapes), so that
+// keeping it as Call preserves it byte for byte. Anything else is kept as
+// RawCall.
+func compactJSON(data []byte) bool {
+	if !json.Valid(data) {
+		return false
+	}
+	out, err := json.Marshal(json.RawMessage(data))
+	return err == nil && bytes.Equal(out, data)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ const (
 	// historyMaxMessage caps an attempt's message in the bucket.
 	historyMaxMessage = 1 << 10
 	// historyConflictRetries bounds the read-modify-write retries of Record.
-	historyConflictRetries = 8
+	historyConflictRetries = 16
 )
 
 // HistoryConfig names the attempts bucket and, for a bucket that does not
@@ -150,7 +151,7 @@ func (h *History) Record(ctx context.Context, callID string, a Attempt) ([]Attem
 	if len(a.Message) > historyMaxMessage {
 		a.Message = strings.ToValidUTF8(a.Message[:historyMaxMessage], "")
 	}
-	for range historyConflictRetries {
+	for try := range historyConflictRetries {
 		v, rev, err := h.load(ctx, key)
 		if err != nil {
 			return nil, err
@@ -179,7 +180,14 @@ func (h *History) Record(ctx context.Context, callID string, a Attempt) ([]Attem
 		if !errors.Is(err, js.ErrKeyExists) && !errors.Is(err, js.ErrKeyRevisionMismatch) {
 			return nil, fmt.Errorf("dlq: record attempt %d of call %q: %w", a.N, callID, err)
 		}
-		// Another writer came first: read again and retry.
+		// Another writer came first: read again and retry, after a short
+		// random pause so racing writers spread out.
+		wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<try, 50*time.Millisecond)))) + 1
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dlq: record attempt %d of call %q: %w", a.N, callID, ctx.Err())
+		case <-time.After(wait):
+		}
 	}
 	return nil, fmt.Errorf("dlq: record attempt %d of call %q: the record kept changing under us", a.N, callID)
 }

@@ -51,12 +51,7 @@ func (w *Worker) process(j *job) {
 		w.deadLetterMalformed(j, meta, err, ev)
 		return
 	}
-	log := w.cfg.Logger.With(
-		slog.String("tool", rt.Name), slog.String("call_id", call.ID),
-		slog.Int("attempt", j.attempt), slog.String("session", call.Session))
-	if call.Traceparent != "" {
-		log = log.With(slog.String("traceparent", call.Traceparent))
-	}
+	log := w.callLogger(rt.Name, call, j.attempt) // attributes added only when it logs
 
 	if !call.Deadline.IsZero() && start.After(call.Deadline) {
 		w.expire(j, call, meta, ev, log)
@@ -199,7 +194,8 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 				grace = t.C
 			}
 		case <-grace:
-			w.cfg.Logger.Warn("tool ignored cancellation; abandoned it", "tool", rt.Name, "call_id", call.ID)
+			w.cfg.Logger.Warn("tool ignored cancellation; abandoned it", "tool", rt.Name, "call_id", call.ID,
+				"attempt", j.attempt, "session", call.Session, "traceparent", call.Traceparent)
 			return tools.Output{}, context.Cause(ctx), false, w.shutdownCancelled(ctx)
 		}
 	}

@@ -161,12 +161,14 @@ func (w *Worker) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 		w.cancel(ErrShutdown)
+		w.flush()
 		w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
 		return nil
 	case <-ctx.Done():
 	}
 
-	w.cancel(ErrShutdown)
+	// Claim the calls still running before cancelling them, so that none of
+	// them settles its own message after Stop has returned.
 	w.mu.Lock()
 	left := make([]*job, 0, len(w.jobs))
 	for j := range w.jobs {
@@ -176,11 +178,31 @@ func (w *Worker) Stop(ctx context.Context) error {
 	for _, j := range left {
 		if j.settle() {
 			_ = j.msg.Nak()
-			w.cfg.Metrics.Observe(Event{Tool: j.served.tool.Name, Outcome: OutcomeHandedBack, Attempt: j.attempt})
+			ev := Event{Tool: j.served.tool.Name, Outcome: OutcomeHandedBack}
+			if md, err := j.msg.Metadata(); err == nil { // j.attempt belongs to the job's goroutine
+				ev.Attempt = int(md.NumDelivered)
+			}
+			w.cfg.Metrics.Observe(ev)
 		}
 	}
+	w.cancel(ErrShutdown)
+	w.flush()
 	w.cfg.Logger.Warn("worker stopped with calls still running; handed them back", "worker_id", w.cfg.WorkerID, "calls", len(left))
 	return ctx.Err()
+}
+
+// flush waits until the server has processed every ack and NAK the worker
+// sent, so a caller that closes the connection (or exits) right after Stop
+// loses none of them: a lost NAK would hold a handed-back call until its
+// AckWait, a lost ack would run a finished call again.
+func (w *Worker) flush() {
+	nc := w.js.Conn()
+	if nc == nil || nc.IsClosed() {
+		return
+	}
+	if err := nc.FlushTimeout(w.cfg.PublishTimeout); err != nil {
+		w.cfg.Logger.Warn("flushing acks and hand-backs failed; some calls may run again after their ack wait", "err", err)
+	}
 }
 
 // handler is the Consume callback of one tool: it takes a concurrency slot

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runBench runs "orchestrator bench" with args and returns its exit code,
+// stdout and stderr.
+func runBench(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, append([]string{"bench"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// benchPhase is a phase of the JSON report.
+type benchPhase struct {
+	Calls       int                `json:"calls"`
+	CallsPerSec float64            `json:"calls_per_s"`
+	Latency     map[string]float64 `json:"latency_ms"`
+	Attempts    float64            `json:"attempts_per_call"`
+	ErrorCalls  int                `json:"error_calls"`
+	Errors      map[string]int     `json:"errors"`
+}
+
+// The smoke test: a short bench through the whole path, with its baseline,
+// reported as JSON.
+func TestBenchJSON(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runBench(t, "--calls", "300", "--concurrency", "16", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	var rep struct {
+		Machine struct {
+			CPUs int `json:"cpus"`
+		} `json:"machine"`
+		Settings struct {
+			Server string `json:"server"`
+			Calls  int    `json:"calls"`
+			Tool   string `json:"tool"`
+		} `json:"settings"`
+		Baseline benchPhase `json:"baseline"`
+		Pool     benchPhase `json:"pool"`
+		Ratios   struct {
+			Throughput float64 `json:"throughput"`
+			P50        float64 `json:"p50"`
+			P99        float64 `json:"p99"`
+		} `json:"ratios"`
+		PeakRSS int64 `json:"peak_rss_bytes"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+	}
+	if rep.Machine.CPUs < 1 || rep.Settings.Server != "embedded" || rep.Settings.Calls != 300 || rep.Settings.Tool != "echo" {
+		t.Errorf("machine/settings: %+v %+v", rep.Machine, rep.Settings)
+	}
+	for name, p := range map[string]benchPhase{"baseline": rep.Baseline, "pool": rep.Pool} {
+		if p.Calls != 300 || p.ErrorCalls != 0 || len(p.Errors) != 0 || p.Attempts != 1 || p.CallsPerSec <= 0 {
+			t.Errorf("%s: %+v", name, p)
+		}
+		for _, q := range []string{"p50", "p90", "p99", "p99_9", "max"} {
+			if p.Latency[q] <= 0 {
+				t.Errorf("%s: latency %s is %v", name, q, p.Latency[q])
+			}
+		}
+	}
+	if rep.Ratios.Throughput <= 0 || rep.Ratios.P50 <= 0 || rep.Ratios.P99 <= 0 {
+		t.Errorf("ratios %+v", rep.Ratios)
+	}
+	if rep.PeakRSS <= 0 {
+		t.Errorf("peak RSS %d", rep.PeakRSS)
+	}
+}
+
+func TestBenchTable(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runBench(t, "--calls", "100", "--concurrency", "8", "--fail", "transient=0.3")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	for _, want := range []string{"baseline", "pool_no_failures", "pool/baseline", "headline:", "with failures (transient=0.3)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stderr, "\r") {
+		t.Errorf("progress bar drawn on a stderr that is not a terminal: %q", stderr)
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fail", "transient=2"}, "--fail"},
+		{[]string{"--workers", "0"}, "--workers 0 needs --nats-url"},
+		{[]string{"--calls", "10", "--duration", "1s"}, "not both"},
+		{[]string{"--storage", "tape"}, "--storage"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		code, _, stderr := runBench(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("bench %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}

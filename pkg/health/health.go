@@ -1,0 +1,175 @@
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+)
+
+// TimeoutDefault bounds all the checks of one readiness probe.
+const TimeoutDefault = 2 * time.Second
+
+// Check is one condition of readiness. Func returns nil when it holds and
+// otherwise an error whose text says what is missing; the text is served
+// to whoever probes, so it must hold no secret.
+type Check struct {
+	Name string
+	Func func(ctx context.Context) error
+}
+
+// Handler serves GET /healthz (the process is alive: always 200) and
+// GET /readyz (200 when every check holds, 503 otherwise). Both answer a
+// JSON object: {"status": "ok" | "ready" | "not ready", "checks": {name:
+// "ok" or what is wrong}}.
+type Handler struct {
+	checks  []Check
+	timeout time.Duration
+}
+
+// New returns a Handler running checks, in order, for each readiness
+// probe, within timeout (TimeoutDefault when zero). A failed check stops
+// the probe: the later ones are reported as "skipped".
+func New(timeout time.Duration, checks ...Check) *Handler {
+	if timeout <= 0 {
+		timeout = TimeoutDefault
+	}
+	return &Handler{checks: checks, timeout: timeout}
+}
+
+// Register adds GET /healthz and GET /readyz to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", h.Live)
+	mux.HandleFunc("GET /readyz", h.Ready)
+}
+
+// Report is the outcome of a readiness probe.
+type Report struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks,omitempty"`
+}
+
+// Ready reports whether every check holds.
+func (r Report) Ready() bool { return r.Status == StatusReady }
+
+// The statuses of a Report.
+const (
+	StatusOK       = "ok"
+	StatusReady    = "ready"
+	StatusNotReady = "not ready"
+	checkOK        = "ok"
+	checkSkipped   = "skipped"
+)
+
+// Check runs the checks and reports.
+func (h *Handler) Check(ctx context.Context) Report {
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	rep := Report{Status: StatusReady, Checks: make(map[string]string, len(h.checks))}
+	for _, c := range h.checks {
+		if rep.Status != StatusReady {
+			rep.Checks[c.Name] = checkSkipped
+			continue
+		}
+		if err := c.Func(ctx); err != nil {
+			rep.Status = StatusNotReady
+			rep.Checks[c.Name] = err.Error()
+			continue
+		}
+		rep.Checks[c.Name] = checkOK
+	}
+	return rep
+}
+
+// Live serves /healthz: 200 while the process can answer.
+func (h *Handler) Live(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, Report{Status: StatusOK})
+}
+
+// Ready serves /readyz: 200 when every check holds, 503 otherwise.
+func (h *Handler) Ready(w http.ResponseWriter, r *http.Request) {
+	rep := h.Check(r.Context())
+	code := http.StatusOK
+	if !rep.Ready() {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, rep)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// NATSConnected holds while nc is connected to a server.
+func NATSConnected(nc *nats.Conn) Check {
+	return Check{Name: "nats", Func: func(context.Context) error {
+		if nc.IsConnected() {
+			return nil
+		}
+		return fmt.Errorf("not connected to NATS (%s)", nc.Status())
+	}}
+}
+
+// Streams holds while JetStream answers for each of the streams (default:
+// TOOL_CALLS, TOOL_RESULTS and TOOL_DLQ).
+func Streams(j js.JetStream, names ...string) Check {
+	if len(names) == 0 {
+		names = []string{jetstream.StreamCalls, jetstream.StreamResults, jetstream.StreamDLQ}
+	}
+	return Check{Name: "streams", Func: func(ctx context.Context) error {
+		for _, name := range names {
+			if _, err := j.Stream(ctx, name); err != nil {
+				return fmt.Errorf("stream %s unavailable: %w", name, cleanErr(err))
+			}
+		}
+		return nil
+	}}
+}
+
+// Consumers holds while the durable consumer tool_<tool> of each tool
+// exists on TOOL_CALLS: the consumers a worker serving tools pulls from.
+func Consumers(j js.JetStream, tools []string) Check {
+	return Check{Name: "consumers", Func: func(ctx context.Context) error {
+		for _, tool := range tools {
+			name := jetstream.ConsumerName(tool)
+			if _, err := j.Consumer(ctx, jetstream.StreamCalls, name); err != nil {
+				return fmt.Errorf("consumer %s unavailable: %w", name, cleanErr(err))
+			}
+		}
+		return nil
+	}}
+}
+
+// Flag holds while set is true: a process sets it once it has started
+// (e.g. its worker is pulling) and clears it when it begins to shut down.
+func Flag(name string, set *atomic.Bool, notSet string) Check {
+	return Check{Name: name, Func: func(context.Context) error {
+		if set.Load() {
+			return nil
+		}
+		return errors.New(notSet)
+	}}
+}
+
+// cleanErr keeps the error texts a probe shows short and free of
+// addresses: a timeout is a timeout.
+func cleanErr(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return errors.New("JetStream did not answer in time")
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, js.ErrJetStreamNotEnabled):
+		return errors.New("JetStream is not available")
+	}
+	return err
+}

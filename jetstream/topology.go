@@ -379,9 +379,12 @@ const (
 	// tiny timeouts are not redelivered by a slow publish or a GC pause.
 	AckWaitMin = 10 * time.Second
 	// MaxDeliverMargin is added to a tool's MaxAttempts to give its
-	// consumer's MaxDeliver: deliveries past MaxAttempts (after a worker
-	// crashed mid-call) reach a worker that dead-letters the call without
-	// running it, and one more covers a crash during that dead-lettering.
+	// consumer's MaxDeliver. Deliveries past MaxAttempts happen only when a
+	// worker died mid-call or handed the call back on shutdown (neither
+	// reported an outcome); the worker still runs the call then, and
+	// dead-letters it if that attempt fails too. A call that kills the worker
+	// on every delivery stops at MaxDeliver, where the orchestrator's poison
+	// watcher dead-letters it.
 	MaxDeliverMargin = 2
 )
 

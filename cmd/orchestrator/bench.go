@@ -62,6 +62,7 @@ flags:`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured pool phase to this file")
 	baseProfile := fs.String("baseline-cpuprofile", "", "write a CPU profile of the measured baseline phase to this file")
+	memProfile := fs.String("memprofile", "", "write the allocation profile of the whole run to this file at the end")
 	// The bench's own default: warnings only, so per-call logs of retried
 	// calls do not flood the terminal.
 	if err := fs.Set("log-level", "warn"); err != nil {
@@ -121,7 +122,7 @@ flags:`)
 	for _, p := range []struct {
 		path string
 		dst  *io.Writer
-	}{{*cpuProfile, &cfg.CPUProfile}, {*baseProfile, &cfg.BaselineCPUProfile}} {
+	}{{*cpuProfile, &cfg.CPUProfile}, {*baseProfile, &cfg.BaselineCPUProfile}, {*memProfile, &cfg.MemProfile}} {
 		if p.path == "" {
 			continue
 		}

@@ -85,6 +85,7 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	}
 	// Withdrawn on the clean stop (the deletions reach the catalog's watch
 	// shortly after).
+	deadline = time.Now().Add(30 * time.Second)
 	for names := live.Names(ctx); len(names) != 0; names = live.Names(ctx) {
 		if time.Now().After(deadline) {
 			t.Fatalf("still live after a clean stop: %v", names)

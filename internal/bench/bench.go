@@ -118,6 +118,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.summarise()
 	rep.PeakRSSBytes = max(r.peakRSS, PeakRSS())
+	if cfg.MemProfile != nil {
+		if err := pprof.Lookup("allocs").WriteTo(cfg.MemProfile, 0); err != nil {
+			return nil, fmt.Errorf("bench: memory profile: %w", err)
+		}
+	}
 	return rep, nil
 }
 
@@ -295,8 +300,10 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 		}
 	}
 	cpu0 := cpuTime()
+	objs0, bytes0 := heapAllocs()
 	res := runLoad(ctx, t, spec)
 	cpu := cpuTime() - cpu0
+	objs1, bytes1 := heapAllocs()
 	if profile != nil {
 		pprof.StopCPUProfile()
 	}
@@ -322,6 +329,8 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 		p.CallsPerSec = float64(res.calls) / res.elapsed.Seconds()
 		p.AttemptsPerCall = float64(res.attempts) / float64(res.calls)
 		p.CPUPerCallMicros = float64(cpu) / float64(time.Microsecond) / float64(res.calls)
+		p.AllocsPerCall = float64(objs1-objs0) / float64(res.calls)
+		p.AllocBytesPerCall = float64(bytes1-bytes0) / float64(res.calls)
 	}
 	return p, nil
 }

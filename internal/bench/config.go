@@ -169,6 +169,10 @@ type Config struct {
 	// BaselineCPUProfile, when set, receives a CPU profile of the first
 	// round's measured baseline phase.
 	BaselineCPUProfile io.Writer
+	// MemProfile, when set, receives the process's allocation profile
+	// (pprof "allocs": everything allocated since the process started)
+	// after the last phase.
+	MemProfile io.Writer
 	// Progress, when set, receives a progress bar (a terminal).
 	Progress io.Writer
 	// Logger receives the pool's and the embedded server's logs. Default:

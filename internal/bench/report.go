@@ -52,6 +52,11 @@ type Phase struct {
 	// CPUPerCallMicros is the process's CPU time (user + system) per call,
 	// embedded server included.
 	CPUPerCallMicros float64 `json:"cpu_us_per_call"`
+	// AllocsPerCall and AllocBytesPerCall are the process's heap
+	// allocations per call, embedded server included: steadier than
+	// timings on a shared machine.
+	AllocsPerCall     float64 `json:"allocs_per_call"`
+	AllocBytesPerCall float64 `json:"alloc_bytes_per_call"`
 	// PeakRSSBytes is the process's peak resident set size during the
 	// phase (VmHWM, reset when the phase starts where the system allows);
 	// the embedded server is part of the process.
@@ -163,6 +168,8 @@ func medianPhase(ps []Phase) Phase {
 	}
 	out.AttemptsPerCall = pick(func(p Phase) float64 { return p.AttemptsPerCall })
 	out.CPUPerCallMicros = pick(func(p Phase) float64 { return p.CPUPerCallMicros })
+	out.AllocsPerCall = pick(func(p Phase) float64 { return p.AllocsPerCall })
+	out.AllocBytesPerCall = pick(func(p Phase) float64 { return p.AllocBytesPerCall })
 	return out
 }
 

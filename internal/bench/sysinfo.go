@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 )
@@ -74,4 +75,18 @@ func cpuModel() string {
 		}
 	}
 	return ""
+}
+
+// heapAllocs returns the objects and bytes the process has allocated on
+// the heap so far.
+func heapAllocs() (objects, bytes uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		objects = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		bytes = s[1].Value.Uint64()
+	}
+	return objects, bytes
 }

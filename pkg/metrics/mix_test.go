@@ -247,6 +247,10 @@ func TestJetStreamCollectorOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Dir(srv.StoreDir())
+	// Registered before the worker's cleanup, so it runs after it: the
+	// worker stops while the (restarted) server is up.
+	current := srv
+	t.Cleanup(func() { current.Shutdown() })
 	reg := fastTools(t)
 	startWorker(t, srv.ClientURL(), reg, nil) // creates the consumers
 	mreg := metrics.NewRegistry()
@@ -275,7 +279,7 @@ func TestJetStreamCollectorOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(again.Shutdown)
+	current = again
 	eventually(t, "the collector to read JetStream again", func() bool {
 		f = promtest.Parse(t, promtest.Scrape(t, hs.URL))
 		return f.Value("toolpool_jetstream_up") == 1

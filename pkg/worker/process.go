@@ -167,7 +167,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 	})
 
 	done := make(chan outcome, 1)
-	go func() {
+	w.pool.Go(func() {
 		var o outcome
 		defer func() {
 			if r := recover(); r != nil {
@@ -176,7 +176,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 			done <- o
 		}()
 		o.out, o.err = rt.Handler(ctx, call.Input)
-	}()
+	})
 
 	hb := time.NewTicker(j.served.heartbeat)
 	defer hb.Stop()

@@ -26,6 +26,7 @@ type Worker struct {
 	js  js.JetStream
 
 	sem      chan struct{} // one slot per call executing
+	pool     *goPool       // runs calls and their handlers on reused goroutines
 	stopping atomic.Bool
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -57,6 +58,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg:    cfg,
 		js:     cfg.JetStream,
 		sem:    make(chan struct{}, cfg.Concurrency),
+		pool:   newGoPool(),
 		stopCh: make(chan struct{}),
 		ctx:    ctx,
 		cancel: cancel,
@@ -161,6 +163,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 		w.cancel(ErrShutdown)
+		w.pool.close()
+		w.pool.wait() // every call is done: its goroutines are idle or ending
 		w.flush()
 		w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
 		return nil
@@ -186,6 +190,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		}
 	}
 	w.cancel(ErrShutdown)
+	w.pool.close() // the goroutines of calls still running end with them
 	w.flush()
 	w.cfg.Logger.Warn("worker stopped with calls still running; handed them back", "worker_id", w.cfg.WorkerID, "calls", len(left))
 	return ctx.Err()
@@ -223,7 +228,7 @@ func (w *Worker) handler(s *served) js.MessageHandler {
 		w.jobs[j] = struct{}{}
 		w.wg.Add(1)
 		w.mu.Unlock()
-		go func() {
+		w.pool.Go(func() {
 			defer func() {
 				w.mu.Lock()
 				delete(w.jobs, j)
@@ -232,7 +237,7 @@ func (w *Worker) handler(s *served) js.MessageHandler {
 				w.wg.Done()
 			}()
 			w.process(j)
-		}()
+		})
 	}
 }
 

@@ -1,0 +1,10 @@
+// Package cluster tests toolpool on a three-node JetStream cluster of real
+// nats-server processes, configured with the files in jetstream/server
+// (cluster.conf and its least-privilege accounts): streams at three
+// replicas, the stream leader killed with SIGKILL under load, a worker
+// process killed under load, and workers whose credentials do not allow
+// what they try.
+//
+// TestMain builds nats-server (the version pinned in go.mod) and
+// cmd/worker once; the tests need nothing else.
+package cluster

@@ -1,0 +1,364 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+	"github.com/toolpool/toolpool/pkg/tools/demo"
+)
+
+// Load of the failover tests: sessions agents calling one tool after
+// another. 20 sessions as asked; the number of calls is kept modest so
+// that the package runs in about a minute on two shared cores with -race.
+const (
+	loadSessions = 20
+	loadCalls    = 2000
+)
+
+// pool is the orchestrator's side on a cluster: streams at three
+// replicas, a dispatcher connected as the orchestrator user.
+type pool struct {
+	c *cluster
+	j js.JetStream
+	d *dispatch.Dispatcher
+}
+
+func startPool(t *testing.T, c *cluster) *pool {
+	t.Helper()
+	nc := c.connect(t, "orchestrator", orchPassword)
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := jetstream.Provision(ctx, j, jetstream.Config{Replicas: 3}); err != nil {
+		t.Fatalf("provision R3 streams: %v", err)
+	}
+	reg := tools.NewRegistry()
+	if err := demo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatch.New(dispatch.Config{
+		JS: j, Catalog: dispatch.RegistryCatalog(reg), Logger: natstest.Logger(t),
+		DefaultTimeout: 2 * time.Minute,
+		PublishTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatalf("dispatcher Start: %v", err)
+	}
+	t.Cleanup(d.Stop)
+	return &pool{c: c, j: j, d: d}
+}
+
+// streamLeader is the server name of the leader of stream name.
+func (p *pool) streamLeader(t *testing.T, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := p.j.Stream(ctx, name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	info := s.CachedInfo()
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		t.Fatalf("stream %s has no leader: %+v", name, info.Cluster)
+	}
+	if info.Config.Replicas != 3 {
+		t.Fatalf("stream %s has %d replicas, want 3", name, info.Config.Replicas)
+	}
+	return info.Cluster.Leader
+}
+
+// warmUp waits until a worker answers tool.
+func (p *pool) warmUp(t *testing.T, tool, input string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := p.d.Dispatch(ctx, "warm-up", []envelope.ToolUseBlock{{
+		Type: "tool_use", ID: fmt.Sprintf("toolu_warm_%d", time.Now().UnixNano()), Name: tool, Input: json.RawMessage(input),
+	}})
+	if err != nil || len(res) != 1 || res[0].IsError {
+		t.Fatalf("warm-up call: %v %+v", err, res)
+	}
+}
+
+// warmUpWorkers sends turns of 16 calls of tool until each of the workers
+// ids has answered one: every worker is pulling before the load begins.
+// It uses a dispatcher of its own, so that check, which counts the load's
+// results on the pool's result subject, does not see these.
+func (p *pool) warmUpWorkers(t *testing.T, tool, input string, ids ...string) {
+	t.Helper()
+	reg := tools.NewRegistry()
+	if err := demo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatch.New(dispatch.Config{JS: p.j, Catalog: dispatch.RegistryCatalog(reg), Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	seen := map[string]bool{}
+	for turn := 0; ; turn++ {
+		var blocks []envelope.ToolUseBlock
+		for i := range 16 {
+			blocks = append(blocks, envelope.ToolUseBlock{Type: "tool_use",
+				ID: fmt.Sprintf("toolu_warmup_%d_%d_%d", time.Now().UnixNano(), turn, i), Name: tool, Input: json.RawMessage(input)})
+		}
+		res, err := d.Dispatch(ctx, "", blocks)
+		if err != nil {
+			t.Fatalf("warm-up: %v", err)
+		}
+		for _, r := range res {
+			seen[r.WorkerID] = true
+		}
+		all := true
+		for _, id := range ids {
+			all = all && seen[id]
+		}
+		if all {
+			break
+		}
+	}
+	p.warmUp(t, tool, input)
+}
+
+// loadReport is what a load run saw.
+type loadReport struct {
+	results   map[string]int // call id → results received
+	errors    []envelope.Result
+	longest   time.Duration // longest time without any call finishing
+	duringGap int           // calls finished between the first and second event
+	elapsed   time.Duration
+	retried   int // turns sent again after ErrUnavailable
+	byWorker  map[string]int // worker id → successful results
+	redeliv   int            // results that took more than one delivery
+}
+
+// runLoad sends calls calls of tool from sessions concurrent sessions, one
+// call per turn. at1 runs once a third of the calls have finished and at2
+// once two thirds have.
+func (p *pool) runLoad(t *testing.T, prefix, tool, input string, at1, at2 func()) loadReport {
+	t.Helper()
+	var (
+		mu       sync.Mutex
+		rep      = loadReport{results: map[string]int{}, byWorker: map[string]int{}}
+		finished atomic.Int64
+		last     = time.Now()
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		marks    sync.WaitGroup
+		gapStart atomic.Int64 // finished count at at1, +1
+		gapEnd   atomic.Int64
+		retried  atomic.Int64
+	)
+	first, second := make(chan struct{}), make(chan struct{})
+	var once1, once2 sync.Once
+	marks.Add(1)
+	go func() {
+		defer marks.Done()
+		<-first
+		gapStart.Store(finished.Load() + 1)
+		at1()
+		<-second
+		at2()
+		gapEnd.Store(finished.Load() + 1)
+	}()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for s := range loadSessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			session := fmt.Sprintf("%s-session-%d", prefix, s)
+			for {
+				n := next.Add(1)
+				if n > loadCalls {
+					return
+				}
+				id := fmt.Sprintf("toolu_%s_%05d", prefix, n)
+				// A turn that JetStream did not store (ErrUnavailable: the
+				// node holding the connection died, a leader election is
+				// under way) is sent again with the same call id, as an
+				// agent or the HTTP API's client does: the dispatcher and
+				// JetStream's dedup make sure it runs at most once.
+				var res []envelope.Result
+				var err error
+				for try := 0; try < 10; try++ {
+					res, err = p.d.Dispatch(ctx, session, []envelope.ToolUseBlock{{
+						Type: "tool_use", ID: id, Name: tool, Input: json.RawMessage(input),
+					}})
+					if !errors.Is(err, dispatch.ErrUnavailable) {
+						break
+					}
+					retried.Add(1)
+					time.Sleep(100 * time.Millisecond)
+				}
+				now := time.Now()
+				mu.Lock()
+				rep.longest = max(rep.longest, now.Sub(last))
+				last = now
+				if err != nil {
+					mu.Unlock()
+					t.Errorf("Dispatch %s: %v", id, err)
+					return
+				}
+				for _, r := range res {
+					rep.results[r.CallID]++
+					if r.IsError {
+						rep.errors = append(rep.errors, r)
+					} else {
+						rep.byWorker[r.WorkerID]++
+					}
+					if r.Attempts > 1 {
+						rep.redeliv++
+					}
+				}
+				if len(res) != 1 || res[0].CallID != id {
+					t.Errorf("Dispatch %s: got %d results %+v", id, len(res), res)
+				}
+				mu.Unlock()
+				switch f := finished.Add(1); f {
+				case loadCalls / 3:
+					once1.Do(func() { close(first) })
+				case 2 * loadCalls / 3:
+					once2.Do(func() { close(second) })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	once1.Do(func() { close(first) })
+	once2.Do(func() { close(second) })
+	marks.Wait()
+	rep.elapsed = time.Since(start)
+	rep.retried = int(retried.Load())
+	if g := gapEnd.Load() - gapStart.Load(); g > 0 {
+		rep.duringGap = int(g)
+	}
+	return rep
+}
+
+// check asserts every call of the run got exactly one successful result,
+// and that the caller's result subject holds one result per call.
+func (p *pool) check(t *testing.T, rep loadReport, prefix string) {
+	t.Helper()
+	for i := 1; i <= loadCalls; i++ {
+		id := fmt.Sprintf("toolu_%s_%05d", prefix, i)
+		if n := rep.results[id]; n != 1 {
+			t.Errorf("call %s: %d results, want 1", id, n)
+		}
+	}
+	if len(rep.results) != loadCalls {
+		t.Errorf("%d distinct results, want %d", len(rep.results), loadCalls)
+	}
+	for i, r := range rep.errors {
+		if i == 5 {
+			break
+		}
+		t.Errorf("call %s: is_error result: %s", r.CallID, r.Content.Text())
+	}
+	if len(rep.errors) > 0 {
+		t.Errorf("%d of %d calls ended in is_error", len(rep.errors), loadCalls)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subject := jetstream.ResultSubject(p.d.Instance())
+	eventually(t, 30*time.Second, "TOOL_CALLS to be empty", func() bool {
+		s, err := p.j.Stream(ctx, jetstream.StreamCalls)
+		return err == nil && s.CachedInfo().State.Msgs == 0
+	})
+	s, err := p.j.Stream(ctx, jetstream.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, js.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// + 1: the warm-up call
+	if got := info.State.Subjects[subject]; got != loadCalls+1 {
+		t.Errorf("TOOL_RESULTS holds %d results for the caller, want %d (one per call)", got, loadCalls+1)
+	}
+}
+
+func (r loadReport) log(t *testing.T, what string) {
+	t.Logf("%d calls from %d sessions in %v (%.0f calls/s); %d finished during %s; longest stall %v; %d turns sent again after ErrUnavailable",
+		loadCalls, loadSessions, r.elapsed.Round(time.Millisecond), float64(loadCalls)/r.elapsed.Seconds(),
+		r.duringGap, what, r.longest.Round(time.Millisecond), r.retried)
+}
+
+// The leader of TOOL_CALLS is killed with SIGKILL a third into the load and
+// restarted at two thirds: every call gets exactly one result, none lost,
+// none duplicated.
+func TestStreamLeaderKilledUnderLoad(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, "always")
+	p := startPool(t, c)
+	for range 2 {
+		startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "32")
+	}
+	p.warmUp(t, "echo", `{"text":"warm"}`)
+	var victim *node
+	var killedAt time.Time
+	rep := p.runLoad(t, "leader", "echo", `{"text":"hello"}`,
+		func() {
+			victim = c.nodeNamed(p.streamLeader(t, jetstream.StreamCalls))
+			killedAt = time.Now()
+			victim.kill()
+			t.Logf("killed %s, the leader of %s", victim.name, jetstream.StreamCalls)
+		},
+		func() {
+			victim.start(t)
+			t.Logf("restarted %s after %v", victim.name, time.Since(killedAt).Round(time.Millisecond))
+		})
+	rep.log(t, "the leader's absence")
+	p.check(t, rep, "leader")
+	t.Logf("new leader of %s: %s", jetstream.StreamCalls, p.streamLeader(t, jetstream.StreamCalls))
+}
+
+// One of two worker processes is killed with SIGKILL a third into the
+// load: its calls in flight are redelivered to the other after AckWait;
+// every call gets exactly one result.
+func TestWorkerProcessKilledUnderLoad(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, "120s")
+	p := startPool(t, c)
+	victim := startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "victim")
+	startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "survivor")
+	p.warmUpWorkers(t, "sleep", `{"ms":20}`, "victim", "survivor")
+	rep := p.runLoad(t, "worker", "sleep", `{"ms":20}`,
+		func() {
+			victim.kill()
+			t.Logf("killed worker process %d", victim.cmd.Process.Pid)
+		},
+		func() {})
+	rep.log(t, "the second third after the kill")
+	p.check(t, rep, "worker")
+	t.Logf("successful results by worker: %v; %d calls needed a redelivery", rep.byWorker, rep.redeliv)
+	if rep.byWorker["victim"] == 0 || rep.byWorker["survivor"] == 0 {
+		t.Errorf("results by worker %v: both workers should have served calls", rep.byWorker)
+	}
+}

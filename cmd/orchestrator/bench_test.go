@@ -86,7 +86,7 @@ func TestBenchTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr: %s", code, stderr)
 	}
-	for _, want := range []string{"baseline", "pool_no_failures", "pool/baseline", "headline:", "with failures (transient=0.3)"} {
+	for _, want := range []string{"baseline", "pool_no_failures", "pool_no_failures/baseline", "headline:", "(both without failures)", "with failures (transient=0.3)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}

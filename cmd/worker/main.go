@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/cli"
@@ -146,6 +147,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return cli.ExitOK
 		}
 		fmt.Fprintln(stderr, err)
+		if last := nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) {
+			// A refused subject makes the request above time out; say which.
+			fmt.Fprintf(stderr, "worker: the NATS user may not use a subject the worker needs (%v); grant it as jetstream/server/accounts.conf does for the worker user\n", last)
+		}
 		return cli.ExitIsError
 	}
 	obs.setReady(true)

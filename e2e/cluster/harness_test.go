@@ -196,17 +196,6 @@ func (c *cluster) connect(t *testing.T, user, password string) *nats.Conn {
 	return nc
 }
 
-// nodeNamed is the node whose server_name is name.
-func (c *cluster) nodeNamed(name string) *node {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n
-		}
-	}
-	c.t.Fatalf("no node named %q", name)
-	return nil
-}
-
 // workerProc is a cmd/worker process.
 type workerProc struct {
 	cmd  *exec.Cmd

@@ -67,23 +67,33 @@ func startPool(t *testing.T, c *cluster) *pool {
 	return &pool{c: c, j: j, d: d}
 }
 
-// streamLeader is the server name of the leader of stream name.
+// streamLeader is the server name of the leader of stream name, which
+// must have three replicas.
 func (p *pool) streamLeader(t *testing.T, name string) string {
 	t.Helper()
+	leader, err := p.leaderOf(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leader
+}
+
+// leaderOf is streamLeader for goroutines other than the test's.
+func (p *pool) leaderOf(name string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := p.j.Stream(ctx, name)
 	if err != nil {
-		t.Fatalf("stream %s: %v", name, err)
+		return "", fmt.Errorf("stream %s: %w", name, err)
 	}
 	info := s.CachedInfo()
 	if info.Cluster == nil || info.Cluster.Leader == "" {
-		t.Fatalf("stream %s has no leader: %+v", name, info.Cluster)
+		return "", fmt.Errorf("stream %s has no leader: %+v", name, info.Cluster)
 	}
 	if info.Config.Replicas != 3 {
-		t.Fatalf("stream %s has %d replicas, want 3", name, info.Config.Replicas)
+		return "", fmt.Errorf("stream %s has %d replicas, want 3", name, info.Config.Replicas)
 	}
-	return info.Cluster.Leader
+	return info.Cluster.Leader, nil
 }
 
 // warmUp waits until a worker answers tool.
@@ -151,7 +161,7 @@ type loadReport struct {
 	longest   time.Duration // longest time without any call finishing
 	duringGap int           // calls finished between the first and second event
 	elapsed   time.Duration
-	retried   int // turns sent again after ErrUnavailable
+	retried   int            // turns sent again after ErrUnavailable
 	byWorker  map[string]int // worker id → successful results
 	redeliv   int            // results that took more than one delivery
 }
@@ -206,15 +216,16 @@ func (p *pool) runLoad(t *testing.T, prefix, tool, input string, at1, at2 func()
 				// JetStream's dedup make sure it runs at most once.
 				var res []envelope.Result
 				var err error
-				for try := 0; try < 10; try++ {
+				giveUp := time.Now().Add(90 * time.Second)
+				for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 					res, err = p.d.Dispatch(ctx, session, []envelope.ToolUseBlock{{
 						Type: "tool_use", ID: id, Name: tool, Input: json.RawMessage(input),
 					}})
-					if !errors.Is(err, dispatch.ErrUnavailable) {
+					if !errors.Is(err, dispatch.ErrUnavailable) || time.Now().After(giveUp) {
 						break
 					}
 					retried.Add(1)
-					time.Sleep(100 * time.Millisecond)
+					time.Sleep(wait)
 				}
 				now := time.Now()
 				mu.Lock()
@@ -325,12 +336,28 @@ func TestStreamLeaderKilledUnderLoad(t *testing.T) {
 	var killedAt time.Time
 	rep := p.runLoad(t, "leader", "echo", `{"text":"hello"}`,
 		func() {
-			victim = c.nodeNamed(p.streamLeader(t, jetstream.StreamCalls))
+			leader, err := p.leaderOf(jetstream.StreamCalls)
+			if err != nil {
+				t.Errorf("before the kill: %v", err)
+				return
+			}
+			for _, n := range c.nodes {
+				if n.name == leader {
+					victim = n
+				}
+			}
+			if victim == nil {
+				t.Errorf("the leader %q is none of the nodes", leader)
+				return
+			}
 			killedAt = time.Now()
 			victim.kill()
 			t.Logf("killed %s, the leader of %s", victim.name, jetstream.StreamCalls)
 		},
 		func() {
+			if victim == nil {
+				return
+			}
 			victim.start(t)
 			t.Logf("restarted %s after %v", victim.name, time.Since(killedAt).Round(time.Millisecond))
 		})
@@ -348,8 +375,8 @@ func TestWorkerProcessKilledUnderLoad(t *testing.T) {
 	p := startPool(t, c)
 	victim := startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "victim")
 	startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "survivor")
-	p.warmUpWorkers(t, "sleep", `{"ms":20}`, "victim", "survivor")
-	rep := p.runLoad(t, "worker", "sleep", `{"ms":20}`,
+	p.warmUpWorkers(t, "echo", `{"text":"warm"}`, "victim", "survivor")
+	rep := p.runLoad(t, "worker", "echo", `{"text":"hello"}`,
 		func() {
 			victim.kill()
 			t.Logf("killed worker process %d", victim.cmd.Process.Pid)

@@ -275,7 +275,7 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 		if warm.rate > 0 {
 			warm.calls = max(min(warm.calls, int(warm.rate)), warm.batch)
 		}
-		r.progress.setLabel(fmt.Sprintf("%s %d: warm-up", name, round))
+		r.progress.setLabel(r.label(name, round) + " warm-up")
 		warm.progress = r.progress
 		runLoad(ctx, t, warm)
 		if err := ctx.Err(); err != nil {
@@ -283,7 +283,7 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 		}
 	}
 	spec.calls, spec.duration, spec.prefix = r.cfg.Calls, r.cfg.Duration, prefix
-	r.progress.setLabel(fmt.Sprintf("%s %d", name, round))
+	r.progress.setLabel(r.label(name, round))
 	spec.progress = r.progress
 
 	runtime.GC()
@@ -333,4 +333,12 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 		p.AllocBytesPerCall = float64(bytes1-bytes0) / float64(res.calls)
 	}
 	return p, nil
+}
+
+// label names a phase on the progress bar.
+func (r *runner) label(name string, round int) string {
+	if r.cfg.Rounds == 1 {
+		return name
+	}
+	return fmt.Sprintf("%s %d/%d", name, round, r.cfg.Rounds)
 }

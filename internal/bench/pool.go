@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +13,7 @@ import (
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/metrics"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 	"github.com/toolpool/toolpool/pkg/worker"
@@ -104,17 +104,18 @@ func (p *poolTarget) turn(ctx context.Context, a *agent, seq uint64, k int) {
 }
 
 // pool is a running pool: in-process workers (unless external) and a
-// dispatcher, each side on its own connection.
+// dispatcher, each side on its own connection, with their Prometheus
+// metrics as the orchestrator has them.
 type pool struct {
 	target  *poolTarget
 	workers []*worker.Worker
 	conns   []*nats.Conn
-	events  *eventCounts
 }
 
 // startPool starts the workers and the dispatcher.
 func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry) (_ *pool, err error) {
-	p := &pool{events: &eventCounts{}}
+	p := &pool{}
+	promReg := metrics.NewRegistry()
 	defer func() {
 		if err != nil {
 			p.stop()
@@ -148,10 +149,14 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry)
 		} else {
 			cfg.Logger.Warn("bench: no attempt history", "err", err)
 		}
+		wm, err := metrics.NewWorker(promReg, metrics.WorkerOptions{Tools: reg.Names()})
+		if err != nil {
+			return nil, err
+		}
 		for i := range cfg.Workers {
 			w, err := worker.New(worker.Config{
 				JetStream: wj, Registry: reg, Concurrency: cfg.WorkerConcurrency,
-				Logger: cfg.Logger.With("worker", i), Metrics: p.events, History: history,
+				Logger: cfg.Logger.With("worker", i), Metrics: wm, History: history,
 			})
 			if err != nil {
 				return nil, err
@@ -167,9 +172,13 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry)
 	if err != nil {
 		return nil, err
 	}
+	dm, err := metrics.NewDispatch(promReg, metrics.DispatchOptions{})
+	if err != nil {
+		return nil, err
+	}
 	d, err := dispatch.New(dispatch.Config{
 		JS: oj, Instance: "bench-" + nuidShort(), Catalog: catalog,
-		DefaultTimeout: cfg.TurnTimeout, Logger: cfg.Logger,
+		DefaultTimeout: cfg.TurnTimeout, Logger: cfg.Logger, Metrics: dm,
 	})
 	if err != nil {
 		return nil, err
@@ -194,29 +203,3 @@ func (p *pool) stop() {
 		nc.Close()
 	}
 }
-
-// eventCounts is the workers' metrics hook in the bench: it counts the
-// deliveries by outcome, as a metrics implementation would, with atomics.
-type eventCounts struct {
-	success, errors, retries, deadLetters, handedBack atomic.Uint64
-	inFlight                                          atomic.Int64
-}
-
-func (e *eventCounts) Observe(ev worker.Event) {
-	switch ev.Outcome {
-	case worker.OutcomeSuccess:
-		e.success.Add(1)
-	case worker.OutcomeError:
-		e.errors.Add(1)
-	case worker.OutcomeRetry:
-		e.retries.Add(1)
-	case worker.OutcomeDeadLetter:
-		e.deadLetters.Add(1)
-	case worker.OutcomeHandedBack:
-		e.handedBack.Add(1)
-	}
-}
-
-func (e *eventCounts) InFlight(_ string, delta int) { e.inFlight.Add(int64(delta)) }
-
-var _ worker.Metrics = (*eventCounts)(nil)

@@ -72,7 +72,7 @@ func (p *progress) draw(total int, d time.Duration, n int64, elapsed time.Durati
 	if s := elapsed.Seconds(); s > 0 {
 		rate = float64(n) / s
 	}
-	fmt.Fprintf(p.w, "\r%-22s [%s%s] %3.0f%%  %s  %.0f calls/s\x1b[K",
+	fmt.Fprintf(p.w, "\r%-26s [%s%s] %3.0f%%  %s  %.0f calls/s\x1b[K",
 		p.label, strings.Repeat("=", filled), strings.Repeat(" ", progressWidth-filled), frac*100, count, rate)
 }
 

@@ -64,8 +64,9 @@ type Phase struct {
 }
 
 // Ratios are the pool's figures divided by the baseline's, measured in the
-// same run (medians over rounds). Throughput above 1 or latencies below 1
-// favour the pool.
+// same run (medians of the rounds' ratios). Throughput above 1 or
+// latencies below 1 favour the pool. With failures injected the pool's
+// run without failures is the one compared, as the baseline has none.
 type Ratios struct {
 	Throughput float64 `json:"throughput"`
 	P50        float64 `json:"p50"`
@@ -180,12 +181,18 @@ func (r *Report) summarise() {
 		byName[p.Name] = append(byName[p.Name], p)
 	}
 	r.Pool = medianPhase(byName[PhasePool])
+	// The baseline never fails: with failures injected, the pool is
+	// compared with it through its run without them.
+	like := byName[PhasePool]
+	if nf := byName[PhasePoolNoFailures]; len(nf) > 0 {
+		like = nf
+	}
 	if ps := byName[PhaseBaseline]; len(ps) > 0 {
 		b := medianPhase(ps)
 		r.Baseline = &b
 		var tp, p50, p90, p99, p999, cpu []float64
 		for i, base := range ps {
-			pl := byName[PhasePool][i]
+			pl := like[i]
 			tp = append(tp, ratio(pl.CallsPerSec, base.CallsPerSec))
 			p50 = append(p50, ratio(pl.Latency.P50, base.Latency.P50))
 			p90 = append(p90, ratio(pl.Latency.P90, base.Latency.P90))
@@ -264,7 +271,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	row(&r.Pool)
 	if q := r.Ratios; q != nil {
-		fmt.Fprintf(tw, "pool/baseline\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\t\t\t%.2fx\t\t\n",
+		label := "pool/baseline"
+		if r.PoolNoFailures != nil {
+			label = "pool_no_failures/baseline"
+		}
+		fmt.Fprintf(tw, label+"\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\t\t\t%.2fx\t\t\n",
 			q.Throughput, q.P50, q.P90, q.P99, q.P999, q.CPUPerCall)
 	}
 	if err := tw.Flush(); err != nil {
@@ -279,8 +290,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	if q := r.Ratios; q != nil {
-		fmt.Fprintf(&b, "headline: the pool runs at %.0f%% of raw JetStream's throughput in the same run; latency p50 %.2fx, p99 %.2fx of raw.\n",
+		fmt.Fprintf(&b, "headline: the pool runs at %.0f%% of raw JetStream's throughput in the same run; latency p50 %.2fx, p99 %.2fx of raw",
 			q.Throughput*100, q.P50, q.P99)
+		if r.PoolNoFailures != nil {
+			b.WriteString(" (both without failures)")
+		}
+		b.WriteString(".\n")
 	}
 	if r.FailureThroughputRatio != nil {
 		fmt.Fprintf(&b, "with failures (%s) the pool keeps %.0f%% of its throughput without them.\n", s.Fail, *r.FailureThroughputRatio*100)

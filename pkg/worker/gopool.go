@@ -1,26 +1,24 @@
 package worker
 
-import (
-	"sync"
-	"time"
-)
-
-// goIdleTimeout is how long a goroutine of a goPool waits for more work
-// before it ends.
-const goIdleTimeout = 10 * time.Second
+import "sync"
 
 // goPool runs functions on reused goroutines: a function goes to a
 // goroutine waiting for work when there is one, else to a new goroutine,
-// which waits for more work once it is done and ends after goIdleTimeout
-// without any, or when the pool is closed.
+// which waits for more work once it is done, until the pool is closed.
 //
 // A worker starts two goroutines per call (one processes the message, one
 // runs the tool's handler). Fresh goroutines start with a small stack that
 // grows, by copying, as the call goes deeper (decoding, validating, the
-// NATS client); in the bench's CPU profile that growth was about 3% of
-// the time. Reused goroutines keep their grown stacks. Go never blocks,
-// so a function that waits for another one run by the same pool cannot
-// deadlock it.
+// NATS client); reused goroutines keep their grown stacks. Go never
+// blocks, so a function that waits for another one run by the same pool
+// cannot deadlock it.
+//
+// The pool holds as many goroutines as were ever busy at once: at most
+// two per concurrency slot, plus handlers still running after their call
+// was abandoned. Idle goroutines wait on channels only, without a timer:
+// a timer armed or reset per call would cost more than the stack growth
+// the pool saves. The garbage collector shrinks their stacks when they
+// stay idle.
 type goPool struct {
 	work    chan func() // unbuffered: a send succeeds only to a waiting goroutine
 	closed  chan struct{}
@@ -44,21 +42,12 @@ func (p *goPool) Go(f func()) {
 
 func (p *goPool) loop(f func()) {
 	defer p.running.Done()
-	var idle *time.Timer
 	for {
 		f()
 		f = nil // let it be collected while waiting
-		if idle == nil {
-			idle = time.NewTimer(goIdleTimeout)
-		} else {
-			idle.Reset(goIdleTimeout)
-		}
 		select {
 		case f = <-p.work:
-		case <-idle.C:
-			return
 		case <-p.closed:
-			idle.Stop()
 			return
 		}
 	}
@@ -69,5 +58,7 @@ func (p *goPool) loop(f func()) {
 // end when their function returns.
 func (p *goPool) close() { p.once.Do(func() { close(p.closed) }) }
 
-// wait waits until every goroutine of the pool has ended.
+// wait waits until every goroutine of the pool has ended, the busy ones
+// included: a handler that ignores cancellation can hold it forever, so
+// Stop does not wait (tests do).
 func (p *goPool) wait() { p.running.Wait() }

@@ -163,8 +163,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 		w.cancel(ErrShutdown)
-		w.pool.close()
-		w.pool.wait() // every call is done: its goroutines are idle or ending
+		w.pool.close() // idle goroutines end now; a handler abandoned earlier ends when it returns
 		w.flush()
 		w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
 		return nil

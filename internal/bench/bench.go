@@ -73,7 +73,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, url: url, reg: reg, runID: nuidShort(), progress: newProgress(cfg.Progress)}
+	r := &runner{
+		cfg: cfg, url: url, js: j, embedded: server == "embedded",
+		reg: reg, runID: nuidShort(), progress: newProgress(cfg.Progress),
+	}
 	r.inputs = newCallInputs(cfg)
 	r.callBytes, r.resultBytes, err = messageSizes(cfg, r.inputs)
 	if err != nil {
@@ -183,6 +186,8 @@ func messageSizes(cfg Config, in callInputs) (call, result int, err error) {
 type runner struct {
 	cfg                    Config
 	url                    string
+	js                     js.JetStream // the setup connection's
+	embedded               bool
 	reg                    *tools.Registry
 	runID                  string
 	inputs                 callInputs
@@ -254,6 +259,13 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 	default:
 		if name == PhasePoolNoFailures {
 			mix = FailMix{}
+		}
+		if r.embedded {
+			// Empty streams, as the baseline gets: earlier phases' results
+			// and message ids would otherwise weigh on the later ones.
+			if err := r.freshPoolStreams(ctx); err != nil {
+				return Phase{}, err
+			}
 		}
 		p, err := startPool(ctx, r.cfg, r.url, r.reg)
 		if err != nil {
@@ -341,4 +353,19 @@ func (r *runner) label(name string, round int) string {
 		return name
 	}
 	return fmt.Sprintf("%s %d/%d", name, round, r.cfg.Rounds)
+}
+
+// freshPoolStreams deletes the pool's call and result streams (and with
+// them the tools' consumers, which the workers create again) and
+// provisions them anew. Only on the bench's own embedded server.
+func (r *runner) freshPoolStreams(ctx context.Context) error {
+	for _, name := range []string{jetstream.StreamCalls, jetstream.StreamResults} {
+		if err := r.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, js.ErrStreamNotFound) {
+			return fmt.Errorf("bench: delete stream %s: %w", name, err)
+		}
+	}
+	if err := jetstream.Provision(ctx, r.js, jetstream.Config{Storage: r.cfg.Storage}); err != nil {
+		return fmt.Errorf("bench: streams: %w", err)
+	}
+	return nil
 }

@@ -7,10 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
-	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/toolpool/toolpool/internal/cli"
@@ -56,18 +54,13 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cli.ExitUsage
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc, err := natsFlags.Connect("", "toolpool-call", log)
+	log := cli.WarnLogger(stderr)
+	nc, jsCtx, err := natsFlags.ConnectJetStream("toolpool-call", log)
 	if err != nil {
 		fmt.Fprintln(stderr, "orchestrator call:", err)
 		return cli.ExitUsage
 	}
 	defer nc.Close()
-	jsCtx, err := js.New(nc)
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator call:", err)
-		return cli.ExitUsage
-	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: jsCtx, Logger: log})

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -139,14 +138,8 @@ func (f *dlqFlags) filter() dlq.Filter {
 
 // connect connects and binds to TOOL_DLQ.
 func (f *dlqFlags) connect(stderr io.Writer) (*nats.Conn, js.JetStream, *dlq.Store, error) {
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc, err := f.nats.Connect("", "toolpool-dlq", log)
+	nc, j, err := f.nats.ConnectJetStream("toolpool-dlq", cli.WarnLogger(stderr))
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	j, err := js.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,12 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"text/tabwriter"
 	"time"
-
-	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/pkg/discovery"
@@ -47,18 +44,13 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "orchestrator status: --timeout must be positive")
 		return cli.ExitUsage
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc, err := natsFlags.Connect("", "toolpool-status", log)
+	log := cli.WarnLogger(stderr)
+	nc, j, err := natsFlags.ConnectJetStream("toolpool-status", log)
 	if err != nil {
 		fmt.Fprintln(stderr, "orchestrator status:", err)
 		return cli.ExitUsage
 	}
 	defer nc.Close()
-	j, err := js.New(nc)
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator status:", err)
-		return cli.ExitUsage
-	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: log})

@@ -7,10 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
-
-	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/pkg/discovery"
@@ -61,18 +58,13 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return cli.ExitUsage
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc, err := natsFlags.Connect("", "toolpool-tools", log)
+	log := cli.WarnLogger(stderr)
+	nc, jsCtx, err := natsFlags.ConnectJetStream("toolpool-tools", log)
 	if err != nil {
 		fmt.Fprintln(stderr, "orchestrator tools:", err)
 		return cli.ExitUsage
 	}
 	defer nc.Close()
-	jsCtx, err := js.New(nc)
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator tools:", err)
-		return cli.ExitUsage
-	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: jsCtx, Logger: log})

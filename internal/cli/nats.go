@@ -3,10 +3,12 @@ package cli
 import (
 	"errors"
 	"flag"
+	"io"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
 )
@@ -62,4 +64,25 @@ func DrainConn(nc *nats.Conn, timeout time.Duration) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return nil
+}
+
+// ConnectJetStream connects like Connect (to the flags' URL) and returns the
+// connection with its JetStream context. The caller closes the connection.
+func (n *NATSFlags) ConnectJetStream(name string, log *slog.Logger) (*nats.Conn, js.JetStream, error) {
+	nc, err := n.Connect("", name, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	j, err := js.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, j, nil
+}
+
+// WarnLogger is the logger of the short-lived commands: warnings and errors
+// only, as text on w.
+func WarnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -33,23 +33,6 @@ func (nopJS) PublishMsg(context.Context, *nats.Msg, ...js.PublishOpt) (*js.PubAc
 	return okAck, nil
 }
 
-func (nopJS) PublishMsgAsync(m *nats.Msg, _ ...js.PublishOpt) (js.PubAckFuture, error) {
-	return ackedFuture{m}, nil
-}
-
-// ackedFuture is a PubAckFuture already acknowledged.
-type ackedFuture struct{ m *nats.Msg }
-
-var ackedCh = func() chan *js.PubAck {
-	ch := make(chan *js.PubAck, 1)
-	ch <- okAck
-	return ch
-}()
-
-func (ackedFuture) Ok() <-chan *js.PubAck { return ackedCh }
-func (ackedFuture) Err() <-chan error     { return nil }
-func (f ackedFuture) Msg() *nats.Msg      { return f.m }
-
 // benchMsg is a delivered call message whose verbs do nothing.
 type benchMsg struct {
 	data []byte

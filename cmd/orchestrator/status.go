@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/ops"
 )
 
@@ -20,45 +17,14 @@ import (
 // workers. Exit 0, 1 when the state cannot be read, 2 on usage or
 // connection errors.
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("orchestrator status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: orchestrator status [flags]\n\nPer tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers.\n\nflags:")
-		fs.PrintDefaults()
-	}
-	var natsFlags cli.NATSFlags
-	natsFlags.Register(fs)
-	asJSON := fs.Bool("json", false, "print a JSON array")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cli.ExitOK
-		}
-		return cli.ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "orchestrator status: unexpected argument %q\n", fs.Arg(0))
-		return cli.ExitUsage
-	}
-	if *timeout <= 0 {
-		fmt.Fprintln(stderr, "orchestrator status: --timeout must be positive")
-		return cli.ExitUsage
-	}
-	log := cli.WarnLogger(stderr)
-	nc, j, err := natsFlags.ConnectJetStream("toolpool-status", log)
+	c := newLiveCommand("status", "Per tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers.", stderr)
+	asJSON := c.fs.Bool("json", false, "print a JSON array")
+	env, done, err := c.open(ctx, args)
 	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator status:", err)
-		return cli.ExitUsage
+		return exitCode(err)
 	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: log})
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator status:", err)
-		return cli.ExitUsage
-	}
-	defer live.Close()
+	defer done()
+	ctx, j, live := env.ctx, env.js, env.live
 	st, err := ops.Status(ctx, j, live)
 	if err != nil {
 		fmt.Fprintln(stderr, "orchestrator status:", err)

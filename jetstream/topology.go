@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,24 +108,12 @@ type Config struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.Replicas == 0 {
-		c.Replicas = ReplicasDefault
-	}
-	if c.MaxMsgSize == 0 {
-		c.MaxMsgSize = MaxMsgSizeDefault
-	}
-	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = DuplicateWindowDefault
-	}
-	if c.ResultsMaxAge == 0 {
-		c.ResultsMaxAge = ResultsMaxAgeDefault
-	}
-	if c.DLQMaxAge == 0 {
-		c.DLQMaxAge = DLQMaxAgeDefault
-	}
-	if c.DLQMaxBytes == 0 {
-		c.DLQMaxBytes = DLQMaxBytesDefault
-	}
+	c.Replicas = cmp.Or(c.Replicas, ReplicasDefault)
+	c.MaxMsgSize = cmp.Or(c.MaxMsgSize, MaxMsgSizeDefault)
+	c.DuplicateWindow = cmp.Or(c.DuplicateWindow, DuplicateWindowDefault)
+	c.ResultsMaxAge = cmp.Or(c.ResultsMaxAge, ResultsMaxAgeDefault)
+	c.DLQMaxAge = cmp.Or(c.DLQMaxAge, DLQMaxAgeDefault)
+	c.DLQMaxBytes = cmp.Or(c.DLQMaxBytes, DLQMaxBytesDefault)
 	return c
 }
 

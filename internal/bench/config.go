@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -184,18 +185,12 @@ func (c Config) withDefaults() Config {
 	if c.Calls == 0 && c.Duration == 0 {
 		c.Calls = CallsDefault
 	}
-	if c.Batch == 0 {
-		c.Batch = 1
-	}
+	c.Batch = cmp.Or(c.Batch, 1)
 	if c.Calls > 0 && c.Calls%c.Batch != 0 {
 		c.Calls += c.Batch - c.Calls%c.Batch
 	}
-	if c.Workers == 0 {
-		c.Workers = 1
-	}
-	if c.WorkerConcurrency == 0 {
-		c.WorkerConcurrency = WorkerConcurrencyDefault
-	}
+	c.Workers = cmp.Or(c.Workers, 1)
+	c.WorkerConcurrency = cmp.Or(c.WorkerConcurrency, WorkerConcurrencyDefault)
 	if c.Warmup == 0 {
 		if c.Calls > 0 {
 			c.Warmup = min(max(c.Calls/20, 200), 2000)
@@ -203,27 +198,13 @@ func (c Config) withDefaults() Config {
 			c.Warmup = 1000
 		}
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = ConcurrencyDefault
-	}
-	if c.Tool == "" {
-		c.Tool = ToolEcho
-	}
-	if c.Sleep == 0 {
-		c.Sleep = SleepDefault
-	}
-	if c.Payload == 0 {
-		c.Payload = PayloadDefault
-	}
-	if c.TransientBaseDelay == 0 {
-		c.TransientBaseDelay = TransientBaseDelayDefault
-	}
-	if c.Rounds == 0 {
-		c.Rounds = 1
-	}
-	if c.TurnTimeout == 0 {
-		c.TurnTimeout = TurnTimeoutDefault
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
+	c.Tool = cmp.Or(c.Tool, ToolEcho)
+	c.Sleep = cmp.Or(c.Sleep, SleepDefault)
+	c.Payload = cmp.Or(c.Payload, PayloadDefault)
+	c.TransientBaseDelay = cmp.Or(c.TransientBaseDelay, TransientBaseDelayDefault)
+	c.Rounds = cmp.Or(c.Rounds, 1)
+	c.TurnTimeout = cmp.Or(c.TurnTimeout, TurnTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

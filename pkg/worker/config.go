@@ -29,6 +29,10 @@ const (
 	// AbandonGraceDefault is how long a handler that ignores its context's
 	// cancellation gets before the worker stops waiting for it.
 	AbandonGraceDefault = 2 * time.Second
+	// PublishRetryForDefault is how long a worker keeps retrying the
+	// publish of a result or dead letter that failed transiently before it
+	// hands the call back.
+	PublishRetryForDefault = time.Minute
 )
 
 // Config configures a Worker. Zero fields take the documented defaults.
@@ -52,6 +56,14 @@ type Config struct {
 	// PublishTimeout bounds each wait for a PubAck. Default
 	// PublishTimeoutDefault.
 	PublishTimeout time.Duration
+	// PublishRetryFor is how long a result or dead letter whose publish
+	// failed transiently (no PubAck while a stream leader is elected, a
+	// reconnect) is published again, in place, before the worker hands the
+	// call back to JetStream. The call keeps its message meanwhile (in-progress
+	// acks), so an outage shorter than this neither runs the call again nor
+	// counts a delivery against its attempts. Default PublishRetryForDefault;
+	// negative: hand back at the first failure.
+	PublishRetryFor time.Duration
 	// AbandonGrace is how long a timed-out handler may take to return before
 	// the worker answers without it. Default AbandonGraceDefault.
 	AbandonGrace time.Duration
@@ -78,6 +90,7 @@ func (c Config) withDefaults() Config {
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
 	c.AbandonGrace = cmp.Or(c.AbandonGrace, AbandonGraceDefault)
+	c.PublishRetryFor = cmp.Or(c.PublishRetryFor, PublishRetryForDefault)
 	c.HistoryTimeout = cmp.Or(c.HistoryTimeout, HistoryTimeoutDefault)
 	c.Limits.MaxInputBytes = cmp.Or(c.Limits.MaxInputBytes, envelope.MaxInputBytesDefault)
 	c.Limits.MaxContentBytes = cmp.Or(c.Limits.MaxContentBytes, envelope.MaxContentBytesDefault)

@@ -223,7 +223,7 @@ func startWorkerProc(t *testing.T, c *cluster, user, password string, args ...st
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("--- worker %d output (tail)\n%s", cmd.Process.Pid, tail(p.out.String(), 3000))
+			t.Logf("--- worker %d output (tail)\n%s", cmd.Process.Pid, tail(p.out.String(), 12000))
 		}
 	})
 	return p

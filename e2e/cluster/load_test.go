@@ -294,6 +294,9 @@ func (p *pool) check(t *testing.T, rep loadReport, prefix string) {
 	if len(rep.errors) > 0 {
 		t.Errorf("%d of %d calls ended in is_error", len(rep.errors), loadCalls)
 	}
+	if t.Failed() {
+		p.logConsumers(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	subject := jetstream.ResultSubject(p.d.Instance())
@@ -315,6 +318,33 @@ func (p *pool) check(t *testing.T, rep loadReport, prefix string) {
 	}
 }
 
+// logConsumers logs the state of TOOL_CALLS and its consumers, to tell a
+// stalled consumer from a stalled worker when a run fails.
+func (p *pool) logConsumers(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := p.j.Stream(ctx, jetstream.StreamCalls)
+	if err != nil {
+		t.Logf("stream %s: %v", jetstream.StreamCalls, err)
+		return
+	}
+	si := s.CachedInfo()
+	t.Logf("stream %s: %d messages, first %d last %d, cluster %+v", jetstream.StreamCalls,
+		si.State.Msgs, si.State.FirstSeq, si.State.LastSeq, si.Cluster)
+	for name := range s.ConsumerNames(ctx).Name() {
+		c, err := s.Consumer(ctx, name)
+		if err != nil {
+			t.Logf("consumer %s: %v", name, err)
+			continue
+		}
+		ci := c.CachedInfo()
+		t.Logf("consumer %s: pending %d, ack pending %d, waiting pulls %d, redelivered %d, delivered %d, ack floor %d, cluster %+v",
+			name, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.NumRedelivered,
+			ci.Delivered.Stream, ci.AckFloor.Stream, ci.Cluster)
+	}
+}
+
 func (r loadReport) log(t *testing.T, what string) {
 	t.Logf("%d calls from %d sessions in %v (%.0f calls/s); %d finished during %s; longest stall %v; %d turns sent again after ErrUnavailable",
 		loadCalls, loadSessions, r.elapsed.Round(time.Millisecond), float64(loadCalls)/r.elapsed.Seconds(),
@@ -328,10 +358,10 @@ func TestStreamLeaderKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, "always")
 	p := startPool(t, c)
-	for range 2 {
-		startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "32")
+	for _, id := range []string{"w1", "w2"} {
+		startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "32", "--id", id)
 	}
-	p.warmUp(t, "echo", `{"text":"warm"}`)
+	p.warmUpWorkers(t, "echo", `{"text":"warm"}`, "w1", "w2")
 	var victim *node
 	var killedAt time.Time
 	rep := p.runLoad(t, "leader", "echo", `{"text":"hello"}`,

@@ -12,6 +12,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -97,7 +98,12 @@ func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
 }
 
 // Start opens (or creates) the bucket, announces every tool once and starts
-// the heartbeat. It fails when the first announcement cannot be written.
+// the heartbeat. It fails when the bucket or the first announcement cannot
+// be written for a reason that will not pass (a permissions violation, a
+// bucket of another kind); when JetStream is only unavailable for now (a
+// stream leader being elected, a timeout), Start logs it and returns nil,
+// and the heartbeat keeps trying: a worker can serve calls before its tools
+// are announced.
 func (a *Announcer) Start(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -105,11 +111,17 @@ func (a *Announcer) Start(ctx context.Context) error {
 		return errors.New("discovery: announcer already started")
 	}
 	kv, ttl, err := OpenBucket(ctx, a.cfg.JetStream, a.cfg.Bucket)
-	if err != nil {
-		return err
+	if err == nil {
+		err = a.putAll(ctx, kv)
 	}
-	a.kv, a.ttl = kv, ttl
-	if err := a.putAll(ctx, kv); err != nil {
+	switch {
+	case err == nil:
+		a.kv, a.ttl = kv, ttl
+	case jetstream.Transient(err):
+		a.kv, a.ttl = nil, a.cfg.Bucket.withDefaults().TTL
+		a.cfg.Logger.Warn("announcing the worker's tools failed; retrying at the next heartbeat",
+			"worker_id", a.cfg.WorkerID, "err", err)
+	default:
 		return err
 	}
 	a.started = true
@@ -147,23 +159,35 @@ func (a *Announcer) heartbeat(ctx context.Context) {
 	a.mu.Unlock()
 	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
-	failing := false
+	failing := kv == nil // Start could not announce
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		err := a.putAll(ctx, kv)
+		var err error = js.ErrBucketNotFound
+		if kv != nil {
+			err = a.putAll(ctx, kv)
+		}
 		if errors.Is(err, js.ErrBucketNotFound) || errors.Is(err, js.ErrStreamNotFound) || errors.Is(err, js.ErrNoStreamResponse) {
 			// The bucket is gone (deleted by hand, or a server without it):
 			// make it again.
 			octx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
-			nkv, _, oerr := OpenBucket(octx, a.cfg.JetStream, a.cfg.Bucket)
+			nkv, nttl, oerr := OpenBucket(octx, a.cfg.JetStream, a.cfg.Bucket)
 			cancel()
 			if oerr == nil {
 				kv = nkv
+				if nttl != ttl { // the bucket keeps its own TTL
+					ttl = nttl
+					t.Reset(ttl / 3)
+				}
+				a.mu.Lock()
+				a.kv, a.ttl = kv, ttl // for Stop and TTL
+				a.mu.Unlock()
 				err = a.putAll(ctx, kv)
+			} else if kv == nil {
+				err = oerr
 			}
 		}
 		switch {
@@ -196,6 +220,12 @@ func (a *Announcer) Stop(ctx context.Context) error {
 	a.mu.Unlock()
 	a.cancel()
 	<-a.done
+	a.mu.Lock()
+	kv = a.kv // the heartbeat may have (re)opened the bucket
+	a.mu.Unlock()
+	if kv == nil {
+		return nil // never announced
+	}
 	var errs []error
 	for key := range a.values {
 		dctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)

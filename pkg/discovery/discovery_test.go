@@ -305,3 +305,51 @@ func TestOpenBucket(t *testing.T) {
 		t.Errorf("reopened with another TTL: %v, %v; want the bucket's 3s", ttl, err)
 	}
 }
+
+// TestStartWhileJetStreamUnavailable: a worker that cannot announce at start
+// because JetStream does not answer in time (here: a start context already
+// over) starts anyway, and its heartbeat announces the tools once it can.
+func TestStartWhileJetStreamUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	c := newCatalog(t, connect(t, srv.ClientURL()))
+	a, err := NewAnnouncer(AnnouncerConfig{
+		JetStream: connect(t, srv.ClientURL()), Registry: registry(t, "late"), WorkerID: "w-late",
+		Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	if err := a.Start(ctx); err != nil {
+		t.Fatalf("Start with JetStream unavailable = %v, want nil (the heartbeat retries)", err)
+	}
+	eventually(t, "late announced by the heartbeat", func() bool {
+		info, ok := c.Lookup(t.Context(), "late")
+		return ok && !info.NoWorker
+	})
+	if err := a.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "late withdrawn", func() bool { return len(c.Names(t.Context())) == 0 })
+}
+
+// TestStartFailsOnLastingError: an error that will not pass by itself
+// still fails Start: a bucket with three replicas on a single server.
+func TestStartFailsOnLastingError(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	a, err := NewAnnouncer(AnnouncerConfig{
+		JetStream: connect(t, srv.ClientURL()), Registry: registry(t, "x"), WorkerID: "w",
+		Bucket: BucketConfig{TTL: testTTL, Replicas: 3}, Logger: natstest.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(t.Context()); err == nil {
+		_ = a.Stop(t.Context())
+		t.Fatal("Start of a bucket the server cannot place = nil, want the error")
+	}
+}

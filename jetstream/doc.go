@@ -52,12 +52,15 @@
 // Why: AckWait outlasts one attempt so a live worker is not raced by a
 // redelivery, and a dead one's call returns to the queue soon after. Delays
 // between attempts are the worker's NakWithDelay, computed from the tool's
-// retry policy, not a server BackOff list. A call redelivered past
-// MaxAttempts (its workers kept crashing) reaches a worker that
-// dead-letters it without running it; the extra delivery covers a crash
-// during that. A call that still reaches MaxDeliver is no longer delivered
-// but stays in TOOL_CALLS, and the server announces it on
-// MaxDeliveriesAdvisorySubject(tool) with its stream sequence. Delayed NAKs
+// retry policy, not a server BackOff list. Deliveries past MaxAttempts
+// happen only when earlier ones reported nothing (a worker crashed, or handed
+// the call back on shutdown); the worker still runs the call then, and
+// dead-letters it if that attempt fails, so a rolling restart does not turn
+// a healthy call into a dead letter. A call that reaches MaxDeliver (it kept
+// killing workers) is no longer delivered but stays in TOOL_CALLS; the
+// server announces it on MaxDeliveriesAdvisorySubject(tool) with its stream
+// sequence, and the orchestrator's poison watcher (pkg/dlq) sets it aside,
+// from the advisory or from its periodic sweep. Delayed NAKs
 // count as pending, so MaxAckPending bounds calls in flight and calls
 // waiting to retry together.
 //

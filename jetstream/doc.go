@@ -21,8 +21,9 @@
 //     by age: each carries its own deadline, which workers check before
 //     starting, so an old call is answered with is_error rather than
 //     silently dropped. If Config.CallsMaxBytes caps the queue, discard
-//     "new" makes a full queue refuse new calls (the publisher sees the
-//     error and can answer the model) instead of dropping queued ones.
+//     "new" makes a full queue refuse new calls instead of dropping queued
+//     ones: the dispatcher publishes a refused call again while its retry
+//     budget lasts (workers make room) and then answers 503.
 //     Publishers set Nats-Msg-Id to the call id, so a call published twice
 //     within the window is stored once.
 //   - TOOL_RESULTS keeps results for an hour, long enough for an

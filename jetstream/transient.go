@@ -3,51 +3,52 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // Transient reports whether a failed JetStream publish or API request may
-// succeed when sent again unchanged: no PubAck in time, no responders or no
-// stream response (a stream leader being elected), a connection that is
-// reconnecting, or an API error the server marks temporary (503, or a stream
-// or cluster that is offline). Publishing again is safe for toolpool's
-// messages because every one carries a Nats-Msg-Id.
+// succeed when sent again unchanged. Publishing again is safe for
+// toolpool's messages because every one carries a Nats-Msg-Id.
 //
-// Errors that cannot improve by themselves are not transient: a message over
-// the server's max payload, a permissions violation, a closed connection, a
-// cancelled context, and every other API error (stream not found, message too
-// large for the stream, wrong last sequence, …).
+// Transient: no responders or no stream response (a stream leader being
+// elected, JetStream restarting), a PubAck that did not come in time,
+// a connection that is disconnected or whose reconnect buffer is full, and
+// every JetStream API error other than 400: those describe the stream's
+// state, not the message (409 the same Msg-Id still in process, typical of
+// a publish repeated during a leader change; 429; 500 not leader; 503
+// cluster unavailable, store failed or a full stream that workers drain).
+//
+// Not transient: API errors with status 400 (the stream refuses this very
+// message: over its maximum size, headers too large, sealed stream), what
+// the client refuses before sending (over max payload, bad subject, headers
+// not supported), a closed, draining or invalid connection, a permissions
+// violation, an answer that is not a PubAck, and a cancelled context.
 func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil {
 		return false
 	}
-	switch {
-	case errors.Is(err, nats.ErrMaxPayload),
-		errors.Is(err, nats.ErrPermissionViolation),
-		errors.Is(err, nats.ErrConnectionClosed),
-		errors.Is(err, nats.ErrBadSubject):
-		return false
-	}
-	var apiErr *js.APIError
-	if errors.As(err, &apiErr) {
-		switch {
-		case apiErr.Code == 503,
-			apiErr.ErrorCode == errCodeClusterNotAvailable,
-			apiErr.ErrorCode == errCodeStreamOffline,
-			apiErr.ErrorCode == errCodeStreamOfflineReason:
-			return true
+	var jsErr js.JetStreamError
+	if errors.As(err, &jsErr) {
+		if apiErr := jsErr.APIError(); apiErr != nil {
+			return apiErr.Code != http.StatusBadRequest
 		}
-		return false
 	}
-	return true // timeouts, no responders, no stream response, disconnects
+	for _, final := range finalErrors {
+		if errors.Is(err, final) {
+			return false
+		}
+	}
+	return true
 }
 
-// JetStream API error codes (nats-server's ErrorIdentifier values) of
-// conditions that pass on their own.
-const (
-	errCodeClusterNotAvailable js.ErrorCode = 10008
-	errCodeStreamOffline       js.ErrorCode = 10118
-	errCodeStreamOfflineReason js.ErrorCode = 10194
-)
+// finalErrors are the client-side errors Transient treats as final.
+var finalErrors = []error{
+	context.Canceled,
+	nats.ErrMaxPayload, nats.ErrBadSubject, nats.ErrHeadersNotSupported, nats.ErrInvalidMsg,
+	nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrInvalidConnection,
+	nats.ErrPermissionViolation,
+	js.ErrAsyncPublishReplySubjectSet, js.ErrInvalidJSAck,
+}

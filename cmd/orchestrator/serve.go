@@ -154,7 +154,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	defer nc.Close()
-	jsCtx, err := js.New(nc)
+	jsCtx, err := js.New(nc, js.WithPublishAsyncTimeout(dispatch.PublishAsyncTimeout))
 	if err != nil {
 		return err
 	}

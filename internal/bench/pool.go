@@ -127,7 +127,7 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry)
 			return nil, err
 		}
 		p.conns = append(p.conns, nc)
-		return js.New(nc)
+		return js.New(nc, js.WithPublishAsyncTimeout(dispatch.PublishAsyncTimeout)) // as serve has it
 	}
 	var catalog dispatch.Catalog
 	if cfg.ExternalWorkers {

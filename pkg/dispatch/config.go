@@ -18,12 +18,24 @@ import (
 // Defaults of Config. DefaultTimeoutDefault is declared in dispatch.go.
 const (
 	// PublishTimeoutDefault is how long Dispatch waits for JetStream to
-	// acknowledge that a call was stored.
+	// acknowledge one publish of a call before it publishes the call again.
 	PublishTimeoutDefault = 5 * time.Second
+	// PublishRetryForDefault is how long Dispatch keeps publishing calls that
+	// JetStream did not acknowledge: long enough to ride out the election
+	// of a new stream leader in a cluster (a few seconds).
+	PublishRetryForDefault = 15 * time.Second
 	// MaxPublishInFlightDefault caps the calls whose publish acknowledgement
 	// is outstanding, across all Dispatch calls of one Dispatcher. It stays
 	// below nats.go's own async publish cap (4000) so that cap never stalls.
 	MaxPublishInFlightDefault = 1024
+	// PublishAsyncTimeout is the js.WithPublishAsyncTimeout to create the
+	// dispatcher's JetStream context with. Dispatch stops waiting for a
+	// PubAck after PublishTimeout, but nats.go keeps the publish in its own
+	// table until a reply or a reconnect; a PubAck lost with a stream leader
+	// that died while the connection stayed up (it was to another node) would
+	// stay there for good, and after enough failovers the table's cap (4000)
+	// would stall every publish. This timeout clears such entries.
+	PublishAsyncTimeout = 30 * time.Second
 	// FailureThresholdDefault is the number of consecutive is_error results
 	// of one tool in one session after which the content advises the model
 	// to stop retrying.
@@ -61,9 +73,24 @@ type Config struct {
 	// DefaultTimeout is how long a call waits for its result when the
 	// caller's context has no deadline. Default DefaultTimeoutDefault.
 	DefaultTimeout time.Duration
-	// PublishTimeout bounds the wait for JetStream's acknowledgement of a
-	// published call. Default PublishTimeoutDefault.
+	// PublishTimeout bounds the wait for JetStream's acknowledgement (the
+	// PubAck) of one publish of a call; a call not acknowledged in time is
+	// published again while PublishRetryFor lasts. Default
+	// PublishTimeoutDefault.
 	PublishTimeout time.Duration
+	// PublishRetryFor is how long, from the start of a turn's publishing,
+	// Dispatch keeps publishing again (with the same Nats-Msg-Id, so
+	// JetStream stores a call once) the calls whose PubAck failed or timed
+	// out, with a jittered exponential backoff between attempts: a cluster
+	// failover or a server restart of a few seconds then delays the turn
+	// instead of failing it. Never past the turn's deadline, its ctx or
+	// Stop; an error that another publish cannot cure (a message the stream
+	// refuses, a permissions violation) fails the turn at once. When it is
+	// spent, Dispatch returns an error wrapping ErrUnavailable. At least
+	// PublishTimeout is always given to a first attempt. Default
+	// PublishRetryForDefault; negative disables re-publishing (a failed or
+	// timed-out PubAck fails the turn at once).
+	PublishRetryFor time.Duration
 	// MaxPublishInFlight caps unacknowledged publishes across all Dispatch
 	// calls. Default MaxPublishInFlightDefault.
 	MaxPublishInFlight int
@@ -103,6 +130,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeoutDefault)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
+	c.PublishRetryFor = cmp.Or(c.PublishRetryFor, PublishRetryForDefault)
 	c.MaxPublishInFlight = cmp.Or(c.MaxPublishInFlight, MaxPublishInFlightDefault)
 	c.MaxInputBytes = cmp.Or(c.MaxInputBytes, envelope.MaxInputBytesDefault)
 	c.FailureThreshold = cmp.Or(c.FailureThreshold, FailureThresholdDefault)

@@ -23,9 +23,15 @@ func TestConfigDefaults(t *testing.T) {
 	if c2 := (Config{}).WithDefaults(); c2.Instance == c.Instance {
 		t.Error("two default instance ids are equal")
 	}
-	keep := Config{Instance: "orch-1", DefaultTimeout: time.Second}.WithDefaults()
-	if keep.Instance != "orch-1" || keep.DefaultTimeout != time.Second {
+	if c.PublishRetryFor != PublishRetryForDefault {
+		t.Errorf("PublishRetryFor = %v, want %v", c.PublishRetryFor, PublishRetryForDefault)
+	}
+	keep := Config{Instance: "orch-1", DefaultTimeout: time.Second, PublishRetryFor: -1}.WithDefaults()
+	if keep.Instance != "orch-1" || keep.DefaultTimeout != time.Second || keep.PublishRetryFor != -1 {
 		t.Errorf("set fields were overwritten: %+v", keep)
+	}
+	if err := (Config{NC: &nats.Conn{}, Catalog: StaticCatalog("echo"), PublishRetryFor: -1}).WithDefaults().Validate(); err != nil {
+		t.Errorf("a negative PublishRetryFor (retries disabled) is refused: %v", err)
 	}
 }
 

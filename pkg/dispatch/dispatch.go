@@ -26,8 +26,8 @@ const DefaultTimeoutDefault = 60 * time.Second
 
 // ErrUnavailable is wrapped by Dispatch errors that mean the pool could not
 // take the calls: JetStream did not store them (no responders, timeout,
-// connection closed), or the dispatcher is stopped or not started. An HTTP
-// layer answers them with 503.
+// connection closed) within Config.PublishRetryFor or refused them, or the
+// dispatcher is stopped or not started. An HTTP layer answers them with 503.
 var ErrUnavailable = errors.New("tool pool unavailable")
 
 // ErrStopped is wrapped, together with ErrUnavailable, by the errors of
@@ -60,6 +60,7 @@ type Catalog interface {
 type Dispatcher struct {
 	cfg      Config
 	js       js.JetStream
+	nc       *nats.Conn // js's connection: its last error tells of permission violations
 	log      *slog.Logger
 	metrics  Metrics
 	subject  string // tools.result.<instance>
@@ -93,6 +94,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	return &Dispatcher{
 		cfg:      cfg,
 		js:       cfg.JS,
+		nc:       cfg.JS.Conn(),
 		log:      cfg.Logger.With(slog.String("instance", cfg.Instance)),
 		metrics:  cfg.Metrics,
 		subject:  jetstream.ResultSubject(cfg.Instance),
@@ -235,11 +237,19 @@ func (d *Dispatcher) handleResult(msg js.Msg) {
 // times in a row in session, its is_error content tells the model to use a
 // different approach; an empty session is not tracked.
 //
+// A call whose publish JetStream did not acknowledge (no responders while a
+// stream leader is elected, a lost PubAck, a disconnect) is published again,
+// same Nats-Msg-Id, with a jittered exponential backoff for up to
+// Config.PublishRetryFor, so a short outage delays the turn instead of
+// failing it.
+//
 // Dispatch returns an error, and no results, only when the turn cannot be
-// handled as a whole: JetStream did not store a call, the dispatcher is not
-// started or was stopped (errors wrapping ErrUnavailable), or ctx was
-// cancelled. Calls published before such an error still run; their results
-// are kept a while, so dispatching the same ids again does not run them twice.
+// handled as a whole: JetStream did not store a call (it refused it, or did
+// not acknowledge it within PublishRetryFor or before the deadline), the
+// dispatcher is not started or was stopped (errors wrapping ErrUnavailable),
+// or ctx was cancelled. Calls published before such an error still run;
+// their results are kept a while, so dispatching the same ids again does not
+// run them twice.
 func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
 	if !d.running.Load() {
 		return nil, d.notRunningErr()
@@ -295,6 +305,7 @@ type turn struct {
 	now      time.Time
 	deadline time.Time
 	expiry   *time.Timer // the deadline, when ctx has none
+	timer    *time.Timer // publish: PubAck timeouts, re-publishes, polls
 	waiting  int         // slots registered in the table and not answered
 
 	// traceparent is the W3C trace context of the turn's calls, in their
@@ -403,128 +414,6 @@ func encodeErrorResult(id, tool string, err error) envelope.Result {
 	}
 	return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal,
 		fmt.Sprintf("The call to %s could not be prepared and was not run.", tool))
-}
-
-// pubWait is a publish waiting for its PubAck.
-type pubWait struct {
-	idx int
-	paf js.PubAckFuture
-}
-
-// publish stores the waiting calls in TOOL_CALLS, at most MaxPublishInFlight
-// unacknowledged at a time across the dispatcher, and waits for the PubAcks.
-func (t *turn) publish() error {
-	if t.waiting == 0 {
-		return nil
-	}
-	d := t.d
-	timer := time.NewTimer(d.cfg.PublishTimeout)
-	defer timer.Stop()
-	queue := make([]pubWait, 0, t.waiting)
-	head := 0
-	defer func() { // release the slots of publishes not awaited (error paths)
-		for range queue[head:] {
-			<-d.inflight
-		}
-	}()
-	await := func() error {
-		p := queue[head]
-		head++
-		defer func() { <-d.inflight }()
-		select {
-		case ack := <-p.paf.Ok():
-			d.metrics.CallDispatched(t.calls[p.idx].Name)
-			if ack.Duplicate {
-				d.log.Debug("call already queued; waiting for its result",
-					slog.String("call_id", t.calls[p.idx].ID), slog.String("tool", t.calls[p.idx].Name), slog.String("session", t.session))
-			}
-			return nil
-		case err := <-p.paf.Err():
-			return t.publishErr(p.idx, err)
-		case <-timer.C:
-			return t.publishErr(p.idx, fmt.Errorf("no acknowledgement within %v", d.cfg.PublishTimeout))
-		case <-t.ctx.Done():
-			return t.publishCtxErr(p.idx)
-		case <-t.expiryC():
-			return t.publishErr(p.idx, errPublishDeadline)
-		case <-d.stopped:
-			return fmt.Errorf("dispatch: %w", d.stoppedErr())
-		}
-	}
-	// acquire takes a publish slot for call i. While none is free and this
-	// turn has publishes outstanding, it makes room by awaiting the oldest,
-	// so that a turn larger than MaxPublishInFlight cannot block itself.
-	acquire := func(i int) error {
-		for {
-			select {
-			case d.inflight <- struct{}{}:
-				return nil
-			default:
-			}
-			if head == len(queue) {
-				break
-			}
-			if err := await(); err != nil {
-				return err
-			}
-		}
-		select {
-		case d.inflight <- struct{}{}:
-			return nil
-		case <-timer.C:
-			return t.publishErr(i, fmt.Errorf("no publish slot within %v", d.cfg.PublishTimeout))
-		case <-t.ctx.Done():
-			return t.publishCtxErr(i)
-		case <-t.expiryC():
-			return t.publishErr(i, errPublishDeadline)
-		case <-d.stopped:
-			return fmt.Errorf("dispatch: %w", d.stoppedErr())
-		}
-	}
-	for i := range t.calls {
-		if t.slots[i] != slotWaiting {
-			continue
-		}
-		if err := acquire(i); err != nil {
-			return err
-		}
-		c := t.calls[i]
-		paf, err := d.js.PublishMsgAsync(&nats.Msg{
-			Subject: jetstream.CallSubject(c.Name),
-			Data:    t.payloads[i],
-			Header:  nats.Header{js.MsgIDHeader: []string{c.ID}, HeaderTraceparent: []string{t.traceparent}},
-		})
-		if err != nil {
-			<-d.inflight
-			return t.publishErr(i, err)
-		}
-		t.payloads[i] = nil
-		queue = append(queue, pubWait{idx: i, paf: paf})
-	}
-	for head < len(queue) {
-		if err := await(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-var errPublishDeadline = errors.New("not stored before the call's deadline")
-
-// publishCtxErr is the error of a publish ended by ctx: a cancellation is the
-// caller's, a deadline means the pool did not store the call in time.
-func (t *turn) publishCtxErr(i int) error {
-	if errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
-		return t.publishErr(i, errPublishDeadline)
-	}
-	return fmt.Errorf("dispatch: %w", t.ctx.Err())
-}
-
-func (t *turn) publishErr(i int, err error) error {
-	c := t.calls[i]
-	t.d.log.Warn("publishing a call failed", slog.String("call_id", c.ID), slog.String("tool", c.Name),
-		slog.String("session", t.session), slog.String("traceparent", t.traceparent), slog.Any("error", err))
-	return fmt.Errorf("dispatch: publish call %s to %s: %w: %w", c.ID, jetstream.CallSubject(c.Name), ErrUnavailable, err)
 }
 
 func (t *turn) expiryC() <-chan time.Time {

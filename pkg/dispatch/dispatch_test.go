@@ -567,9 +567,14 @@ func TestDispatchUnavailable(t *testing.T) {
 		}
 	})
 
+	// Without TOOL_CALLS publishes get no responders, as while a stream
+	// leader is elected: retried until PublishRetryFor is spent.
 	t.Run("no stream", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, func(c *Config) {
+			c.PublishTimeout = time.Second
+			c.PublishRetryFor = 1500 * time.Millisecond
+		})
 		if err := b.js.DeleteStream(context.Background(), jetstream.StreamCalls); err != nil {
 			t.Fatal(err)
 		}
@@ -590,9 +595,12 @@ func TestDispatchUnavailable(t *testing.T) {
 		}
 	})
 
-	t.Run("server gone", func(t *testing.T) {
+	t.Run("server gone, no retries", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(c *Config) { c.PublishTimeout = 300 * time.Millisecond })
+		b := setup(t, func(c *Config) {
+			c.PublishTimeout = 300 * time.Millisecond
+			c.PublishRetryFor = -1
+		})
 		b.srv.Shutdown()
 		start := time.Now()
 		_, err := b.d.Dispatch(timeout(t, 10*time.Second), "", []envelope.ToolUseBlock{use("a", "echo", `{}`)})

@@ -47,4 +47,23 @@
 //
 // Metrics go to a Metrics interface (NopMetrics by default), so this package
 // does not depend on any metrics library.
+//
+// # Riding out a failover
+//
+// A call JetStream did not acknowledge (no responders while a cluster
+// elects a new stream leader, a PubAck lost with the old leader or not in
+// within Config.PublishTimeout, a reconnect) is published again, the same
+// message with the same Nats-Msg-Id, so it is still stored once. Attempts
+// are spaced by a jittered exponential backoff (about 0.1 s doubling to
+// 1 s); each call of a turn is retried on its own, so one slow attempt
+// does not hold back the others. This goes on until the call is
+// acknowledged or Config.PublishRetryFor (15 s) from the turn's first
+// publish is spent, never past the turn's deadline, ctx or Stop; only then
+// does Dispatch fail with ErrUnavailable. An error another publish cannot
+// cure fails the turn at once: the stream refuses the message (JetStream
+// API status 400, such as a message over its max_msg_size), the account
+// may not publish to the subject, the connection is closed. A turn logs
+// one warning when it starts publishing again and one info line when it
+// got through. A turn whose publishes succeed at once pays nothing for
+// this: no goroutine and no allocation beyond the messages themselves.
 package dispatch

@@ -29,6 +29,9 @@ type loopbackJS struct {
 
 var loopbackAck = &js.PubAck{Stream: "TOOL_CALLS", Sequence: 1}
 
+// Conn is nil: there is no connection (nor a last error on it).
+func (l *loopbackJS) Conn() *nats.Conn { return nil }
+
 // loopbackFuture is acknowledged already, as nats.go's future is once the
 // PubAck is in (a channel per future, as there).
 type loopbackFuture struct {

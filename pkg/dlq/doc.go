@@ -10,7 +10,16 @@
 //   - a PoisonWatcher, run by the orchestrator, dead-letters a call that
 //     reached its consumer's MaxDeliver without any worker reporting on it
 //     — it kills the worker running it (ReasonPoison) — answers its caller
-//     with an is_error result and removes it from TOOL_CALLS.
+//     with an is_error result and removes it from TOOL_CALLS. It hears of
+//     such calls from the server's MAX_DELIVERIES advisory and, because
+//     advisories are not stored, also sweeps TOOL_CALLS for them at start
+//     and every PoisonConfig.SweepInterval (15 s), so a missed advisory
+//     delays a poison call but never strands it.
+//
+// The orchestrator runs the watcher for as long as it serves:
+//
+//	w, err := dlq.StartPoisonWatcher(ctx, dlq.PoisonConfig{Conn: nc, JetStream: js, History: h})
+//	defer w.Stop()
 //
 // An Entry holds the original call message unchanged, the reason, the last
 // error, the attempts and the first and last failure times; the essentials

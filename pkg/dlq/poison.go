@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,8 +24,18 @@ import (
 // advisories for every tool's consumer on TOOL_CALLS.
 const PoisonAdvisorySubject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + jetstream.StreamCalls + ".*"
 
-// PoisonTimeoutDefault bounds the handling of one advisory.
-const PoisonTimeoutDefault = 30 * time.Second
+// Defaults of PoisonConfig.
+const (
+	// PoisonTimeoutDefault bounds the handling of one poison call, and the
+	// requests a sweep makes for one tool.
+	PoisonTimeoutDefault = 30 * time.Second
+	// PoisonSweepIntervalDefault is the time between two sweeps.
+	PoisonSweepIntervalDefault = 15 * time.Second
+	// PoisonSweepConfirmDefault is how long a sweep waits before it reads
+	// a poison call it found again, to set it aside only if it is still
+	// there.
+	PoisonSweepConfirmDefault = 2 * time.Second
+)
 
 // AttemptLoader reads the attempts recorded for a call. *History
 // implements it.
@@ -33,23 +45,42 @@ type AttemptLoader interface {
 
 // PoisonConfig configures a PoisonWatcher. Zero fields take the defaults.
 type PoisonConfig struct {
-	// Conn receives the advisories (core NATS). Required.
+	// Conn, when set, receives the MAX_DELIVERIES advisories (core NATS):
+	// the fast path, which sets a poison call aside as soon as it reaches
+	// MaxDeliver. Without it the watcher relies on sweeps alone, and then
+	// SweepInterval must not be negative.
 	Conn *nats.Conn
-	// JetStream reads and deletes the call in TOOL_CALLS and publishes the
-	// dead letter and the result. Required.
+	// JetStream lists the tools' consumers, reads and deletes the call in
+	// TOOL_CALLS and publishes the dead letter and the result. Required.
 	JetStream js.JetStream
 	// History, when set, gives the dead letter whatever attempts were
 	// recorded.
 	History AttemptLoader
 	// Logger receives what the watcher does. Default slog.Default().
 	Logger *slog.Logger
-	// Timeout bounds the handling of one advisory. Default
-	// PoisonTimeoutDefault.
+	// Timeout bounds the handling of one poison call, and the requests a
+	// sweep makes for one tool. Default PoisonTimeoutDefault (30s).
 	Timeout time.Duration
+	// SweepInterval is the time between two sweeps of TOOL_CALLS for poison
+	// calls whose advisory was missed or whose handling failed; the first
+	// sweep runs at start. Negative disables sweeping: a missed advisory
+	// then leaves its call in TOOL_CALLS, undelivered.
+	// Default PoisonSweepIntervalDefault (15s).
+	SweepInterval time.Duration
+	// SweepConfirm is how long a sweep waits between finding a poison call
+	// and setting it aside, after checking again that it is still in
+	// TOOL_CALLS and that its consumer is still done with it. On a cluster
+	// an acked call can linger in the stream for an instant after its
+	// consumer let go of it; a call still there after SweepConfirm is not
+	// one of those. Must not be negative. Default PoisonSweepConfirmDefault
+	// (2s).
+	SweepConfirm time.Duration
 	// Limits are the envelope limits the calls are decoded with. Default
 	// envelope.DefaultLimits.
 	Limits envelope.Limits
-	// OnPoison, when set, is called after each poison call was handled.
+	// OnPoison, when set, is called after each poison call was handled. The
+	// advisory path and the sweep call it from their own goroutines, so it
+	// may be called concurrently.
 	OnPoison func(PoisonCall)
 }
 
@@ -60,34 +91,60 @@ type PoisonCall struct {
 	StreamSeq  uint64 // where it was in TOOL_CALLS
 	Deliveries int
 	Answered   bool // an is_error result was published to its caller
+	Swept      bool // found by a sweep, not from an advisory
 }
 
-// PoisonWatcher catches calls that reached their consumer's MaxDeliver
+// PoisonWatcher sets aside calls that reached their consumer's MaxDeliver
 // without any worker reporting on them (the call kills the worker that
-// runs it) from the server's MAX_DELIVERIES advisory. For each it copies
-// the call to TOOL_DLQ with reason poison, answers the caller with an
-// is_error result (class internal, code poison), and removes the call from
-// TOOL_CALLS, where JetStream would otherwise keep it undelivered forever.
+// runs it). For each it copies the call to TOOL_DLQ with reason poison,
+// answers the caller with an is_error result (class internal, code
+// poison), and removes the call from TOOL_CALLS, where JetStream would
+// otherwise keep it undelivered forever.
+//
+// It finds them two ways. The server's MAX_DELIVERIES advisory is the fast
+// path. Advisories are not stored, though: one sent while no watcher ran
+// or while its connection was reconnecting is lost, and so is one whose
+// handling failed. So the watcher also sweeps TOOL_CALLS at start and
+// every SweepInterval. The server leaves a call that reached MaxDeliver in
+// the stream, while acked calls are deleted (work-queue retention); so a
+// call still queued on tools.call.<tool> that the consumer tool_<tool> has
+// done with (at or below its ack floor, or, with nothing pending, at or
+// below the last call it delivered) is a poison call. A sweep reads the
+// first calls of each tool's subject, stops at the first one the consumer
+// has not done with, and sets aside those still there, and still done
+// with, SweepConfirm later. Usually that is one request per tool, and it
+// finds nothing.
 //
 // Every orchestrator may run one: handling is idempotent (the dead letter
 // and the result carry the call id as Nats-Msg-Id, and a call already
-// removed is left alone). Advisories are not stored by the server: a call
-// whose advisory came while no watcher ran stays in TOOL_CALLS, undelivered;
-// `nats stream view TOOL_CALLS` shows it, and deleting it by hand is safe.
+// removed is left alone).
 type PoisonWatcher struct {
 	cfg   PoisonConfig
-	sub   *nats.Subscription
+	sub   *nats.Subscription // nil without Conn
 	ch    chan *nats.Msg
 	calls js.Stream
-	done  chan struct{}
+	life  context.Context    // ends at Stop
+	stop  context.CancelFunc // ends life
+	wg    sync.WaitGroup
 	once  sync.Once
+
+	mu       sync.Mutex
+	handling map[uint64]bool // stream sequences being handled now
+
+	sweepFailing bool         // the last sweep failed; owned by the sweeper
+	sweeps       atomic.Int64 // sweeps finished, for tests
 }
 
-// StartPoisonWatcher subscribes to the advisories and handles them until
-// Stop.
+// StartPoisonWatcher subscribes to the advisories, starts sweeping and
+// handles the poison calls it finds until Stop.
 func StartPoisonWatcher(ctx context.Context, cfg PoisonConfig) (*PoisonWatcher, error) {
-	if cfg.Conn == nil || cfg.JetStream == nil {
-		return nil, errors.New("dlq: PoisonConfig.Conn and PoisonConfig.JetStream are required")
+	switch {
+	case cfg.JetStream == nil:
+		return nil, errors.New("dlq: PoisonConfig.JetStream is required")
+	case cfg.Conn == nil && cfg.SweepInterval < 0:
+		return nil, errors.New("dlq: PoisonConfig.Conn is nil and SweepInterval is negative: the watcher would find nothing; set Conn or sweep")
+	case cfg.SweepConfirm < 0:
+		return nil, fmt.Errorf("dlq: PoisonConfig.SweepConfirm is %v; want 0 (default %v) or more", cfg.SweepConfirm, PoisonSweepConfirmDefault)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -95,34 +152,49 @@ func StartPoisonWatcher(ctx context.Context, cfg PoisonConfig) (*PoisonWatcher, 
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = PoisonTimeoutDefault
 	}
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, PoisonSweepIntervalDefault)
+	cfg.SweepConfirm = cmp.Or(cfg.SweepConfirm, PoisonSweepConfirmDefault)
 	calls, err := cfg.JetStream.Stream(ctx, jetstream.StreamCalls)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: poison watcher: stream %s: %w", jetstream.StreamCalls, err)
 	}
-	w := &PoisonWatcher{cfg: cfg, ch: make(chan *nats.Msg, 1024), calls: calls, done: make(chan struct{})}
-	w.sub, err = cfg.Conn.ChanSubscribe(PoisonAdvisorySubject, w.ch)
-	if err != nil {
-		return nil, fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
+	w := &PoisonWatcher{cfg: cfg, calls: calls, handling: map[uint64]bool{}}
+	w.life, w.stop = context.WithCancel(context.Background())
+	if cfg.Conn != nil {
+		w.ch = make(chan *nats.Msg, 1024)
+		w.sub, err = cfg.Conn.ChanSubscribe(PoisonAdvisorySubject, w.ch)
+		if err != nil {
+			w.stop()
+			return nil, fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
+		}
+		if err := cfg.Conn.FlushWithContext(ctx); err != nil {
+			_ = w.sub.Unsubscribe()
+			w.stop()
+			return nil, fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
+		}
+		w.wg.Go(w.run)
 	}
-	if err := cfg.Conn.FlushWithContext(ctx); err != nil {
-		_ = w.sub.Unsubscribe()
-		return nil, fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
+	if cfg.SweepInterval > 0 {
+		w.wg.Go(w.sweepLoop)
 	}
-	go w.run()
 	return w, nil
 }
 
-// Stop unsubscribes and waits for the advisory being handled, if any.
+// Stop unsubscribes, stops sweeping and waits for the poison call being
+// handled, if any. It is safe to call more than once.
 func (w *PoisonWatcher) Stop() {
 	w.once.Do(func() {
-		_ = w.sub.Unsubscribe()
-		close(w.ch)
+		w.stop()
+		if w.sub != nil {
+			_ = w.sub.Unsubscribe()
+			close(w.ch)
+		}
 	})
-	<-w.done
+	w.wg.Wait()
 }
 
+// run handles the advisories.
 func (w *PoisonWatcher) run() {
-	defer close(w.done)
 	for m := range w.ch {
 		var adv struct {
 			Stream     string    `json:"stream"`
@@ -140,21 +212,48 @@ func (w *PoisonWatcher) run() {
 		}
 		tool := strings.TrimPrefix(adv.Consumer, jetstream.ConsumerPrefix)
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-		pc, err := w.handle(ctx, tool, adv.StreamSeq, int(adv.Deliveries), adv.Time)
+		pc, err := w.handleOnce(ctx, tool, adv.StreamSeq, int(adv.Deliveries), adv.Time)
 		cancel()
 		log := w.cfg.Logger.With("tool", tool, "stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
 		switch {
+		case err != nil && w.cfg.SweepInterval > 0:
+			log.Error("setting a poison call aside failed; the next sweep of "+jetstream.StreamCalls+" retries it",
+				"err", err, "sweep_interval", w.cfg.SweepInterval)
 		case err != nil:
-			log.Error("setting a poison call aside failed; it stays in "+jetstream.StreamCalls+", undelivered", "err", err)
+			log.Error("setting a poison call aside failed; with sweeping off it stays in "+jetstream.StreamCalls+", undelivered", "err", err)
 		case pc == nil:
 			log.Debug("poison advisory for a call already gone")
 		default:
-			log.Warn("poison call dead-lettered: it stopped the worker on every delivery", "call_id", pc.CallID)
-			if w.cfg.OnPoison != nil {
-				w.cfg.OnPoison(*pc)
-			}
+			w.handled(log, *pc)
 		}
 	}
+}
+
+// handled logs a poison call set aside and reports it to OnPoison.
+func (w *PoisonWatcher) handled(log *slog.Logger, pc PoisonCall) {
+	log.Warn("poison call dead-lettered: it stopped the worker on every delivery", "call_id", pc.CallID, "swept", pc.Swept)
+	if w.cfg.OnPoison != nil {
+		w.cfg.OnPoison(pc)
+	}
+}
+
+// handleOnce is handle, unless this watcher is handling the call at seq
+// already (the advisory and a sweep found it at once): then it does nothing
+// and returns nil, as for a call already gone.
+func (w *PoisonWatcher) handleOnce(ctx context.Context, tool string, seq uint64, deliveries int, at time.Time) (*PoisonCall, error) {
+	w.mu.Lock()
+	busy := w.handling[seq]
+	w.handling[seq] = true
+	w.mu.Unlock()
+	if busy {
+		return nil, nil
+	}
+	defer func() {
+		w.mu.Lock()
+		delete(w.handling, seq)
+		w.mu.Unlock()
+	}()
+	return w.handle(ctx, tool, seq, deliveries, at)
 }
 
 // handle sets aside the call at seq; nil and no error when it is gone.

@@ -272,7 +272,7 @@ func TestE2ETools(t *testing.T) {
 // once the server is back on the same address and store.
 func TestE2EUnavailableThenRecovers(t *testing.T) {
 	t.Parallel()
-	b := setupAPI(t, func(c *dispatch.Config) { c.PublishTimeout = 500 * time.Millisecond })
+	b := setupAPI(t, func(c *dispatch.Config) { c.PublishTimeout, c.PublishRetryFor = 500*time.Millisecond, time.Second })
 	echo := func() string {
 		return `[{"type":"tool_use","id":"` + uid("toolu_outage_") + `","name":"echo","input":{"text":"up"}}]`
 	}

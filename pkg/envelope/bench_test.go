@@ -51,11 +51,53 @@ func BenchmarkDecodeCall(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendCall encodes into a reused buffer, as a caller that keeps
+// one does.
+func BenchmarkAppendCall(b *testing.B) {
+	c := benchCall()
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = AppendCall(buf[:0], c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeCallShared decodes without copying the input.
+func BenchmarkDecodeCallShared(b *testing.B) {
+	data, err := EncodeCall(benchCall())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeCallShared(data, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkEncodeResult(b *testing.B) {
 	r := benchResult()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := EncodeResult(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendResult encodes into a reused buffer.
+func BenchmarkAppendResult(b *testing.B) {
+	r := benchResult()
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = AppendResult(buf[:0], r); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -116,7 +116,15 @@ func ValidToolName(name string) bool {
 // hasControl reports whether s holds an ASCII control character. Ids and
 // trace context travel in NATS headers, where CR or LF would break the frame.
 func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := load64(s, i)
+		del := x ^ (lowBits * 0x7f)
+		if ((x-lowBits*0x20)&^x|(del-lowBits)&^del)&highBits != 0 {
+			return true
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] == 0x7f {
 			return true
 		}
@@ -277,36 +285,35 @@ func callField(key []byte) int {
 // may add optional fields without breaking older readers. null counts as the
 // member's zero value.
 //
-// The returned Call does not alias data.
+// The returned Call does not alias data; see DecodeCallShared for one whose
+// input does.
 func DecodeCall(data []byte, lim Limits) (*Call, error) {
+	return decodeCall(data, lim, false)
+}
+
+// DecodeCallShared is DecodeCall, except that the returned Call's Input is
+// a slice of data instead of a copy (its capacity ends with it, so appending
+// to it cannot write into the rest of data). It saves copying the input for
+// a caller that owns data and leaves it unchanged while the Call is in use:
+// a received nats.Msg's Data, which nats.go allocates for each message, is
+// such a buffer. The string fields never alias data.
+func DecodeCallShared(data []byte, lim Limits) (*Call, error) {
+	return decodeCall(data, lim, true)
+}
+
+// callStrings are the string fields of a call, in the order their errors
+// are reported.
+var callStrings = [...]int{callID, callTool, callSession, callReplyTo, callTraceparent, callOriginalID}
+
+func decodeCall(data []byte, lim Limits, share bool) (*Call, error) {
 	lim = lim.WithDefaults()
 	if maxMsg := lim.MaxInputBytes + CallOverheadBytes; maxMsg > 0 && len(data) > maxMsg { // maxMsg <= 0: overflow, no cap
 		return nil, &DecodeError{Reason: "message is " + formatCount(len(data)) + " bytes; the limit is " + formatCount(maxMsg), Err: ErrTooLarge}
 	}
-	if !validJSON(data) {
-		return nil, syntaxError("", data)
-	}
-	it, ok := newObjectIter(data, 0)
-	if !ok {
-		r := reader{data: data}
-		return nil, malformed("", "must be a JSON object, not "+r.kind(span{skipSpace(data, 0), len(trimEnd(data))}))
-	}
 	var spans [numCallFields]span
-	dup := -1
-	for {
-		key, vs, ve, ok := it.next()
-		if !ok {
-			break
-		}
-		if f := callField(key); f >= 0 {
-			if spans[f].present() && dup < 0 {
-				dup = f
-			}
-			spans[f] = span{vs, ve}
-		}
-	}
-	if it.bad {
-		return nil, malformed("", "not valid JSON")
+	dup, err := scanEnvelope(data, callField, spans[:])
+	if err != nil {
+		return nil, err
 	}
 	r := reader{data: data}
 	if err := r.version(spans[callV]); err != nil {
@@ -315,24 +322,29 @@ func DecodeCall(data []byte, lim Limits) (*Call, error) {
 	if dup >= 0 {
 		return nil, malformed(callFieldNames[dup], "appears more than once")
 	}
+	size := 0
+	for _, f := range callStrings {
+		if s := spans[f]; s.present() && !r.isString(s) && !r.isNull(s) {
+			return nil, malformed(callFieldNames[f], "must be a string, not "+r.kind(s))
+		}
+		size += r.stringSize(spans[f])
+	}
+	r.arena.Grow(size)
 	c := &Call{V: Version}
 	for f, p := range []*string{callID: &c.ID, callTool: &c.Tool, callSession: &c.Session, callReplyTo: &c.ReplyTo, callTraceparent: &c.Traceparent, callOriginalID: &c.OriginalID} {
-		if p == nil || !spans[f].present() {
-			continue
+		if p != nil && spans[f].present() {
+			*p, _ = r.string(spans[f]) // checked above
 		}
-		s, ok := r.string(spans[f])
-		if !ok {
-			return nil, malformed(callFieldNames[f], "must be a string, not "+r.kind(spans[f]))
-		}
-		*p = s
 	}
 	for f, p := range []*time.Time{callCreatedAt: &c.CreatedAt, callDeadline: &c.Deadline} {
 		if p == nil || !spans[f].present() {
 			continue
 		}
-		if err := p.UnmarshalJSON(r.raw(spans[f])); err != nil {
+		t, err := parseTime(r.raw(spans[f]))
+		if err != nil {
 			return nil, malformed(callFieldNames[f], "must be an RFC 3339 time string such as \"2025-01-02T15:04:05Z\"")
 		}
+		*p = t
 	}
 	if err := c.validateFields(); err != nil {
 		return nil, err
@@ -347,8 +359,27 @@ func DecodeCall(data []byte, lim Limits) (*Call, error) {
 	if n := in.end - in.start; n > lim.MaxInputBytes {
 		return nil, &DecodeError{Field: "input", Reason: "is " + formatCount(n) + " bytes; the limit is " + formatCount(lim.MaxInputBytes), Err: ErrTooLarge}
 	}
-	c.Input = json.RawMessage(append([]byte(nil), r.raw(in)...))
+	if share {
+		c.Input = json.RawMessage(data[in.start:in.end:in.end])
+	} else {
+		c.Input = json.RawMessage(append([]byte(nil), r.raw(in)...))
+	}
 	return c, nil
+}
+
+// scanEnvelope checks that data is one JSON object and records where the
+// members field knows lie (see scanMembers). The error says what data is
+// instead: not JSON, or JSON but not an object.
+func scanEnvelope(data []byte, field func(key []byte) int, spans []span) (dup int, err *DecodeError) {
+	dup, ok := scanMembers(data, field, spans)
+	if ok {
+		return dup, nil
+	}
+	if i := skipSpace(data, 0); i < len(data) && data[i] == '{' || !validJSON(data) {
+		return -1, syntaxError("", data)
+	}
+	r := reader{data: data}
+	return -1, malformed("", "must be a JSON object, not "+r.kind(span{skipSpace(data, 0), len(trimEnd(data))}))
 }
 
 // version checks the "v" member.
@@ -374,28 +405,47 @@ func EncodeCall(c *Call) ([]byte, error) {
 	if c == nil {
 		return nil, malformed("", "no call")
 	}
-	if err := c.validateFields(); err != nil {
+	n := 200 + len(c.Input) + len(c.ID) + len(c.Tool) + len(c.Session) + len(c.ReplyTo) + len(c.Traceparent) + len(c.OriginalID)
+	b, err := AppendCall(make([]byte, 0, n), c)
+	if err != nil {
 		return nil, err
 	}
+	return b, nil
+}
+
+// AppendCall is EncodeCall appending to dst: it returns dst extended by the
+// encoded call, or dst unchanged and the error. With a buffer kept for reuse
+// it encodes without allocating:
+//
+//	buf, err = envelope.AppendCall(buf[:0], &call)
+//
+// The buffer may be reused once the message is sent: a synchronous publish
+// (jetstream.JetStream.PublishMsg) is done with it when it returns, an
+// asynchronous one (PublishMsgAsync) only when its PubAck has arrived.
+func AppendCall(dst []byte, c *Call) ([]byte, error) {
+	if c == nil {
+		return dst, malformed("", "no call")
+	}
+	if err := c.validateFields(); err != nil {
+		return dst, err
+	}
 	if err := checkInput(c.Input, 0); err != nil {
-		return nil, err
+		return dst, err
 	}
 	if c.V != Version {
 		c.V = Version
 	}
-	n := 200 + len(c.Input) + len(c.ID) + len(c.Tool) + len(c.Session) + len(c.ReplyTo) + len(c.Traceparent) + len(c.OriginalID)
-	b := make([]byte, 0, n)
-	b = append(b, `{"v":1`...)
+	b := append(dst, `{"v":1`...)
 	b = appendStringField(b, "id", c.ID, false)
 	b = appendStringField(b, "tool", c.Tool, false)
 	b = appendStringField(b, "session", c.Session, true)
 	b = appendStringField(b, "reply_to", c.ReplyTo, true)
 	var err error
 	if b, err = appendTimeField(b, "created_at", c.CreatedAt); err != nil {
-		return nil, malformed("created_at", "cannot be written as RFC 3339: "+err.Error())
+		return dst, malformed("created_at", "cannot be written as RFC 3339: "+err.Error())
 	}
 	if b, err = appendTimeField(b, "deadline", c.Deadline); err != nil {
-		return nil, malformed("deadline", "cannot be written as RFC 3339: "+err.Error())
+		return dst, malformed("deadline", "cannot be written as RFC 3339: "+err.Error())
 	}
 	b = appendStringField(b, "traceparent", c.Traceparent, true)
 	b = appendStringField(b, "original_id", c.OriginalID, true)
@@ -471,30 +521,10 @@ func DecodeResult(data []byte) (*Result, error) {
 	if len(data) > MaxResultBytes {
 		return nil, &DecodeError{Reason: "message is " + formatCount(len(data)) + " bytes; the limit is " + formatCount(MaxResultBytes), Err: ErrTooLarge}
 	}
-	if !validJSON(data) {
-		return nil, syntaxError("", data)
-	}
-	it, ok := newObjectIter(data, 0)
-	if !ok {
-		r := reader{data: data}
-		return nil, malformed("", "must be a JSON object, not "+r.kind(span{skipSpace(data, 0), len(trimEnd(data))}))
-	}
 	var spans [numResFields]span
-	dup := -1
-	for {
-		key, vs, ve, ok := it.next()
-		if !ok {
-			break
-		}
-		if f := resField(key); f >= 0 {
-			if spans[f].present() && dup < 0 {
-				dup = f
-			}
-			spans[f] = span{vs, ve}
-		}
-	}
-	if it.bad {
-		return nil, malformed("", "not valid JSON")
+	dup, err := scanEnvelope(data, resField, spans[:])
+	if err != nil {
+		return nil, err
 	}
 	r := reader{data: data}
 	if err := r.version(spans[resV]); err != nil {
@@ -503,17 +533,43 @@ func DecodeResult(data []byte) (*Result, error) {
 	if dup >= 0 {
 		return nil, malformed(resFieldNames[dup], "appears more than once")
 	}
-	res := &Result{V: Version}
+	size := 0
+	for _, f := range resStrings {
+		if s := spans[f]; s.present() && !r.isString(s) && !r.isNull(s) {
+			return nil, malformed(resFieldNames[f], "must be a string, not "+r.kind(s))
+		}
+		size += r.stringSize(spans[f])
+	}
+	// The content is located now, to size the arena, but its errors come
+	// after those of the other fields.
+	var blockBuf [4]blockAt
+	blocks := blockBuf[:0]
+	var contentErr *DecodeError
+	if s := spans[resContent]; s.present() {
+		var n int
+		blocks, n, contentErr = r.locateContent(s, "content", blocks)
+		size += n
+	}
+	r.arena.Grow(size)
+
+	// A result and its one block, the usual content, share an allocation.
+	var res *Result
+	if len(blocks) == 1 && contentErr == nil {
+		rb := &resultAndBlock{}
+		res = &rb.res
+		res.Content = rb.block[:]
+	} else {
+		res = &Result{}
+		if len(blocks) > 0 && contentErr == nil {
+			res.Content = make(Content, len(blocks))
+		}
+	}
+	res.V = Version
 	var class string
 	for f, p := range []*string{resCallID: &res.CallID, resTool: &res.Tool, resClass: &class, resCode: &res.Code, resWorkerID: &res.WorkerID} {
-		if p == nil || !spans[f].present() {
-			continue
+		if p != nil && spans[f].present() {
+			*p, _ = r.string(spans[f]) // checked above
 		}
-		s, ok := r.string(spans[f])
-		if !ok {
-			return nil, malformed(resFieldNames[f], "must be a string, not "+r.kind(spans[f]))
-		}
-		*p = s
 	}
 	res.Class = Class(class)
 	if strings.TrimSpace(res.CallID) == "" {
@@ -549,14 +605,21 @@ func DecodeResult(data []byte) (*Result, error) {
 		}
 		res.Attempts = int(v)
 	}
-	if s := spans[resContent]; s.present() {
-		c, err := r.content(s, "content")
-		if err != nil {
-			return nil, err
-		}
-		res.Content = c
+	if contentErr != nil {
+		return nil, contentErr
 	}
+	r.fillContent(blocks, res.Content)
 	return res, nil
+}
+
+// resStrings are the string fields of a result, in the order their errors
+// are reported.
+var resStrings = [...]int{resCallID, resTool, resClass, resCode, resWorkerID}
+
+// resultAndBlock is a result with room for one content block.
+type resultAndBlock struct {
+	res   Result
+	block [1]Block
 }
 
 const maxInt = int(^uint(0) >> 1)
@@ -583,14 +646,28 @@ func EncodeResult(r *Result) ([]byte, error) {
 	if r == nil {
 		return nil, malformed("", "no result")
 	}
+	b, err := AppendResult(make([]byte, 0, 160+len(r.CallID)+len(r.Tool)+len(r.Code)+len(r.WorkerID)+len(r.Class)+contentSizeHint(r.Content)), r)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// AppendResult is EncodeResult appending to dst: it returns dst extended by
+// the encoded result, or dst unchanged and the error. With a buffer kept for
+// reuse it encodes without allocating; see AppendCall for when the buffer
+// may be reused.
+func AppendResult(dst []byte, r *Result) ([]byte, error) {
+	if r == nil {
+		return dst, malformed("", "no result")
+	}
 	if strings.TrimSpace(r.CallID) == "" {
-		return nil, malformed("call_id", "missing; it must be the id of the call answered")
+		return dst, malformed("call_id", "missing; it must be the id of the call answered")
 	}
 	if r.V != Version {
 		r.V = Version
 	}
-	b := make([]byte, 0, 160+len(r.CallID)+len(r.Tool)+len(r.Code)+len(r.WorkerID)+len(r.Class)+contentSizeHint(r.Content))
-	b = append(b, `{"v":1`...)
+	b := append(dst, `{"v":1`...)
 	b = appendStringField(b, "call_id", r.CallID, false)
 	b = appendStringField(b, "tool", r.Tool, true)
 	if r.IsError {
@@ -609,7 +686,7 @@ func EncodeResult(r *Result) ([]byte, error) {
 	b = appendKey(b, "content")
 	b, err := appendContent(b, r.Content, "content")
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
 	return append(b, '}'), nil
 }

@@ -314,6 +314,52 @@ func TestDecodeCallDoesNotAlias(t *testing.T) {
 	}
 }
 
+// DecodeCallShared decodes as DecodeCall does, but its input is a slice of
+// the message that cannot grow into the rest of it.
+func TestDecodeCallShared(t *testing.T) {
+	t.Parallel()
+	data := []byte(`{"v":1,"id":"abc","tool":"echo","input":{"text":"hi"},"session":"s"}`)
+	c, err := DecodeCallShared(data, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := DecodeCall(data, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalCall(t, c, want)
+	if cap(c.Input) != len(c.Input) {
+		t.Errorf("input has room to grow (len %d, cap %d): appending would overwrite the message", len(c.Input), cap(c.Input))
+	}
+	c.Input = append(c.Input, ' ')
+	c.Input[0] = '['
+	if !bytes.Contains(data, []byte(`"input":{"text":"hi"},"session"`)) {
+		t.Errorf("appending to a copy of the input changed the message: %s", data)
+	}
+	c, err = DecodeCallShared(data, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[bytes.Index(data, []byte(`"hi"`))+1] = 'H'
+	for i := range bytes.Index(data, []byte(`"input"`)) {
+		data[i] = 'z' // before the input: the string fields
+	}
+	if string(c.Input) != `{"text":"Hi"}` {
+		t.Errorf("input = %s, want it to share the message", c.Input)
+	}
+	if c.ID != "abc" || c.Tool != "echo" || c.Session != "s" {
+		t.Errorf("string fields changed with the message: %+v", c)
+	}
+	// Errors are DecodeCall's.
+	for _, bad := range []string{`{"v":1,"id":"a","tool":"t","input":[]}`, `{"v":2}`, `x`} {
+		_, err1 := DecodeCall([]byte(bad), Limits{})
+		_, err2 := DecodeCallShared([]byte(bad), Limits{})
+		if err1 == nil || err2 == nil || err1.Error() != err2.Error() {
+			t.Errorf("%s: DecodeCall error %v, DecodeCallShared error %v", bad, err1, err2)
+		}
+	}
+}
+
 func TestDecodeErrorText(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -569,5 +615,61 @@ func TestLimitsWithDefaults(t *testing.T) {
 	}
 	if got := (Limits{MaxInputBytes: 5, MaxContentBytes: -1}).WithDefaults(); got != (Limits{MaxInputBytes: 5, MaxContentBytes: MaxContentBytesDefault}) {
 		t.Errorf("WithDefaults() = %+v", got)
+	}
+}
+
+// AppendCall and AppendResult write what EncodeCall and EncodeResult write,
+// after what dst holds, and leave dst as it was on error.
+func TestAppendEncoders(t *testing.T) {
+	t.Parallel()
+	prefix := []byte("keep me")
+	call, res := sampleCall(), sampleResult()
+	wantCall, err := EncodeCall(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRes, err := EncodeResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := AppendCall(bytes.Clone(prefix), call)
+	if err != nil || !bytes.Equal(got, append(bytes.Clone(prefix), wantCall...)) {
+		t.Errorf("AppendCall = %s, %v; want the prefix, then %s", got, err, wantCall)
+	}
+	got, err = AppendResult(bytes.Clone(prefix), res)
+	if err != nil || !bytes.Equal(got, append(bytes.Clone(prefix), wantRes...)) {
+		t.Errorf("AppendResult = %s, %v; want the prefix, then %s", got, err, wantRes)
+	}
+
+	bad := *call
+	bad.Deadline = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) // fails after much is written
+	got, err = AppendCall(bytes.Clone(prefix), &bad)
+	if !errors.Is(err, ErrMalformed) || !bytes.Equal(got, prefix) {
+		t.Errorf("AppendCall of a bad call = %q, %v; want the prefix alone and an error", got, err)
+	}
+	if data, err := EncodeCall(&bad); data != nil || err == nil {
+		t.Errorf("EncodeCall of a bad call = %q, %v; want nil and an error", data, err)
+	}
+	badRes := *res
+	badRes.Content = Content{{Type: "text", Text: "fine"}, {Type: "image"}} // fails in the content
+	got, err = AppendResult(bytes.Clone(prefix), &badRes)
+	if !errors.Is(err, ErrMalformed) || !bytes.Equal(got, prefix) {
+		t.Errorf("AppendResult of a bad result = %q, %v; want the prefix alone and an error", got, err)
+	}
+	if data, err := EncodeResult(&badRes); data != nil || err == nil {
+		t.Errorf("EncodeResult of a bad result = %q, %v; want nil and an error", data, err)
+	}
+}
+
+// With a buffer kept for reuse, encoding does not allocate. (Not parallel:
+// it counts allocations.)
+func TestAppendEncodersReuseBuffer(t *testing.T) {
+	call, res := benchCall(), benchResult()
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() {
+		buf, _ = AppendCall(buf[:0], call)
+		buf, _ = AppendResult(buf[:0], res)
+	}); n != 0 {
+		t.Errorf("AppendCall and AppendResult into a reused buffer allocate %v times per run, want 0", n)
 	}
 }

@@ -126,69 +126,90 @@ func trimEnd(data []byte) []byte {
 // content decodes the content value at s; field prefixes the names of bad
 // fields in errors.
 func (r *reader) content(s span, field string) (Content, error) {
-	v := r.raw(s)
-	if len(v) == 0 || r.isNull(s) {
+	var buf [4]blockAt
+	blocks, size, err := r.locateContent(s, field, buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	if len(blocks) == 0 {
 		return nil, nil
 	}
-	switch v[0] {
-	case '"':
-		text, ok := r.string(s)
-		if !ok {
-			return nil, malformed(field, "must be an array of content blocks or a string")
-		}
-		if text == "" {
-			return nil, nil
-		}
-		return Text(text), nil
-	case '[':
-	default:
-		return nil, malformed(field, "must be an array of content blocks or a string, not "+r.kind(s))
-	}
-	// Count the blocks first so the slice is allocated once.
-	n := 0
-	for i := skipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
-		end := skipValue(r.data, i)
-		if end < 0 {
-			return nil, malformed(field, "is not valid JSON")
-		}
-		n++
-		i = skipSpace(r.data, end)
-		if i < s.end && r.data[i] == ',' {
-			i = skipSpace(r.data, i+1)
-		}
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	out := make(Content, 0, n)
-	for i := skipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
-		end := skipValue(r.data, i)
-		if end < 0 {
-			return nil, malformed(field, "is not valid JSON")
-		}
-		b, err := r.block(span{start: i, end: end}, "")
-		if err != nil {
-			// Name the block only now: building "content[3]" for every block
-			// would cost an allocation each.
-			if de, ok := err.(*DecodeError); ok {
-				de.Field = dot(field+"["+strconv.Itoa(len(out))+"]", de.Field)
-			}
-			return nil, err
-		}
-		out = append(out, b)
-		i = skipSpace(r.data, end)
-		if i < s.end && r.data[i] == ',' {
-			i = skipSpace(r.data, i+1)
-		}
-	}
+	r.arena.Grow(size)
+	out := make(Content, len(blocks))
+	r.fillContent(blocks, out)
 	return out, nil
 }
 
 // block decodes the content block at s.
 func (r *reader) block(s span, field string) (Block, error) {
-	it, ok := newObjectIter(r.data[:s.end], s.start)
+	b, _, err := r.locateBlock(s.start, s.end, field)
+	if err != nil {
+		return Block{}, err
+	}
+	var out [1]Block
+	r.fillContent([]blockAt{b}, out[:])
+	return out[0], nil
+}
+
+// blockAt is a content block found in a message, not yet decoded.
+type blockAt struct {
+	text  bool // a text block; or the content was a plain string
+	typ   span // the type of a block that is not text
+	value span // the text of a text block; the whole of any other block
+}
+
+// locateContent finds the blocks of the content value at s and appends them
+// to dst; size is what their strings take in the arena. Content decodes in two
+// steps, locate then fill, so that the caller can reserve the arena once and
+// size the block slice exactly.
+func (r *reader) locateContent(s span, field string, dst []blockAt) (blocks []blockAt, size int, err *DecodeError) {
+	v := r.raw(s)
+	if len(v) == 0 || r.isNull(s) {
+		return dst, 0, nil
+	}
+	switch v[0] {
+	case '"':
+		if len(v) == 2 { // "": no content
+			return dst, 0, nil
+		}
+		return append(dst, blockAt{text: true, value: s}), r.stringSize(s), nil
+	case '[':
+	default:
+		return nil, 0, malformed(field, "must be an array of content blocks or a string, not "+r.kind(s))
+	}
+	for i := skipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
+		b, end, err := r.locateBlock(i, s.end, "")
+		if err != nil {
+			// Name the block only now: building "content[3]" for every block
+			// would cost an allocation each.
+			err.Field = dot(field+"["+strconv.Itoa(len(dst))+"]", err.Field)
+			return nil, 0, err
+		}
+		dst = append(dst, b)
+		if b.text {
+			size += r.stringSize(b.value)
+		} else {
+			size += r.stringSize(b.typ)
+		}
+		i = skipSpace(r.data, end)
+		if i < s.end && r.data[i] == ',' {
+			i = skipSpace(r.data, i+1)
+		}
+	}
+	return dst, size, nil
+}
+
+// locateBlock checks the content block that starts at r.data[start] and
+// ends by r.data[limit], says where its parts lie and returns the index just
+// past it.
+func (r *reader) locateBlock(start, limit int, field string) (blockAt, int, *DecodeError) {
+	it, ok := newObjectIter(r.data[:limit], start)
 	if !ok {
-		return Block{}, malformed(field, "must be a content block object, not "+r.kind(s))
+		end := skipValue(r.data[:limit], start)
+		if end < 0 {
+			return blockAt{}, 0, malformed(field, "is not valid JSON")
+		}
+		return blockAt{}, 0, malformed(field, "must be a content block object, not "+r.kind(span{start, end}))
 	}
 	var typ, text span
 	for {
@@ -204,29 +225,41 @@ func (r *reader) block(s span, field string) (Block, error) {
 		}
 	}
 	if it.bad {
-		return Block{}, malformed(field, "is not valid JSON")
+		return blockAt{}, 0, malformed(field, "is not valid JSON")
 	}
+	end := it.pos // just past the closing brace
 	if !typ.present() {
-		return Block{}, malformed(dot(field, "type"), "missing; every content block needs a type")
+		return blockAt{}, 0, malformed(dot(field, "type"), "missing; every content block needs a type")
 	}
-	t, ok := r.string(typ)
-	if !ok || r.isNull(typ) {
-		return Block{}, malformed(dot(field, "type"), "must be a string, not "+r.kind(typ))
+	if !r.isString(typ) {
+		return blockAt{}, 0, malformed(dot(field, "type"), "must be a string, not "+r.kind(typ))
 	}
-	if strings.TrimSpace(t) == "" {
-		return Block{}, malformed(dot(field, "type"), "missing; every content block needs a type")
-	}
-	if t != "text" {
-		return Block{Type: t, Raw: json.RawMessage(append([]byte(nil), r.raw(s)...))}, nil
+	if string(r.raw(typ)) != `"text"` && !r.stringIs(typ, "text") {
+		if r.blankString(typ) {
+			return blockAt{}, 0, malformed(dot(field, "type"), "missing; every content block needs a type")
+		}
+		return blockAt{typ: typ, value: span{start, end}}, end, nil
 	}
 	if !text.present() {
-		return Block{}, malformed(dot(field, "text"), "missing; a text block needs a string \"text\"")
+		return blockAt{}, 0, malformed(dot(field, "text"), "missing; a text block needs a string \"text\"")
 	}
-	txt, ok := r.string(text)
-	if !ok || r.isNull(text) {
-		return Block{}, malformed(dot(field, "text"), "must be a string, not "+r.kind(text))
+	if !r.isString(text) {
+		return blockAt{}, 0, malformed(dot(field, "text"), "must be a string, not "+r.kind(text))
 	}
-	return Block{Type: "text", Text: txt}, nil
+	return blockAt{text: true, value: text}, end, nil
+}
+
+// fillContent decodes blocks into out, which has the same length.
+func (r *reader) fillContent(blocks []blockAt, out Content) {
+	for i, b := range blocks {
+		if b.text {
+			text, _ := r.string(b.value) // checked by locateBlock
+			out[i] = Block{Type: "text", Text: text}
+			continue
+		}
+		typ, _ := r.string(b.typ)
+		out[i] = Block{Type: typ, Raw: json.RawMessage(append([]byte(nil), r.raw(b.value)...))}
+	}
 }
 
 // dot joins a field path and a member name; either may be empty.

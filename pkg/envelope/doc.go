@@ -57,6 +57,12 @@
 // Block.Text; any other block (image, document) is kept verbatim in Block.Raw.
 // A plain JSON string decodes as one text block.
 //
+// # On the hot path
+//
+// AppendCall and AppendResult encode into a buffer the caller keeps for
+// reuse, and DecodeCallShared leaves the input in the message it was read
+// from instead of copying it; each saves an allocation per message.
+//
 // Durations in a Result are integers of nanoseconds (fields ending in _ns);
 // times in a Call are RFC 3339 strings.
 package envelope

@@ -38,6 +38,13 @@ func FuzzDecodeCall(f *testing.F) {
 	lim := Limits{MaxInputBytes: 4096}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := DecodeCall(data, lim)
+		shared, sharedErr := DecodeCallShared(data, lim)
+		if (err == nil) != (sharedErr == nil) || err != nil && err.Error() != sharedErr.Error() {
+			t.Fatalf("DecodeCall error %v, DecodeCallShared error %v", err, sharedErr)
+		}
+		if err == nil && (!reflect.DeepEqual(c, shared) || cap(shared.Input) != len(shared.Input)) {
+			t.Fatalf("DecodeCall and DecodeCallShared differ:\n%+v\n%+v", c, shared)
+		}
 		if err != nil {
 			var de *DecodeError
 			if c != nil || !errors.As(err, &de) || de.Reason == "" {

@@ -3,15 +3,17 @@ package envelope
 import (
 	"bytes"
 	"math"
+	"strings"
 	"unicode/utf8"
 )
 
 // This file holds the small JSON reader the codec is built on. The decoders
-// first check the whole message with validJSON, then walk the top-level
-// object by hand: keys match exactly (encoding/json would also accept "ID" for
-// "id"), a repeated key is caught, and string values become substrings of one
-// string copy of the message instead of one allocation each. Every function
-// here still checks its bounds, so malformed input cannot make it panic.
+// walk the top-level object by hand while checking that the message is valid
+// JSON (scanMembers): keys match exactly (encoding/json would also accept
+// "ID" for "id"), a repeated key is caught, and string values are written
+// one after the other into one arena and cut from it, instead of costing one
+// allocation each. Every function here still checks its bounds, so malformed
+// input cannot make it panic.
 
 // isSpace reports whether c is JSON whitespace.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -104,6 +106,65 @@ func skipValue(data []byte, i int) int {
 	}
 }
 
+// scanMembers checks that data is one JSON object and nothing else, giving
+// the same answer as validJSON, and records in spans where the values of the
+// members it knows lie: field maps a key to an index into spans, or -1. dup
+// is the first known member given twice (-1: none). ok is false when data is
+// not valid JSON or not an object; the caller tells the two apart.
+func scanMembers(data []byte, field func(key []byte) int, spans []span) (dup int, ok bool) {
+	dup = -1
+	d := data
+	i := skipSpace(d, 0)
+	if i >= len(d) || d[i] != '{' {
+		return dup, false
+	}
+	i = skipSpace(d, i+1)
+	if i < len(d) && d[i] == '}' {
+		return dup, skipSpace(d, i+1) == len(d)
+	}
+	for {
+		if i >= len(d) || d[i] != '"' {
+			return dup, false
+		}
+		kend, ok := validString(d, i)
+		if !ok {
+			return dup, false
+		}
+		key := d[i+1 : kend-1]
+		i = skipSpace(d, kend)
+		if i >= len(d) || d[i] != ':' {
+			return dup, false
+		}
+		vstart := skipSpace(d, i+1)
+		vend, ok := validValue(d, vstart, 1)
+		if !ok {
+			return dup, false
+		}
+		if !plainASCII(key) && (bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key)) {
+			k, _ := unquote(key) // a valid string: cannot fail
+			key = []byte(k)
+		}
+		if f := field(key); f >= 0 {
+			if spans[f].present() && dup < 0 {
+				dup = f
+			}
+			spans[f] = span{vstart, vend}
+		}
+		i = skipSpace(d, vend)
+		if i >= len(d) {
+			return dup, false
+		}
+		switch d[i] {
+		case ',':
+			i = skipSpace(d, i+1)
+		case '}':
+			return dup, skipSpace(d, i+1) == len(d)
+		default:
+			return dup, false
+		}
+	}
+}
+
 // objectIter walks the members of a JSON object. Use it only on data that
 // passed validJSON; on anything else it stops with bad set rather than
 // panicking.
@@ -187,7 +248,11 @@ func (s span) present() bool { return s.end > 0 }
 // reader turns values of one message into Go values.
 type reader struct {
 	data []byte
-	str  string // string(data), made on first use; strings are cut from it
+	// arena holds the decoded strings one after the other; each string is
+	// cut from it. Reserve its size (arena.Grow) before the first string so
+	// that one allocation holds them all. A string already cut stays valid
+	// when the arena grows: the builder only ever appends.
+	arena strings.Builder
 }
 
 func (r *reader) raw(s span) []byte { return r.data[s.start:s.end] }
@@ -216,22 +281,69 @@ func (r *reader) kind(s span) string {
 	}
 }
 
-// string decodes the string value at s. null gives "". ok is false if the
-// value is not a string.
+// isString reports whether the value at s is a string.
+func (r *reader) isString(s span) bool {
+	v := r.raw(s)
+	return len(v) >= 2 && v[0] == '"'
+}
+
+// stringSize is what the string value at s takes in the arena, give or take
+// escapes.
+func (r *reader) stringSize(s span) int {
+	if !r.isString(s) {
+		return 0
+	}
+	return s.end - s.start - 2
+}
+
+// string decodes the string value at s into the arena. null gives "". ok is
+// false if the value is not a string.
 func (r *reader) string(s span) (string, bool) {
 	v := r.raw(s)
 	if len(v) < 2 || v[0] != '"' {
 		return "", r.isNull(s)
 	}
 	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		if r.str == "" {
-			r.str = string(r.data)
-		}
-		return r.str[s.start+1 : s.end-1], true
+	if len(inner) == 0 {
+		return "", true
 	}
-	// Escapes or invalid UTF-8.
-	return unquote(inner)
+	start := r.arena.Len()
+	if plainASCII(inner) || bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		r.arena.Write(inner)
+	} else if !unquoteTo(&r.arena, inner) { // escapes or invalid UTF-8
+		return "", false
+	}
+	return r.arena.String()[start:], true
+}
+
+// stringIs reports whether the string value at s decodes to want, without
+// keeping it.
+func (r *reader) stringIs(s span, want string) bool {
+	v := r.raw(s)
+	if len(v) < 2 || v[0] != '"' {
+		return false
+	}
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner) == want
+	}
+	got, ok := unquote(inner)
+	return ok && got == want
+}
+
+// blankString reports whether the string value at s is empty or only
+// whitespace, without keeping it.
+func (r *reader) blankString(s span) bool {
+	v := r.raw(s)
+	if len(v) < 2 || v[0] != '"' {
+		return false
+	}
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return len(bytes.TrimSpace(inner)) == 0
+	}
+	got, ok := unquote(inner)
+	return ok && strings.TrimSpace(got) == ""
 }
 
 // Outcomes of reader.int64: an integer, not an integer, out of range.

@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -18,6 +19,18 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Skip 8 bytes at a time while none needs escaping or is non-ASCII.
+		for i+8 <= len(s) {
+			x := load64(s, i)
+			if m := stringStops(x) | x&highBits; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -62,6 +75,14 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// load64 reads s[i:i+8] as a little-endian word (the compiler makes it one
+// load).
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
 // appendKey appends `,"name":` (without the comma for the first member).
 func appendKey(dst []byte, name string) []byte {
 	if len(dst) > 0 && dst[len(dst)-1] != '{' {
@@ -92,12 +113,7 @@ func appendIntField(dst []byte, name string, v int64) []byte {
 // appendTimeField appends a time member in RFC 3339 with nanoseconds, the
 // format encoding/json uses for time.Time.
 func appendTimeField(dst []byte, name string, t time.Time) ([]byte, error) {
-	dst = append(appendKey(dst, name), '"')
-	dst, err := t.AppendText(dst)
-	if err != nil {
-		return nil, err
-	}
-	return append(dst, '"'), nil
+	return appendTime(appendKey(dst, name), t)
 }
 
 // nonNegative clamps durations and counts that carry no meaning below zero.

@@ -2,18 +2,20 @@ package tools
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
-// Benchmarks of the schema engines on the built-in tools' schemas, all in
-// one run so the numbers compare (docs/decisions.md):
+// Benchmarks of the schema engines on the built-in tools' schemas and on
+// echo's, all in one run so the numbers compare (docs/decisions.md):
 //
 //	go test -run '^$' -bench 'Validate|Compile|Decode' -benchmem ./pkg/tools/
 //
 // jsonschema is the chosen configuration (santhosh-tekuri/jsonschema/v6 with
 // the fast check); jsonschema-engine-only is the same engine without it;
-// gojsonschema is xeipuuv/gojsonschema. Every engine gets its input decoded
-// the same way (encoding/json, UseNumber).
+// gojsonschema is xeipuuv/gojsonschema. Every engine that decodes gets its
+// input decoded the same way (encoding/json, UseNumber); the fast check
+// reads a valid input's text without decoding it.
 
 var benchFixtures = []struct {
 	tool, valid, invalid string
@@ -25,7 +27,22 @@ var benchFixtures = []struct {
 		`{"path":5}`, ReadFileSchema},
 	{"write_file", `{"path":"out/report.md","content":"# Report\n\nAll calls succeeded.","mode":"append"}`,
 		`{"path":"out/report.md","mode":"overwrite"}`, WriteFileSchema},
+	// the bench tool with the bench's 256-byte input (orchestrator bench)
+	{"echo", `{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`,
+		`{"text":"hello","extra":1}`, json.RawMessage(echoSchema)},
 }
+
+// echoSchema is the input schema of the echo tool (pkg/tools/demo), which
+// orchestrator bench loads; TestDemoToolsTakeTheFastCheck checks that the
+// real one gets the fast check.
+const echoSchema = `{
+	"type": "object",
+	"properties": {
+		"text": {"type": "string", "description": "The text to return."}
+	},
+	"required": ["text"],
+	"additionalProperties": false
+}`
 
 func benchValidate(b *testing.B, invalid bool) {
 	for _, fx := range benchFixtures {

@@ -23,10 +23,12 @@ import (
 // annotation). References outside the schema document ("$ref" to a URL or a
 // file) are refused at registration: a tool schema must be self-contained.
 //
-// Validation decodes the input once (encoding/json with UseNumber, so
-// integers stay exact) and runs a fast check compiled from the schema;
-// the engine runs only when the fast check cannot prove the input valid, so
-// every error the model reads was found by the engine. See docs/decisions.md.
+// Validation runs a fast check compiled from the schema on the input's JSON
+// text, without decoding it. Only when that cannot prove the input valid is
+// the input decoded (encoding/json with UseNumber, so integers stay exact)
+// and checked again, and the engine runs only when the fast check still
+// cannot prove it valid, so every error the model reads was found by the
+// engine. See docs/decisions.md.
 func DefaultCompiler() Compiler { return jsonschemaCompiler{} }
 
 // schemaURL is the location the compiled schema is known by. It shows in
@@ -114,11 +116,19 @@ type jsonschemaValidator struct {
 
 // Validate implements Validator.
 func (v *jsonschemaValidator) Validate(input json.RawMessage) []classify.FieldError {
+	fast := verdictUnknown
+	if v.fast != nil {
+		if fast = v.fast.checkText(input); fast == verdictValid {
+			return nil // the common case: no decoding, no allocation
+		}
+	}
 	doc, reason := decodeInput(input)
 	if reason != "" {
 		return []classify.FieldError{{Path: "", Reason: reason}}
 	}
-	if v.fast != nil && v.fast.check(doc) == verdictValid {
+	// The decoded check decides some inputs the text check cannot (escaped
+	// strings, repeated keys); where the text check decided, it agrees.
+	if fast == verdictUnknown && v.fast != nil && v.fast.check(doc) == verdictValid {
 		return nil
 	}
 	err := v.schema.Validate(doc)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math/big"
 	"reflect"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -21,7 +20,9 @@ import (
 // trusted: invalid and unknown inputs go to the engine, which writes the
 // errors. A schema that uses any keyword outside the list below gets no fast
 // check at all, so the fast check can only be incomplete, never different.
-// TestFastCheckAgreesWithEngine and FuzzFastCheck hold it to the engine.
+// It runs first on the input's JSON text (checkText, fastpath_text.go), and
+// on the decoded input only when the text alone cannot decide.
+// TestFastCheckAgreesWithEngine and FuzzFastCheck hold both to the engine.
 
 type verdict uint8
 
@@ -575,19 +576,6 @@ func (f *fastSchema) checkNumber(x json.Number) verdict {
 		return verdictInvalid
 	}
 	return verdictValid
-}
-
-// intLiteral parses a number written as an integer without fraction or
-// exponent that fits in an int64.
-func intLiteral(x json.Number) (int64, bool) {
-	s := string(x)
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && !(i == 0 && c == '-') {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
 }
 
 func (f *fastSchema) checkObject(obj map[string]any) verdict {

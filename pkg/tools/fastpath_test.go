@@ -18,6 +18,13 @@ var fastSchemas = []string{
 	string(SearchWebSchema),
 	string(ReadFileSchema),
 	string(WriteFileSchema),
+	echoSchema,
+	`{"type":"object","properties":{
+		"s":{"type":"string","minLength":2,"maxLength":3,"pattern":"^[a-zяé]"},
+		"k":{"enum":["write","a\"b","é",2]},
+		"c":{"const":"no"},
+		"when":{"format":"date-time"}},
+		"additionalProperties":{"type":["string","null"],"maxLength":1}}`,
 	defsSchema, refSiblingSchema, prefixSchema, tupleSchema, constSchema, enumSchema,
 	`{"type":"object","properties":{
 		"n":{"type":"integer","exclusiveMinimum":-3,"exclusiveMaximum":7.5,"multipleOf":2},
@@ -53,23 +60,33 @@ func compileBoth(t testing.TB, schema string) (*jsonschema.Schema, *fastSchema) 
 	return jv.schema, jv.fast
 }
 
-// agree checks that a decided fast verdict is the engine's.
-func agree(t testing.TB, schema string, sch *jsonschema.Schema, fast *fastSchema, input []byte) verdict {
+// agree checks that every decided fast verdict, on the decoded input and on
+// its text, is the engine's, and returns both.
+func agree(t testing.TB, schema string, sch *jsonschema.Schema, fast *fastSchema, input []byte) (decoded, text verdict) {
 	t.Helper()
+	text = fast.checkText(input)
 	doc, reason := decodeInput(input)
 	if reason != "" {
-		return verdictUnknown
+		if text != verdictUnknown {
+			t.Fatalf("text check decided %d on input that does not decode (%s)\nschema %s\ninput  %q", text, reason, schema, input)
+		}
+		return verdictUnknown, text
 	}
-	got := fast.check(doc)
-	if got == verdictUnknown {
-		return got
+	decoded = fast.check(doc)
+	if decoded == verdictUnknown && text == verdictUnknown {
+		return decoded, text
 	}
 	engineValid := sch.Validate(doc) == nil
-	if (got == verdictValid) != engineValid {
-		t.Fatalf("fast check says valid=%v, engine says valid=%v\nschema %s\ninput  %s",
-			got == verdictValid, engineValid, schema, input)
+	for _, got := range []struct {
+		on string
+		v  verdict
+	}{{"decoded input", decoded}, {"text", text}} {
+		if got.v != verdictUnknown && (got.v == verdictValid) != engineValid {
+			t.Fatalf("fast check on the %s says valid=%v, engine says valid=%v\nschema %s\ninput  %s",
+				got.on, got.v == verdictValid, engineValid, schema, input)
+		}
 	}
-	return got
+	return decoded, text
 }
 
 // randomValue writes a random JSON value built from pieces that sit on the
@@ -80,11 +97,21 @@ func randomValue(r *rand.Rand, depth int) string {
 		`"1"`, `"2026-11-30T10:00:00Z"`, `"yesterday"`, `"Ann"`,
 		`0`, `1`, `-1`, `2`, `3`, `4`, `5`, `6`, `7`, `8`, `10`, `-3`, `-2`, `50`, `51`, `2.0`, `2.5`, `0.5`, `0.25`,
 		`1.0`, `1e2`, `1E0`, `-0`, `9007199254740993`, `9223372036854775808`, `-9223372036854775809`, `1e301`,
+		// strings the text check must read as the decoder does: escapes, bad UTF-8
+		`"\u0061"`, `"a\u0062"`, `"wr\u0069te"`, `"n\u006f"`, `"a\"b"`, `"é"`, `"\u00e9"`, `"\n"`, `"\\"`,
+		`"\ud83d\ude00"`, `"\ud800"`, "\"\xff\"", "\"a\xffb\"", "\"\xe2\x82\"", `"2026-11-30T10:00:00\u005a"`,
+		`-9223372036854775808`, `9223372036854775807`, `00`,
 	}
 	keys := []string{"query", "max_results", "language", "path", "encoding", "content", "mode",
-		"first", "n", "p", "point", "v", "x", "s", "o", "t", "k", "kind", "l", "when", "b", "big", "extra"}
+		"first", "n", "p", "point", "v", "x", "s", "o", "t", "k", "kind", "l", "when", "b", "big", "extra", "text", "c"}
+	// escapedKeys spell some keys with escapes, as a model may.
+	escapedKeys := map[string]string{"path": `"p\u0061th"`, "text": `"t\u0065xt"`, "s": `"\u0073"`, "mode": `"m\u006fde"`}
 	if depth > 2 {
 		return atoms[r.IntN(len(atoms))]
+	}
+	sep, colon := ",", ":"
+	if r.IntN(4) == 0 {
+		sep, colon = " ,\n\t", " : "
 	}
 	switch r.IntN(6) {
 	case 0, 1:
@@ -95,24 +122,37 @@ func randomValue(r *rand.Rand, depth int) string {
 		for i := range parts {
 			parts[i] = randomValue(r, depth+1)
 		}
-		return "[" + strings.Join(parts, ",") + "]"
+		return "[" + strings.Join(parts, sep) + "]"
 	default:
 		n := r.IntN(4)
 		parts := make([]string, 0, n+2)
 		seen := map[string]bool{}
 		if r.IntN(3) == 0 { // start from what the seed tools require
-			parts = append(parts, `"path":"a.txt"`, `"content":"x"`)
-			seen["path"], seen["content"] = true, true
+			switch r.IntN(3) {
+			case 0:
+				parts = append(parts, `"path":"a.txt"`, `"content":"x"`)
+				seen["path"], seen["content"] = true, true
+			case 1:
+				parts = append(parts, `"query":"nats"`)
+				seen["query"] = true
+			default:
+				parts = append(parts, `"text":"hi"`)
+				seen["text"] = true
+			}
 		}
 		for range n {
 			k := keys[r.IntN(len(keys))]
-			if seen[k] {
+			if seen[k] && r.IntN(6) != 0 { // now and then a key given twice
 				continue
 			}
 			seen[k] = true
-			parts = append(parts, strconv.Quote(k)+":"+randomValue(r, depth+1))
+			key := strconv.Quote(k)
+			if e, ok := escapedKeys[k]; ok && r.IntN(5) == 0 {
+				key = e
+			}
+			parts = append(parts, key+colon+randomValue(r, depth+1))
 		}
-		return "{" + strings.Join(parts, ",") + "}"
+		return "{" + strings.Join(parts, sep) + "}"
 	}
 }
 
@@ -124,13 +164,20 @@ func TestFastCheckAgreesWithEngine(t *testing.T) {
 			t.Parallel()
 			sch, fast := compileBoth(t, schema)
 			r := rand.New(rand.NewPCG(uint64(i), 7))
-			counts := map[verdict]int{}
+			var decoded, text [3]int // by verdict
 			for range 4000 {
-				counts[agree(t, schema, sch, fast, []byte(randomValue(r, 0)))]++
+				d, tx := agree(t, schema, sch, fast, []byte(randomValue(r, 0)))
+				decoded[d]++
+				text[tx]++
 			}
-			if counts[verdictValid] == 0 || counts[verdictInvalid] == 0 {
-				t.Errorf("the fast check decided valid %d, invalid %d, unknown %d times: the corpus misses a side",
-					counts[verdictValid], counts[verdictInvalid], counts[verdictUnknown])
+			for _, c := range []struct {
+				on     string
+				counts [3]int
+			}{{"decoded input", decoded}, {"text", text}} {
+				if c.counts[verdictValid] == 0 || c.counts[verdictInvalid] == 0 {
+					t.Errorf("the fast check on the %s decided valid %d, invalid %d, unknown %d times: the corpus misses a side",
+						c.on, c.counts[verdictValid], c.counts[verdictInvalid], c.counts[verdictUnknown])
+				}
 			}
 		})
 	}
@@ -141,13 +188,17 @@ func TestFastCheckDecidesSeedInputs(t *testing.T) {
 	t.Parallel()
 	for _, fx := range benchFixtures {
 		_, fast := compileBoth(t, string(fx.schema))
-		doc, _ := decodeInput([]byte(fx.valid))
-		if got := fast.check(doc); got != verdictValid {
-			t.Errorf("%s: fast check of %s = %v, want valid", fx.tool, fx.valid, got)
-		}
-		doc, _ = decodeInput([]byte(fx.invalid))
-		if got := fast.check(doc); got != verdictInvalid {
-			t.Errorf("%s: fast check of %s = %v, want invalid", fx.tool, fx.invalid, got)
+		for _, tc := range []struct {
+			input string
+			want  verdict
+		}{{fx.valid, verdictValid}, {fx.invalid, verdictInvalid}} {
+			doc, _ := decodeInput([]byte(tc.input))
+			if got := fast.check(doc); got != tc.want {
+				t.Errorf("%s: fast check of %s = %v, want %v", fx.tool, tc.input, got, tc.want)
+			}
+			if got := fast.checkText([]byte(tc.input)); got != tc.want {
+				t.Errorf("%s: fast check of the text %s = %v, want %v", fx.tool, tc.input, got, tc.want)
+			}
 		}
 	}
 }
@@ -157,6 +208,44 @@ func TestFastCheckDoesNotAllocate(t *testing.T) {
 	doc, _ := decodeInput([]byte(benchFixtures[0].valid))
 	if n := testing.AllocsPerRun(100, func() { fast.check(doc) }); n != 0 {
 		t.Errorf("fast check allocates %v times per run, want 0", n)
+	}
+	// A valid input is not even decoded.
+	for _, fx := range benchFixtures {
+		rt := mustTool(t, DefaultCompiler(), fx.tool, fx.schema)
+		input := json.RawMessage(fx.valid)
+		if n := testing.AllocsPerRun(100, func() { _ = rt.Validate(input) }); n != 0 {
+			t.Errorf("%s: Validate of a valid input allocates %v times per run, want 0", fx.tool, n)
+		}
+	}
+}
+
+// Validate answers the same, error for error, with the fast check and with
+// the engine alone, also on input that is not valid JSON or not quite.
+func TestValidateSameWithoutFastCheck(t *testing.T) {
+	t.Parallel()
+	for i, schema := range fastSchemas {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			t.Parallel()
+			fast := mustTool(t, DefaultCompiler(), "t", json.RawMessage(schema))
+			engine := mustTool(t, engineOnlyCompiler{}, "t", json.RawMessage(schema))
+			r := rand.New(rand.NewPCG(uint64(i), 8))
+			for range 2000 {
+				input := randomValue(r, 0)
+				switch r.IntN(8) {
+				case 0:
+					input = input[:r.IntN(len(input)+1)] // cut short
+				case 1:
+					input += []string{" ", "\v", "\u00a0", "x", "{}", "\n\t"}[r.IntN(6)] // trailing bytes
+				case 2:
+					input = " \n" + input + "\r\n "
+				}
+				want := engine.Validate(json.RawMessage(input))
+				got := fast.Validate(json.RawMessage(input))
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("Validate(%q)\nwith the fast check: %v\nengine alone:        %v\nschema %s", input, got, want, schema)
+				}
+			}
+		})
 	}
 }
 
@@ -232,7 +321,9 @@ func TestIntBounds(t *testing.T) {
 	}
 }
 
-// FuzzFastCheck holds the fast check to the engine on arbitrary input.
+// FuzzFastCheck holds the fast check, on the decoded input and on its text,
+// to the engine on arbitrary input, and Validate to Validate without the
+// fast check.
 func FuzzFastCheck(f *testing.F) {
 	for _, fx := range benchFixtures {
 		f.Add(0, fx.valid)
@@ -241,19 +332,28 @@ func FuzzFastCheck(f *testing.F) {
 	for _, tc := range draft2020Cases {
 		f.Add(1, tc.input)
 	}
+	f.Add(3, `{"text":"a","text":1}`)
+	f.Add(3, `{"t\u0065xt":"a"}`)
+	f.Add(4, `{"s":"\u0061b","k":"a\"b","when":"2026-11-30T10:00:00Z"}`)
+	f.Add(4, "{\"s\":\"a\xffb\"} ")
 	type compiled struct {
-		sch  *jsonschema.Schema
-		fast *fastSchema
+		sch          *jsonschema.Schema
+		fast         *fastSchema
+		tool, engine *Registered
 	}
 	all := make([]compiled, len(fastSchemas))
 	for i, s := range fastSchemas {
 		all[i].sch, all[i].fast = compileBoth(f, s)
+		all[i].tool = mustTool(f, DefaultCompiler(), "t", json.RawMessage(s))
+		all[i].engine = mustTool(f, engineOnlyCompiler{}, "t", json.RawMessage(s))
 	}
 	f.Fuzz(func(t *testing.T, which int, input string) {
-		if which < 0 {
-			which = -which
+		which = (which%len(all) + len(all)) % len(all)
+		c := all[which]
+		agree(t, fastSchemas[which], c.sch, c.fast, []byte(input))
+		got, want := c.tool.Validate(json.RawMessage(input)), c.engine.Validate(json.RawMessage(input))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Validate(%q)\nwith the fast check: %v\nengine alone:        %v", input, got, want)
 		}
-		c := all[which%len(all)]
-		agree(t, fastSchemas[which%len(all)], c.sch, c.fast, []byte(input))
 	})
 }

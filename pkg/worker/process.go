@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,9 @@ func (w *Worker) process(j *job) {
 	j.attempt = int(meta.NumDelivered)
 	ev := Event{Tool: rt.Name, Attempt: j.attempt, QueueWait: start.Sub(meta.Timestamp)}
 
-	call, err := envelope.DecodeCall(j.msg.Data(), w.cfg.Limits)
+	// The input aliases the message's data: nats.go allocates it for this
+	// message alone, and nothing writes to it.
+	call, err := envelope.DecodeCallShared(j.msg.Data(), w.cfg.Limits)
 	if err == nil && call.Tool != rt.Name {
 		err = fmt.Errorf("envelope names tool %q but arrived on the subject of %q", call.Tool, rt.Name)
 	}
@@ -322,13 +325,19 @@ func (w *Worker) retryLater(j *job, log *slog.Logger, what string, err error) {
 	}
 }
 
+// resultBufs holds the buffers results are encoded into.
+var resultBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
 // publishResult publishes res on the caller's result subject with the call id
 // as Nats-Msg-Id, and waits for the PubAck.
 func (w *Worker) publishResult(call *envelope.Call, res *envelope.Result) error {
-	data, err := envelope.EncodeResult(res)
+	bp := resultBufs.Get().(*[]byte)
+	defer resultBufs.Put(bp)
+	data, err := envelope.AppendResult((*bp)[:0], res)
 	if err != nil {
 		return err
 	}
+	*bp = data // keep what it grew to; the publish below copies data out before it returns
 	m := &nats.Msg{Subject: jetstream.ResultSubject(call.ReplyTo), Data: data, Header: nats.Header{}}
 	m.Header.Set(nats.MsgIdHdr, call.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)

@@ -14,18 +14,21 @@ import (
 // toolpool's messages because every one carries a Nats-Msg-Id.
 //
 // Transient: no responders or no stream response (a stream leader being
-// elected, JetStream restarting), a PubAck that did not come in time,
-// a connection that is disconnected or whose reconnect buffer is full, and
-// every JetStream API error other than 400: those describe the stream's
-// state, not the message (409 the same Msg-Id still in process, typical of
-// a publish repeated during a leader change; 429; 500 not leader; 503
-// cluster unavailable, store failed or a full stream that workers drain).
+// elected, JetStream restarting), a PubAck that did not come in time, a
+// connection that is disconnected or whose reconnect buffer is full, and
+// the JetStream API errors that describe the stream's state rather than the
+// message: 409 (the same Msg-Id still in process, typical of a publish
+// repeated during a leader change), 429, 500 not leader or stream/consumer
+// offline, and 503 (cluster unavailable, store failed, a full stream that
+// workers drain).
 //
-// Not transient: API errors with status 400 (the stream refuses this very
-// message: over its maximum size, headers too large, sealed stream), what
-// the client refuses before sending (over max payload, bad subject, headers
-// not supported), a closed, draining or invalid connection, a permissions
-// violation, an answer that is not a PubAck, and a cancelled context.
+// Not transient: every other API error, such as 400 (the stream refuses
+// this very message: over its maximum size, headers too large, sealed
+// stream) or a 500 that is a configuration error (replicas > 1 on a single
+// server); what the client refuses before sending (over max payload, bad
+// subject, headers not supported); a closed, draining or invalid
+// connection; a permissions violation; an answer that is not a PubAck; a
+// cancelled context.
 func Transient(err error) bool {
 	if err == nil {
 		return false
@@ -33,7 +36,13 @@ func Transient(err error) bool {
 	var jsErr js.JetStreamError
 	if errors.As(err, &jsErr) {
 		if apiErr := jsErr.APIError(); apiErr != nil {
-			return apiErr.Code != http.StatusBadRequest
+			switch apiErr.Code {
+			case http.StatusConflict, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+				return true
+			case http.StatusInternalServerError:
+				return transientInternal[apiErr.ErrorCode]
+			}
+			return false
 		}
 	}
 	for _, final := range finalErrors {
@@ -42,6 +51,16 @@ func Transient(err error) bool {
 		}
 	}
 	return true
+}
+
+// transientInternal are the JetStream API errors with status 500 that
+// describe a passing state (nats-server's ErrorIdentifier values); other 500s
+// (replicas > 1 on a single server, …) are configuration errors.
+var transientInternal = map[js.ErrorCode]bool{
+	10009: true, // cluster can not handle request: not the leader
+	10118: true, // stream is offline
+	10119: true, // consumer is offline
+	10194: true, // stream is offline: reason
 }
 
 // finalErrors are the client-side errors Transient treats as final.

@@ -43,6 +43,7 @@ type serveFlags struct {
 	replicas     int
 	drainTimeout time.Duration
 	attemptsTTL  time.Duration
+	retryFor     time.Duration
 	set          map[string]bool // flags given on the command line
 	// ready, when set, runs once the pool is up, in place of waiting for
 	// ctx (orchestrator run uses it); the pool shuts down when it returns.
@@ -76,6 +77,7 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 	fs.BoolVar(&f.demoTools, "demo-tools", true, "serve the diagnostic tools echo, sleep and flaky (default on with the embedded server, off with --nats-url)")
 	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
+	fs.DurationVar(&f.retryFor, "publish-retry-for", dispatch.PublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
 	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	if extra != nil {
 		extra(fs)
@@ -222,6 +224,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	defer live.Close()
 	d, err := dispatch.New(dispatch.Config{
 		JS: jsCtx, Instance: f.instance, Catalog: live, Logger: log, Metrics: om.dispatch,
+		PublishRetryFor: f.retryFor,
 	})
 	if err != nil {
 		return err

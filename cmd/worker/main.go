@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		concurrency  = fs.Int("concurrency", worker.ConcurrencyDefault, "calls this worker executes at once")
 		demoTools    = fs.Bool("demo-tools", false, "serve the diagnostic tools echo, sleep and flaky")
 		drainTimeout = fs.Duration("drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish before they are handed back")
+		retryFor     = fs.Duration("publish-retry-for", worker.PublishRetryForDefault, "how long a result whose publish failed (e.g. during a leader election) is published again before the call is handed back; negative: hand back at once")
 		workerID     = fs.String("id", "", "worker id in results and logs (default host-pid-random)")
 		metricsAddr  = fs.String("metrics", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: none)")
 		attemptsTTL  = fs.Duration("attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
@@ -117,7 +118,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	cancelHistory()
 	w, err := worker.New(worker.Config{
 		JetStream: jsCtx, Registry: reg, Concurrency: *concurrency,
-		WorkerID: *workerID, DrainTimeout: *drainTimeout, Logger: log, History: history,
+		WorkerID: *workerID, DrainTimeout: *drainTimeout, PublishRetryFor: *retryFor, Logger: log, History: history,
 		Metrics: obs.workerMetrics(),
 	})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolpool/toolpool/internal/jsontext"
 )
 
 // Limits bounds what the codec accepts and emits. A zero or negative field
@@ -375,11 +377,11 @@ func scanEnvelope(data []byte, field func(key []byte) int, spans []span) (dup in
 	if ok {
 		return dup, nil
 	}
-	if i := skipSpace(data, 0); i < len(data) && data[i] == '{' || !validJSON(data) {
+	if i := jsontext.SkipSpace(data, 0); i < len(data) && data[i] == '{' || !validJSON(data) {
 		return -1, syntaxError("", data)
 	}
 	r := reader{data: data}
-	return -1, malformed("", "must be a JSON object, not "+r.kind(span{skipSpace(data, 0), len(trimEnd(data))}))
+	return -1, malformed("", "must be a JSON object, not "+r.kind(span{jsontext.SkipSpace(data, 0), len(trimEnd(data))}))
 }
 
 // version checks the "v" member.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/toolpool/toolpool/internal/jsontext"
 )
 
 // Block is one content block of a result: a text block, or any other
@@ -80,7 +82,7 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 		return syntaxError("", data)
 	}
 	r := reader{data: data}
-	blk, err := r.block(span{start: skipSpace(data, 0), end: len(trimEnd(data))}, "")
+	blk, err := r.block(span{start: jsontext.SkipSpace(data, 0), end: len(trimEnd(data))}, "")
 	if err != nil {
 		return err
 	}
@@ -106,7 +108,7 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 		return syntaxError("", data)
 	}
 	r := reader{data: data}
-	content, err := r.content(span{start: skipSpace(data, 0), end: len(trimEnd(data))}, "")
+	content, err := r.content(span{start: jsontext.SkipSpace(data, 0), end: len(trimEnd(data))}, "")
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 // trimEnd removes trailing JSON whitespace.
 func trimEnd(data []byte) []byte {
 	j := len(data)
-	for j > 0 && isSpace(data[j-1]) {
+	for j > 0 && jsontext.IsSpace(data[j-1]) {
 		j--
 	}
 	return data[:j]
@@ -177,7 +179,7 @@ func (r *reader) locateContent(s span, field string, dst []blockAt) (blocks []bl
 	default:
 		return nil, 0, malformed(field, "must be an array of content blocks or a string, not "+r.kind(s))
 	}
-	for i := skipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
+	for i := jsontext.SkipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
 		b, end, err := r.locateBlock(i, s.end, "")
 		if err != nil {
 			// Name the block only now: building "content[3]" for every block
@@ -191,9 +193,9 @@ func (r *reader) locateContent(s span, field string, dst []blockAt) (blocks []bl
 		} else {
 			size += r.stringSize(b.typ)
 		}
-		i = skipSpace(r.data, end)
+		i = jsontext.SkipSpace(r.data, end)
 		if i < s.end && r.data[i] == ',' {
-			i = skipSpace(r.data, i+1)
+			i = jsontext.SkipSpace(r.data, i+1)
 		}
 	}
 	return dst, size, nil
@@ -205,7 +207,7 @@ func (r *reader) locateContent(s span, field string, dst []blockAt) (blocks []bl
 func (r *reader) locateBlock(start, limit int, field string) (blockAt, int, *DecodeError) {
 	it, ok := newObjectIter(r.data[:limit], start)
 	if !ok {
-		end := skipValue(r.data[:limit], start)
+		end := jsontext.SkipValue(r.data[:limit], start)
 		if end < 0 {
 			return blockAt{}, 0, malformed(field, "is not valid JSON")
 		}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolpool/toolpool/internal/jsontext"
 )
 
 // This file holds the small JSON reader the codec is built on. The decoders
@@ -15,95 +17,14 @@ import (
 // allocation each. Every function here still checks its bounds, so malformed
 // input cannot make it panic.
 
-// isSpace reports whether c is JSON whitespace.
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// skipSpace returns the index of the first non-whitespace byte at or after i.
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && isSpace(data[i]) {
-		i++
-	}
-	return i
-}
-
 // trimSpace removes JSON whitespace around data.
 func trimSpace(data []byte) []byte {
-	i := skipSpace(data, 0)
+	i := jsontext.SkipSpace(data, 0)
 	j := len(data)
-	for j > i && isSpace(data[j-1]) {
+	for j > i && jsontext.IsSpace(data[j-1]) {
 		j--
 	}
 	return data[i:j]
-}
-
-// skipString returns the index just past the JSON string starting at
-// data[i] == '"', or -1 if it is not terminated.
-func skipString(data []byte, i int) int {
-	i++
-	for i < len(data) {
-		j := bytes.IndexByte(data[i:], '"')
-		if j < 0 {
-			return -1
-		}
-		j += i
-		// The quote ends the string unless an odd number of backslashes
-		// precede it.
-		n := 0
-		for k := j - 1; k >= i && data[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return j + 1
-		}
-		i = j + 1
-	}
-	return -1
-}
-
-// skipValue returns the index just past the JSON value starting at data[i],
-// or -1 if there is none.
-func skipValue(data []byte, i int) int {
-	if i < 0 || i >= len(data) {
-		return -1
-	}
-	switch data[i] {
-	case '"':
-		return skipString(data, i)
-	case '{', '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				i = skipString(data, i)
-				if i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return -1
-	default:
-		start := i
-		for i < len(data) {
-			c := data[i]
-			if c == ',' || c == '}' || c == ']' || c == ':' || isSpace(c) {
-				break
-			}
-			i++
-		}
-		if i == start {
-			return -1
-		}
-		return i
-	}
 }
 
 // scanMembers checks that data is one JSON object and nothing else, giving
@@ -114,13 +35,13 @@ func skipValue(data []byte, i int) int {
 func scanMembers(data []byte, field func(key []byte) int, spans []span) (dup int, ok bool) {
 	dup = -1
 	d := data
-	i := skipSpace(d, 0)
+	i := jsontext.SkipSpace(d, 0)
 	if i >= len(d) || d[i] != '{' {
 		return dup, false
 	}
-	i = skipSpace(d, i+1)
+	i = jsontext.SkipSpace(d, i+1)
 	if i < len(d) && d[i] == '}' {
-		return dup, skipSpace(d, i+1) == len(d)
+		return dup, jsontext.SkipSpace(d, i+1) == len(d)
 	}
 	for {
 		if i >= len(d) || d[i] != '"' {
@@ -131,11 +52,11 @@ func scanMembers(data []byte, field func(key []byte) int, spans []span) (dup int
 			return dup, false
 		}
 		key := d[i+1 : kend-1]
-		i = skipSpace(d, kend)
+		i = jsontext.SkipSpace(d, kend)
 		if i >= len(d) || d[i] != ':' {
 			return dup, false
 		}
-		vstart := skipSpace(d, i+1)
+		vstart := jsontext.SkipSpace(d, i+1)
 		vend, ok := validValue(d, vstart, 1)
 		if !ok {
 			return dup, false
@@ -150,15 +71,15 @@ func scanMembers(data []byte, field func(key []byte) int, spans []span) (dup int
 			}
 			spans[f] = span{vstart, vend}
 		}
-		i = skipSpace(d, vend)
+		i = jsontext.SkipSpace(d, vend)
 		if i >= len(d) {
 			return dup, false
 		}
 		switch d[i] {
 		case ',':
-			i = skipSpace(d, i+1)
+			i = jsontext.SkipSpace(d, i+1)
 		case '}':
-			return dup, skipSpace(d, i+1) == len(d)
+			return dup, jsontext.SkipSpace(d, i+1) == len(d)
 		default:
 			return dup, false
 		}
@@ -178,7 +99,7 @@ type objectIter struct {
 // newObjectIter starts walking the object at data[start:end]. It reports false
 // if that value is not an object.
 func newObjectIter(data []byte, start int) (objectIter, bool) {
-	start = skipSpace(data, start)
+	start = jsontext.SkipSpace(data, start)
 	if start >= len(data) || data[start] != '{' {
 		return objectIter{}, false
 	}
@@ -193,9 +114,9 @@ func (it *objectIter) next() (key []byte, vstart, vend int, ok bool) {
 		return nil, 0, 0, false
 	}
 	d := it.data
-	i := skipSpace(d, it.pos)
+	i := jsontext.SkipSpace(d, it.pos)
 	if i < len(d) && d[i] == ',' {
-		i = skipSpace(d, i+1)
+		i = jsontext.SkipSpace(d, i+1)
 	}
 	if i >= len(d) {
 		it.bad = true
@@ -210,7 +131,7 @@ func (it *objectIter) next() (key []byte, vstart, vend int, ok bool) {
 		it.bad = true
 		return nil, 0, 0, false
 	}
-	kend := skipString(d, i)
+	kend := jsontext.SkipString(d, i)
 	if kend < 0 {
 		it.bad = true
 		return nil, 0, 0, false
@@ -224,13 +145,13 @@ func (it *objectIter) next() (key []byte, vstart, vend int, ok bool) {
 		}
 		key = []byte(k)
 	}
-	i = skipSpace(d, kend)
+	i = jsontext.SkipSpace(d, kend)
 	if i >= len(d) || d[i] != ':' {
 		it.bad = true
 		return nil, 0, 0, false
 	}
-	vstart = skipSpace(d, i+1)
-	vend = skipValue(d, vstart)
+	vstart = jsontext.SkipSpace(d, i+1)
+	vend = jsontext.SkipValue(d, vstart)
 	if vend < 0 {
 		it.bad = true
 		return nil, 0, 0, false

@@ -7,6 +7,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/toolpool/toolpool/internal/jsontext"
 )
 
 // encoding/json's checker walks a state machine through a function pointer
@@ -34,8 +36,8 @@ func ValidJSON(data []byte) bool { return validJSON(data) }
 
 // validJSON is ValidJSON.
 func validJSON(data []byte) bool {
-	i, ok := validValue(data, skipSpace(data, 0), 0)
-	return ok && skipSpace(data, i) == len(data)
+	i, ok := validValue(data, jsontext.SkipSpace(data, 0), 0)
+	return ok && jsontext.SkipSpace(data, i) == len(data)
 }
 
 // validValue checks the value starting at data[i] (nested depth levels deep)
@@ -49,7 +51,7 @@ func validValue(d []byte, i, depth int) (int, bool) {
 		if depth >= maxNesting {
 			return i, false
 		}
-		i = skipSpace(d, i+1)
+		i = jsontext.SkipSpace(d, i+1)
 		if i < len(d) && d[i] == '}' {
 			return i + 1, true
 		}
@@ -61,20 +63,20 @@ func validValue(d []byte, i, depth int) (int, bool) {
 			if i, ok = validString(d, i); !ok {
 				return i, false
 			}
-			i = skipSpace(d, i)
+			i = jsontext.SkipSpace(d, i)
 			if i >= len(d) || d[i] != ':' {
 				return i, false
 			}
-			if i, ok = validValue(d, skipSpace(d, i+1), depth+1); !ok {
+			if i, ok = validValue(d, jsontext.SkipSpace(d, i+1), depth+1); !ok {
 				return i, false
 			}
-			i = skipSpace(d, i)
+			i = jsontext.SkipSpace(d, i)
 			if i >= len(d) {
 				return i, false
 			}
 			switch d[i] {
 			case ',':
-				i = skipSpace(d, i+1)
+				i = jsontext.SkipSpace(d, i+1)
 			case '}':
 				return i + 1, true
 			default:
@@ -85,7 +87,7 @@ func validValue(d []byte, i, depth int) (int, bool) {
 		if depth >= maxNesting {
 			return i, false
 		}
-		i = skipSpace(d, i+1)
+		i = jsontext.SkipSpace(d, i+1)
 		if i < len(d) && d[i] == ']' {
 			return i + 1, true
 		}
@@ -94,13 +96,13 @@ func validValue(d []byte, i, depth int) (int, bool) {
 			if i, ok = validValue(d, i, depth+1); !ok {
 				return i, false
 			}
-			i = skipSpace(d, i)
+			i = jsontext.SkipSpace(d, i)
 			if i >= len(d) {
 				return i, false
 			}
 			switch d[i] {
 			case ',':
-				i = skipSpace(d, i+1)
+				i = jsontext.SkipSpace(d, i+1)
 			case ']':
 				return i + 1, true
 			default:

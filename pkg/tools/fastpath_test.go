@@ -209,11 +209,17 @@ func TestFastCheckDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { fast.check(doc) }); n != 0 {
 		t.Errorf("fast check allocates %v times per run, want 0", n)
 	}
-	// A valid input is not even decoded.
+	// A valid input is not even decoded. (Under the race detector a pattern's
+	// pooled regexp matcher is sometimes dropped and made again; .ci/run
+	// also runs this package without it, where the count is exact.)
+	limit := 0.0
+	if raceEnabled {
+		limit = 1
+	}
 	for _, fx := range benchFixtures {
 		rt := mustTool(t, DefaultCompiler(), fx.tool, fx.schema)
 		input := json.RawMessage(fx.valid)
-		if n := testing.AllocsPerRun(100, func() { _ = rt.Validate(input) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { _ = rt.Validate(input) }); n > limit {
 			t.Errorf("%s: Validate of a valid input allocates %v times per run, want 0", fx.tool, n)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"unicode/utf8"
 
+	"github.com/toolpool/toolpool/internal/jsontext"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -46,8 +47,8 @@ func (f *fastSchema) checkText(input []byte) verdict {
 	if !envelope.ValidJSON(input) {
 		return verdictUnknown
 	}
-	start, end := skipSpace(input, 0), len(input)
-	for end > start && isSpace(input[end-1]) {
+	start, end := jsontext.SkipSpace(input, 0), len(input)
+	for end > start && jsontext.IsSpace(input[end-1]) {
 		end--
 	}
 	return f.checkSpan(input, textSpan{start, end})
@@ -318,13 +319,13 @@ type textMember struct{ key, val textSpan }
 func (f *fastSchema) textObject(d []byte, v textSpan) verdict {
 	var members [maxTextMembers]textMember
 	n := 0
-	for i := skipSpace(d, v.start+1); i < v.end && d[i] == '"'; {
-		kend := skipString(d, i)
+	for i := jsontext.SkipSpace(d, v.start+1); i < v.end && d[i] == '"'; {
+		kend := jsontext.SkipString(d, i)
 		if kend < 0 || n == len(members) {
 			return verdictUnknown
 		}
-		vstart := skipSpace(d, skipSpace(d, kend)+1) // past the colon
-		vend := skipValue(d, vstart)
+		vstart := jsontext.SkipSpace(d, jsontext.SkipSpace(d, kend)+1) // past the colon
+		vend := jsontext.SkipValue(d, vstart)
 		if vend < 0 {
 			return verdictUnknown
 		}
@@ -339,9 +340,9 @@ func (f *fastSchema) textObject(d []byte, v textSpan) verdict {
 		}
 		members[n] = textMember{key: textSpan{i + 1, kend - 1}, val: textSpan{vstart, vend}}
 		n++
-		i = skipSpace(d, vend)
+		i = jsontext.SkipSpace(d, vend)
 		if i < v.end && d[i] == ',' {
-			i = skipSpace(d, i+1)
+			i = jsontext.SkipSpace(d, i+1)
 		}
 	}
 	if f.minProps >= 0 && n < f.minProps || f.maxProps >= 0 && n > f.maxProps {
@@ -381,8 +382,8 @@ func (f *fastSchema) textObject(d []byte, v textSpan) verdict {
 func (f *fastSchema) textArray(d []byte, v textSpan) verdict {
 	res := verdictValid
 	n := 0
-	for i := skipSpace(d, v.start+1); i < v.end && d[i] != ']'; n++ {
-		end := skipValue(d, i)
+	for i := jsontext.SkipSpace(d, v.start+1); i < v.end && d[i] != ']'; n++ {
+		end := jsontext.SkipValue(d, i)
 		if end < 0 {
 			return verdictUnknown
 		}
@@ -398,9 +399,9 @@ func (f *fastSchema) textArray(d []byte, v textSpan) verdict {
 				res = verdictUnknown
 			}
 		}
-		i = skipSpace(d, end)
+		i = jsontext.SkipSpace(d, end)
 		if i < v.end && d[i] == ',' {
-			i = skipSpace(d, i+1)
+			i = jsontext.SkipSpace(d, i+1)
 		}
 	}
 	if f.minItems >= 0 && n < f.minItems || f.maxItems >= 0 && n > f.maxItems {
@@ -476,76 +477,3 @@ func intLiteral[T ~string | ~[]byte](s T) (int64, bool) {
 
 // The JSON text helpers below read text that envelope.ValidJSON accepted;
 // they still check their bounds and report -1 rather than panic.
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// skipSpace returns the index of the first non-whitespace byte at or after i.
-func skipSpace(d []byte, i int) int {
-	for i < len(d) && isSpace(d[i]) {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string starting at d[i] == '"'.
-func skipString(d []byte, i int) int {
-	if i < 0 || i >= len(d) {
-		return -1
-	}
-	i++
-	for i < len(d) {
-		j := bytes.IndexByte(d[i:], '"')
-		if j < 0 {
-			return -1
-		}
-		j += i
-		n := 0 // backslashes before the quote: odd means it is escaped
-		for k := j - 1; k >= i && d[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return j + 1
-		}
-		i = j + 1
-	}
-	return -1
-}
-
-// skipValue returns the index just past the value starting at d[i].
-func skipValue(d []byte, i int) int {
-	if i < 0 || i >= len(d) {
-		return -1
-	}
-	switch d[i] {
-	case '"':
-		return skipString(d, i)
-	case '{', '[':
-		depth := 0
-		for i < len(d) {
-			switch d[i] {
-			case '"':
-				if i = skipString(d, i); i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return -1
-	default:
-		start := i
-		for i < len(d) && d[i] != ',' && d[i] != '}' && d[i] != ']' && !isSpace(d[i]) {
-			i++
-		}
-		if i == start {
-			return -1
-		}
-		return i
-	}
-}

@@ -24,6 +24,9 @@ const (
 	// JetStream did not acknowledge: long enough to ride out the election
 	// of a new stream leader in a cluster (a few seconds).
 	PublishRetryForDefault = 15 * time.Second
+	// ResultCheckIntervalDefault is how often the dispatcher checks that its
+	// result consumer still delivers while calls wait and no result came.
+	ResultCheckIntervalDefault = 5 * time.Second
 	// MaxPublishInFlightDefault caps the calls whose publish acknowledgement
 	// is outstanding, across all Dispatch calls of one Dispatcher. It stays
 	// below nats.go's own async publish cap (4000) so that cap never stalls.
@@ -94,6 +97,12 @@ type Config struct {
 	// MaxPublishInFlight caps unacknowledged publishes across all Dispatch
 	// calls. Default MaxPublishInFlightDefault.
 	MaxPublishInFlight int
+	// ResultCheckInterval is how often, while calls wait and no result has
+	// come for that long, the dispatcher asks the server whether results
+	// are waiting that its result consumer has not delivered; if so, or if
+	// the consumer is gone, it makes a new one (see Start). Default
+	// ResultCheckIntervalDefault; negative: never.
+	ResultCheckInterval time.Duration
 	// MaxInputBytes caps a call's input JSON; a larger input is answered
 	// with a validation is_error. Default envelope.MaxInputBytesDefault.
 	MaxInputBytes int
@@ -131,6 +140,7 @@ func (c Config) WithDefaults() Config {
 	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeoutDefault)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
 	c.PublishRetryFor = cmp.Or(c.PublishRetryFor, PublishRetryForDefault)
+	c.ResultCheckInterval = cmp.Or(c.ResultCheckInterval, ResultCheckIntervalDefault)
 	c.MaxPublishInFlight = cmp.Or(c.MaxPublishInFlight, MaxPublishInFlightDefault)
 	c.MaxInputBytes = cmp.Or(c.MaxInputBytes, envelope.MaxInputBytesDefault)
 	c.FailureThreshold = cmp.Or(c.FailureThreshold, FailureThresholdDefault)

@@ -70,7 +70,13 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	started bool
+	cons    js.Consumer // the ordered result consumer
 	cc      js.ConsumeContext
+
+	startedAt  time.Time
+	lastResult atomic.Int64 // unix nanoseconds of the last result handled
+	restarts   atomic.Int64 // result consumers made again by the watchdog
+	watchDone  chan struct{}
 
 	running  atomic.Bool   // started and not stopped
 	stopped  chan struct{} // closed by Stop
@@ -141,23 +147,22 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dispatch: start: stream %s: %w: %w", jetstream.StreamResults, ErrUnavailable, err)
 	}
-	cons, err := d.js.OrderedConsumer(ctx, jetstream.StreamResults, js.OrderedConsumerConfig{
+	cons, cc, err := d.consumeResults(ctx, js.OrderedConsumerConfig{
 		FilterSubjects: []string{d.subject},
 		DeliverPolicy:  js.DeliverByStartSequencePolicy,
 		OptStartSeq:    stream.CachedInfo().State.LastSeq + 1,
 	})
 	if err != nil {
-		return fmt.Errorf("dispatch: start: result consumer on %s: %w: %w", jetstream.StreamResults, ErrUnavailable, err)
+		return fmt.Errorf("dispatch: start: %w: %w", ErrUnavailable, err)
 	}
-	cc, err := cons.Consume(d.handleResult, js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
-		d.log.Warn("result consumer", slog.Any("error", err))
-	}))
-	if err != nil {
-		return fmt.Errorf("dispatch: start: consume results: %w: %w", ErrUnavailable, err)
-	}
-	d.cc = cc
+	d.cons, d.cc = cons, cc
 	d.started = true
+	d.startedAt = time.Now()
 	d.running.Store(true)
+	if d.cfg.ResultCheckInterval > 0 {
+		d.watchDone = make(chan struct{})
+		go d.watchResults()
+	}
 	d.log.Debug("dispatcher started", slog.String("subject", d.subject))
 	return nil
 }
@@ -171,8 +176,14 @@ func (d *Dispatcher) Stop() {
 		d.mu.Lock()
 		d.running.Store(false)
 		close(d.stopped)
-		cc := d.cc
+		cc, watchDone := d.cc, d.watchDone
 		d.mu.Unlock()
+		if watchDone != nil {
+			<-watchDone // the watchdog may have swapped d.cc: read it again
+			d.mu.Lock()
+			cc = d.cc
+			d.mu.Unlock()
+		}
 		if cc == nil {
 			return
 		}
@@ -200,7 +211,9 @@ func (d *Dispatcher) notRunningErr() error {
 	}
 }
 
-// handleResult is the result consumer's handler: it runs on one goroutine.
+// handleResult is the result consumer's handler. It runs on one goroutine,
+// except for the moment the watchdog replaces the consumer, when the old
+// one may still finish a message: everything it touches is safe for that.
 func (d *Dispatcher) handleResult(msg js.Msg) {
 	data := msg.Data()
 	res, err := envelope.DecodeResult(data)
@@ -209,6 +222,7 @@ func (d *Dispatcher) handleResult(msg js.Msg) {
 		return
 	}
 	now := time.Now()
+	d.lastResult.Store(now.UnixNano())
 	outcome, tool, start := d.calls.deliver(res, int64(len(data)), now)
 	switch outcome {
 	case outcomeDelivered:

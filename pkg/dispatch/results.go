@@ -46,6 +46,7 @@ func (d *Dispatcher) watchResults() {
 	every := d.cfg.ResultCheckInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
+	quietSince := d.startedAt // the last result, start or replacement
 	for {
 		select {
 		case <-d.stopped:
@@ -56,7 +57,7 @@ func (d *Dispatcher) watchResults() {
 		if last.Before(d.startedAt) {
 			last = d.startedAt
 		}
-		if time.Since(last) < every {
+		if time.Since(last) < every || time.Since(quietSince) < every {
 			continue
 		}
 		if pending, _ := d.calls.stats(); pending == 0 {
@@ -67,6 +68,10 @@ func (d *Dispatcher) watchResults() {
 			continue
 		}
 		d.restartResults(last.Add(-resultReplayMargin), why)
+		// A new consumer gets a whole interval to deliver before it is
+		// judged (a slow check leaves a tick waiting in t.C).
+		quietSince = time.Now()
+		t.Reset(every)
 	}
 }
 

@@ -211,13 +211,7 @@ func streamMsgs(t *testing.T, j js.JetStream, name, subject string) []*js.RawStr
 // eventually polls cond every 20ms until it is true or waitLong passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitLong, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	natstest.Eventually(t, waitLong, what, cond)
 }
 
 // objectSchema is an input schema with the given properties JSON and

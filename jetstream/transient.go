@@ -3,7 +3,9 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -70,4 +72,25 @@ var finalErrors = []error{
 	nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrInvalidConnection,
 	nats.ErrPermissionViolation,
 	js.ErrAsyncPublishReplySubjectSet, js.ErrInvalidJSAck,
+}
+
+// Pauses between publishes of a message that failed transiently.
+const (
+	// RepublishBaseDelay is the pause before the first publish again; it
+	// doubles with every further one up to RepublishMaxDelay.
+	RepublishBaseDelay = 100 * time.Millisecond
+	// RepublishMaxDelay caps the pause.
+	RepublishMaxDelay = time.Second
+)
+
+// RepublishDelay is the pause before the n-th publish again (n ≥ 1) of a
+// message whose publish failed transiently: RepublishBaseDelay doubling to
+// RepublishMaxDelay, drawn from [d/2, 3d/2) so that the dispatchers and
+// workers of a fleet do not all publish again in step.
+func RepublishDelay(n int) time.Duration {
+	d := RepublishMaxDelay
+	if n >= 1 && n <= 8 {
+		d = min(RepublishBaseDelay<<(n-1), RepublishMaxDelay)
+	}
+	return d/2 + rand.N(d)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -88,5 +89,27 @@ func TestTransientPublishErrors(t *testing.T) {
 		if got := jetstream.Transient(tc.err); got != tc.want {
 			t.Errorf("%s: jetstream.Transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
+	}
+}
+
+// Jittered around a doubling delay, and capped.
+func TestRepublishDelay(t *testing.T) {
+	t.Parallel()
+	for n := 1; n <= 12; n++ {
+		center := min(jetstream.RepublishBaseDelay<<(n-1), jetstream.RepublishMaxDelay)
+		lo, hi := time.Duration(1<<62), time.Duration(0)
+		for range 500 {
+			d := jetstream.RepublishDelay(n)
+			if d < center/2 || d >= center*3/2 {
+				t.Fatalf("jetstream.RepublishDelay(%d) = %v, want in [%v, %v)", n, d, center/2, center*3/2)
+			}
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		if hi-lo < center/2 {
+			t.Errorf("jetstream.RepublishDelay(%d) spans only %v..%v: not jittered", n, lo, hi)
+		}
+	}
+	if d := jetstream.RepublishDelay(1000); d < jetstream.RepublishMaxDelay/2 || d >= jetstream.RepublishMaxDelay*3/2 {
+		t.Errorf("jetstream.RepublishDelay(1000) = %v, want capped around %v", d, jetstream.RepublishMaxDelay)
 	}
 }

@@ -191,16 +191,15 @@ func TestWorkerObservability(t *testing.T) {
 	// The worker observes a call after its result and its attempt record are
 	// written, so the count may trail the result a little.
 	var text []byte
-	for deadline := time.Now().Add(time.Minute); ; {
+	finished := func() float64 {
+		return promtest.Parse(t, text).Value("toolpool_worker_calls_finished_total", "tool", "secure_api", "outcome", "error", "class", "permanent")
+	}
+	natstest.Eventually(t, time.Minute, "the failed call to be counted", func() bool {
 		text = promtest.Scrape(t, base+"/metrics")
-		got := promtest.Parse(t, text).Value("toolpool_worker_calls_finished_total", "tool", "secure_api", "outcome", "error", "class", "permanent")
-		if got == 1 {
-			break
-		}
-		if got > 1 || time.Now().After(deadline) {
-			t.Fatalf("finished calls of secure_api (error, permanent) = %v, want 1", got)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return finished() >= 1
+	})
+	if got := finished(); got != 1 {
+		t.Errorf("finished calls of secure_api (error, permanent) = %v, want 1", got)
 	}
 	f := promtest.Parse(t, text)
 	if !f.Has("go_goroutines") || !f.Has("process_cpu_seconds_total") {

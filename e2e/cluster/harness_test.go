@@ -116,7 +116,7 @@ func startCluster(t *testing.T, syncInterval string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "JetStream of the cluster to answer", func() bool {
+	natstest.Eventually(t, 60*time.Second, "JetStream of the cluster to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := j.AccountInfo(ctx)
@@ -149,7 +149,7 @@ func (n *node) start(t *testing.T) {
 		t.Fatalf("start %s: %v", n.name, err)
 	}
 	n.cmd = cmd
-	eventually(t, 30*time.Second, n.name+" to accept connections", func() bool {
+	natstest.Eventually(t, 30*time.Second, n.name+" to accept connections", func() bool {
 		conn, err := net.DialTimeout("tcp", n.client, time.Second)
 		if err != nil {
 			return false
@@ -233,18 +233,6 @@ func startWorkerProc(t *testing.T, c *cluster, user, password string, args ...st
 func (p *workerProc) kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
-}
-
-// eventually polls cond until it holds, failing the test after limit.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.

@@ -300,7 +300,7 @@ func (p *pool) check(t *testing.T, rep loadReport, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	subject := jetstream.ResultSubject(p.d.Instance())
-	eventually(t, 30*time.Second, "TOOL_CALLS to be empty", func() bool {
+	natstest.Eventually(t, 30*time.Second, "TOOL_CALLS to be empty", func() bool {
 		s, err := p.j.Stream(ctx, jetstream.StreamCalls)
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})

@@ -108,3 +108,17 @@ func (w *testWriter) close() {
 	w.closed = true
 	w.mu.Unlock()
 }
+
+// Eventually polls cond every 10 ms until it holds, and fails the test
+// when it still does not after limit. Waits in these tests are generous:
+// the machines are shared and the tests run with -race.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -88,13 +88,7 @@ func newCatalog(t *testing.T, j js.JetStream) *Catalog {
 // eventually polls cond until it holds or waitLong passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	natstest.Eventually(t, waitLong, what, cond)
 }
 
 func workerIDs(as []Announcement) []string {

@@ -249,13 +249,7 @@ func (m *testMetrics) get(which string, tool string) int {
 // eventually polls cond until it holds or 5s pass.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.Eventually(t, 5*time.Second, what, cond)
 }
 
 // streamMsgs is the number of messages in stream.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -16,13 +15,9 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 )
 
-// Re-publishing of calls JetStream did not acknowledge.
+// Re-publishing of calls JetStream did not acknowledge (the pauses are
+// jetstream.RepublishDelay).
 const (
-	// retryBaseDelay is the pause before the second publish of a call; it
-	// doubles with every attempt up to retryMaxDelay. Each pause is drawn
-	// from ±50% around that value.
-	retryBaseDelay = 100 * time.Millisecond
-	retryMaxDelay  = time.Second
 	// publishPoll is how often a turn waiting for one PubAck looks at the
 	// turn's other publishes: re-publishes due, attempts that failed or
 	// timed out, a permissions violation. It only matters once a PubAck
@@ -285,7 +280,7 @@ func (p *publisher) failed(e *pubWait, err error) error {
 		return t.publishErr(e.idx, err)
 	}
 	now := p.now()
-	next := now + retryDelay(e.attempts)
+	next := now + jetstream.RepublishDelay(e.attempts)
 	if next >= p.until || !p.start.Add(next).Before(t.deadline) {
 		// A last attempt the budget cut short says less about the outage
 		// than the one before it.
@@ -350,18 +345,6 @@ func (p *publisher) releaseSlots() {
 			<-p.t.d.inflight
 		}
 	}
-}
-
-// retryDelay is the pause after attempt n (1, 2, …) of a call failed:
-// retryBaseDelay doubled per attempt up to retryMaxDelay, drawn from ±50%
-// around it so that the calls of many turns and orchestrators do not all
-// come back at once when a new stream leader is elected.
-func retryDelay(n int) time.Duration {
-	d := retryMaxDelay
-	if n >= 1 && n <= 8 {
-		d = min(retryBaseDelay<<(n-1), retryMaxDelay)
-	}
-	return d/2 + rand.N(d)
 }
 
 // publishDenied reports whether err, the connection's last error, is the

@@ -28,27 +28,6 @@ const (
 	logStored   = "calls stored after publishing them again"
 )
 
-func TestRetryDelay(t *testing.T) {
-	t.Parallel()
-	for n := 1; n <= 12; n++ {
-		center := min(retryBaseDelay<<(n-1), retryMaxDelay)
-		lo, hi := time.Duration(1<<62), time.Duration(0)
-		for range 500 {
-			d := retryDelay(n)
-			if d < center/2 || d >= center*3/2 {
-				t.Fatalf("retryDelay(%d) = %v, want in [%v, %v)", n, d, center/2, center*3/2)
-			}
-			lo, hi = min(lo, d), max(hi, d)
-		}
-		if hi-lo < center/2 {
-			t.Errorf("retryDelay(%d) spans only %v..%v: not jittered", n, lo, hi)
-		}
-	}
-	if d := retryDelay(1000); d < retryMaxDelay/2 || d >= retryMaxDelay*3/2 {
-		t.Errorf("retryDelay(1000) = %v, want capped around %v", d, retryMaxDelay)
-	}
-}
-
 func TestPublishDenied(t *testing.T) {
 	t.Parallel()
 	denied := fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to "tools.call.secret"`)

@@ -111,13 +111,7 @@ func streamMsgs(t *testing.T, j js.JetStream, stream string) uint64 {
 // eventually polls cond until it holds or waitLong passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	natstest.Eventually(t, waitLong, what, cond)
 }
 
 func seqsOf(ls []*dlq.Letter) []uint64 {

@@ -31,13 +31,7 @@ const waitLong = 60 * time.Second
 // eventually polls cond until it holds, failing the test after waitLong.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	natstest.Eventually(t, waitLong, what, cond)
 }
 
 // fastTools are the demo tools, flaky retrying after milliseconds instead

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,8 +111,7 @@ func (w *Worker) process(j *job) {
 		entry.SourceSeq = meta.Sequence.Stream
 		entry.Attempts = w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
 		entry.FirstFailure, entry.LastFailure = entry.Attempts[0].Started, time.Now()
-		if err := w.publishDLQ(&entry, call.ID); err != nil &&
-			!w.retryPublish(j, log, "dead-letter", err, func() error { return w.publishDLQ(&entry, call.ID) }) {
+		if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.ID) }) {
 			return
 		}
 		res := w.errorResult(call, d, j.attempt, true, false, ev)
@@ -249,8 +247,7 @@ func (w *Worker) errorResult(call *envelope.Call, d classify.Decision, attempt i
 // then acks the call. It reports whether the message was settled here.
 func (w *Worker) reply(j *job, call *envelope.Call, res *envelope.Result, log *slog.Logger) bool {
 	if call.ReplyTo != "" {
-		if err := w.publishResult(call, res); err != nil &&
-			!w.retryPublish(j, log, "result", err, func() error { return w.publishResult(call, res) }) {
+		if !w.publishOrHandBack(j, log, "result", func() error { return w.publishResult(call, res) }) {
 			return false
 		}
 	}
@@ -263,26 +260,22 @@ func (w *Worker) reply(j *job, call *envelope.Call, res *envelope.Result, log *s
 	return true
 }
 
-// Bounds of the pause between two publishes of the same result or dead
-// letter (jittered by ±50%).
-const (
-	publishRetryMin = 100 * time.Millisecond
-	publishRetryMax = 2 * time.Second
-)
-
-// retryPublish publishes again, in place, what failed with err, for up to
-// PublishRetryFor while the failure is transient, keeping the call's message
+// publishOrHandBack runs publish and, while it fails transiently, runs it
+// again, in place, for up to PublishRetryFor, keeping the call's message
 // with in-progress acks: the call already ran, and handing it back would run
 // it again and count a delivery against its attempts. It reports whether
 // publish got through; when it did not, the call was handed back.
-func (w *Worker) retryPublish(j *job, log *slog.Logger, what string, err error, publish func() error) bool {
+func (w *Worker) publishOrHandBack(j *job, log *slog.Logger, what string, publish func() error) bool {
+	err := publish()
+	if err == nil {
+		return true
+	}
 	if w.cfg.PublishRetryFor > 0 && jetstream.Transient(err) {
 		log.Warn("publishing the "+what+" failed; retrying", "err", err, "retry_for", w.cfg.PublishRetryFor)
 		giveUp := time.Now().Add(w.cfg.PublishRetryFor)
-		delay := publishRetryMin
 	retry:
-		for tries := 2; ; tries++ {
-			wait := time.Duration(float64(delay) * (0.5 + w.random()))
+		for n := 1; ; n++ {
+			wait := jetstream.RepublishDelay(n)
 			if time.Now().Add(wait).After(giveUp) {
 				break
 			}
@@ -295,25 +288,16 @@ func (w *Worker) retryPublish(j *job, log *slog.Logger, what string, err error, 
 			}
 			_ = j.msg.InProgress()
 			if err = publish(); err == nil {
-				log.Info("published the "+what+" after retrying", "tries", tries)
+				log.Info("published the "+what+" after retrying", "tries", n+1)
 				return true
 			}
 			if !jetstream.Transient(err) {
 				break
 			}
-			delay = min(2*delay, publishRetryMax)
 		}
 	}
 	w.retryLater(j, log, what, err)
 	return false
-}
-
-// random is a float in [0,1) from Config.Rand or the global source.
-func (w *Worker) random() float64 {
-	if w.cfg.Rand != nil {
-		return w.cfg.Rand.Float64()
-	}
-	return rand.Float64()
 }
 
 // retryLater hands a message back after a publish failed: the call will run
@@ -369,8 +353,7 @@ func (w *Worker) deadLetterMalformed(j *job, meta *js.MsgMetadata, decodeErr err
 	entry.FirstFailure = time.Now()
 	entry.LastFailure = entry.FirstFailure
 	msgID := fmt.Sprintf("malformed-%s-%d", jetstream.StreamCalls, meta.Sequence.Stream)
-	if err := w.publishDLQ(&entry, msgID); err != nil &&
-		!w.retryPublish(j, log, "dead-letter", err, func() error { return w.publishDLQ(&entry, msgID) }) {
+	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, msgID) }) {
 		return
 	}
 	if j.settle() {
@@ -392,8 +375,7 @@ func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Ev
 	if entry.Attempts = w.loadAttempts(call, &ev, log); len(entry.Attempts) > 0 {
 		entry.FirstFailure = entry.Attempts[0].Started
 	}
-	if err := w.publishDLQ(&entry, call.ID); err != nil &&
-		!w.retryPublish(j, log, "dead-letter", err, func() error { return w.publishDLQ(&entry, call.ID) }) {
+	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.ID) }) {
 		return
 	}
 	res := w.result(call, j.attempt, ev)

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,42 +61,30 @@ func (b *outageBundle) restoreResults(t *testing.T) {
 // waitRuns waits until the tool ran at least n times.
 func (b *outageBundle) waitRuns(t *testing.T, n int32) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for b.runs.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the tool ran %d times in %v, want %d", b.runs.Load(), waitLong, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	natstest.Eventually(t, waitLong, fmt.Sprintf("the tool to run %d times", n), func() bool { return b.runs.Load() >= n })
 }
 
 // awaitStoredResult polls TOOL_RESULTS for the result of call id.
 func (b *outageBundle) awaitStoredResult(t *testing.T, id string) *envelope.Result {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for {
+	var m *js.RawStreamMsg
+	natstest.Eventually(t, waitLong, "the result of "+id+" in "+jetstream.StreamResults, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		s, err := b.js.Stream(ctx, jetstream.StreamResults)
-		var m *js.RawStreamMsg
 		if err == nil {
 			m, err = s.GetLastMsgForSubject(ctx, jetstream.ResultSubject(replyTo))
 		}
-		cancel()
-		if err == nil {
-			r, derr := envelope.DecodeResult(m.Data)
-			if derr != nil {
-				t.Fatalf("stored result does not decode: %v", derr)
-			}
-			if r.CallID != id {
-				t.Fatalf("stored result is for %s, want %s", r.CallID, id)
-			}
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no result for %s in %s within %v: %v", id, jetstream.StreamResults, waitLong, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	})
+	r, err := envelope.DecodeResult(m.Data)
+	if err != nil {
+		t.Fatalf("stored result does not decode: %v", err)
 	}
+	if r.CallID != id {
+		t.Fatalf("stored result is for %s, want %s", r.CallID, id)
+	}
+	return r
 }
 
 // callsLeft is the number of messages in TOOL_CALLS.
@@ -130,13 +119,7 @@ func TestResultPublishRetriedInPlace(t *testing.T) {
 	if r.IsError || r.Attempts != 1 {
 		t.Errorf("result: is_error=%v attempts=%d, want a success on attempt 1", r.IsError, r.Attempts)
 	}
-	deadline := time.Now().Add(waitLong)
-	for b.callsLeft(t) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the call is still in %s %v after its result was stored", jetstream.StreamCalls, waitLong)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	natstest.Eventually(t, waitLong, "the acked call to leave "+jetstream.StreamCalls, func() bool { return b.callsLeft(t) == 0 })
 	if n := b.runs.Load(); n != 1 {
 		t.Errorf("the tool ran %d times, want 1: the call must not run again while its result is retried", n)
 	}

@@ -223,10 +223,10 @@ func (d *Dispatcher) handleResult(msg js.Msg) {
 	}
 	now := time.Now()
 	d.lastResult.Store(now.UnixNano())
-	outcome, tool, start := d.calls.deliver(res, int64(len(data)), now)
-	switch outcome {
-	case outcomeDelivered:
+	outcome, tool, _ := d.calls.deliver(res, int64(len(data)), now, func(tool string, start time.Time) {
 		d.metrics.ResultReceived(tool, res.Class, now.Sub(start))
+	})
+	switch outcome {
 	case outcomeLate:
 		d.metrics.LateResult(tool)
 		d.log.Debug("late result", slog.String("call_id", res.CallID), slog.String("tool", tool), slog.Int("attempt", res.Attempts))

@@ -140,9 +140,11 @@ const (
 )
 
 // deliver hands res to every waiter of its call id. size is what caching the
-// result costs. It returns the outcome, the call's tool and when the call
-// became pending.
-func (t *callTable) deliver(res *envelope.Result, size int64, now time.Time) (deliverOutcome, string, time.Time) {
+// result costs. When the call was pending, received (if not nil) is called
+// with its tool and start before any waiter is woken, so what it counts is
+// counted by the time Dispatch returns. deliver returns the outcome, the
+// call's tool and when the call became pending.
+func (t *callTable) deliver(res *envelope.Result, size int64, now time.Time, received func(tool string, start time.Time)) (deliverOutcome, string, time.Time) {
 	s := t.shard(res.CallID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -153,6 +155,9 @@ func (t *callTable) deliver(res *envelope.Result, size int64, now time.Time) (de
 	}
 	switch e.state {
 	case statePending:
+		if received != nil {
+			received(e.tool, e.start)
+		}
 		for _, w := range e.waiters {
 			select {
 			case w.ch <- delivery{idx: w.idx, res: res}:

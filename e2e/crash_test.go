@@ -11,6 +11,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -126,7 +127,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 	dispatched := time.Now()
 	turn := p.dispatchAsync(ctx, blocks...)
 	eventually(t, "all sleep calls in flight on the process", func() bool {
-		info := consumerInfo(t, p.js, "sleep")
+		info := natstest.CallConsumerInfo(t, p.js, "sleep")
 		return info.NumAckPending == short+long && info.NumPending == 0
 	})
 
@@ -169,7 +170,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 		t.Error("no call was handed back to takeover-worker")
 	}
 	if t.Failed() {
-		info := consumerInfo(t, p.js, "sleep")
+		info := natstest.CallConsumerInfo(t, p.js, "sleep")
 		t.Logf("consumer tool_sleep: ack pending %d, redelivered %d, waiting pulls %d, pending %d, delivered %+v, ack floor %+v",
 			info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.NumPending, info.Delivered, info.AckFloor)
 	}

@@ -318,22 +318,6 @@ func assertModelSafe(t *testing.T, content string, extra ...string) {
 	}
 }
 
-// consumerInfo returns the info of tool's consumer on TOOL_CALLS.
-func consumerInfo(t *testing.T, j js.JetStream, tool string) *js.ConsumerInfo {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := j.Consumer(ctx, jetstream.StreamCalls, jetstream.ConsumerName(tool))
-	if err != nil {
-		t.Fatalf("consumer of %s: %v", tool, err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatalf("consumer of %s: info: %v", tool, err)
-	}
-	return info
-}
-
 // dispatchAsync dispatches blocks in a goroutine; the turn's results (or
 // error) arrive on the returned channel.
 func (p *pool) dispatchAsync(ctx context.Context, blocks ...envelope.ToolUseBlock) <-chan turnResult {

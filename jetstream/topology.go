@@ -464,3 +464,27 @@ func EnsureConsumer(ctx context.Context, j js.JetStream, spec ConsumerSpec) (js.
 	}
 	return c, nil
 }
+
+// ResultConsumerInactive is how long the server keeps a result consumer
+// nobody pulls from (its orchestrator died, or was disconnected that long).
+const ResultConsumerInactive = 5 * time.Minute
+
+// ResultConsumerConfig is the configuration of an ephemeral consumer, named
+// name, that reads the results for orchestrator instance from stream
+// sequence from on: no acks (results need none: a result seen twice is
+// recognised by its call id), one replica in memory (a replicated consumer
+// would replicate its state on every result), and deleted by the server
+// after ResultConsumerInactive without pulls.
+func ResultConsumerConfig(name, instance string, from uint64) js.ConsumerConfig {
+	return js.ConsumerConfig{
+		Name:              name,
+		Description:       "results for orchestrator instance " + instance,
+		FilterSubject:     ResultSubject(instance),
+		DeliverPolicy:     js.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		AckPolicy:         js.AckNonePolicy,
+		InactiveThreshold: ResultConsumerInactive,
+		Replicas:          1,
+		MemoryStorage:     true,
+	}
+}

@@ -647,7 +647,9 @@ func writeIndented(stdout, stderr io.Writer, v any) int {
 // resultWaiter collects the results of replayed calls from
 // tools.result.<instance>.
 type resultWaiter struct {
-	cc js.ConsumeContext
+	j    js.JetStream
+	name string
+	cc   js.ConsumeContext
 
 	mu       sync.Mutex
 	expected map[string]dlq.Replayed // by new call id, not yet answered
@@ -662,15 +664,15 @@ func startResultWaiter(ctx context.Context, j js.JetStream, instance string) (*r
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", jetstream.StreamResults, err)
 	}
-	cons, err := j.OrderedConsumer(ctx, jetstream.StreamResults, js.OrderedConsumerConfig{
-		FilterSubjects: []string{jetstream.ResultSubject(instance)},
-		DeliverPolicy:  js.DeliverByStartSequencePolicy,
-		OptStartSeq:    s.CachedInfo().State.LastSeq + 1,
-	})
+	w := &resultWaiter{
+		j: j, name: "replay_" + instance,
+		expected: map[string]dlq.Replayed{}, got: map[string]*envelope.Result{}, arrived: make(chan struct{}, 1),
+	}
+	cons, err := j.CreateConsumer(ctx, jetstream.StreamResults,
+		jetstream.ResultConsumerConfig(w.name, instance, s.CachedInfo().State.LastSeq+1))
 	if err != nil {
 		return nil, fmt.Errorf("result consumer: %w", err)
 	}
-	w := &resultWaiter{expected: map[string]dlq.Replayed{}, got: map[string]*envelope.Result{}, arrived: make(chan struct{}, 1)}
 	w.cc, err = cons.Consume(func(m js.Msg) {
 		res, err := envelope.DecodeResult(m.Data())
 		if err != nil {
@@ -687,9 +689,18 @@ func startResultWaiter(ctx context.Context, j js.JetStream, instance string) (*r
 		}
 	})
 	if err != nil {
+		w.deleteConsumer()
 		return nil, fmt.Errorf("consume results: %w", err)
 	}
 	return w, nil
+}
+
+// deleteConsumer deletes the waiter's consumer rather than leaving it to
+// its inactivity threshold; best effort.
+func (w *resultWaiter) deleteConsumer() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = w.j.DeleteConsumer(ctx, jetstream.StreamResults, w.name)
 }
 
 func (w *resultWaiter) expect(r dlq.Replayed) {
@@ -698,7 +709,10 @@ func (w *resultWaiter) expect(r dlq.Replayed) {
 	w.mu.Unlock()
 }
 
-func (w *resultWaiter) stop() { w.cc.Stop() }
+func (w *resultWaiter) stop() {
+	w.cc.Stop()
+	w.deleteConsumer()
+}
 
 // wait prints each expected result as it arrives, until all are in or
 // timeout passes without one; it returns how many did not succeed.

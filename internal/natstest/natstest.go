@@ -122,3 +122,20 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// CallConsumerInfo returns the server's info on tool's consumer on
+// TOOL_CALLS, failing the test when it cannot be read.
+func CallConsumerInfo(t testing.TB, j js.JetStream, tool string) *js.ConsumerInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := j.Consumer(ctx, jetstream.StreamCalls, jetstream.ConsumerName(tool))
+	if err != nil {
+		t.Fatalf("consumer of %s: %v", tool, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatalf("consumer of %s: info: %v", tool, err)
+	}
+	return info
+}

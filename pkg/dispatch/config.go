@@ -100,8 +100,10 @@ type Config struct {
 	// ResultCheckInterval is how often, while calls wait and no result has
 	// come for that long, the dispatcher asks the server whether results
 	// are waiting that its result consumer has not delivered; if so, or if
-	// the consumer is gone, it makes a new one (see Start). Default
-	// ResultCheckIntervalDefault; negative: never.
+	// the consumer is gone, it makes a new one (see Start). It also bounds
+	// each try at making one. Default ResultCheckIntervalDefault; negative:
+	// never check, and never replace the consumer (not even when it is
+	// deleted or loses results).
 	ResultCheckInterval time.Duration
 	// MaxInputBytes caps a call's input JSON; a larger input is answered
 	// with a validation is_error. Default envelope.MaxInputBytesDefault.

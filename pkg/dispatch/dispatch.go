@@ -70,12 +70,14 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	started bool
-	cons    js.Consumer // the ordered result consumer
-	cc      js.ConsumeContext
 
-	startedAt  time.Time
-	lastResult atomic.Int64 // unix nanoseconds of the last result handled
-	restarts   atomic.Int64 // result consumers made again by the watchdog
+	sub        atomic.Pointer[resultSub] // the result consumer; nil after a failed replacement
+	subs       atomic.Int64              // result consumers made: numbers their names
+	lastSeq    atomic.Uint64             // stream sequence of the last result handled
+	lastResult atomic.Int64              // unix nanoseconds of the last result handled
+	quietSince time.Time                 // the watchdog's: start or last replacement
+	restarts   atomic.Int64              // result consumers made again by the watchdog
+	kicked     chan string               // asks the watchdog to replace the consumer now
 	watchDone  chan struct{}
 
 	running  atomic.Bool   // started and not stopped
@@ -108,6 +110,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
 		stopped:  make(chan struct{}),
+		kicked:   make(chan string, 1),
 	}, nil
 }
 
@@ -119,15 +122,17 @@ func (d *Dispatcher) Instance() string { return d.cfg.Instance }
 // tools.result.<instance>. It returns once the consumer exists, so a call
 // dispatched after Start cannot miss its result.
 //
-// The consumer is an ordered consumer starting after the stream's last
-// message, not a durable one. The table of waiting callers lives in this
-// process's memory, so after a restart no one waits for older results and
-// replaying them would serve nobody. An ordered consumer needs no acks (half
-// the messages of an acked consumer), leaves no durable state to clean up
-// for instance ids that never come back, and recreates itself after a
-// disconnect from the last stream sequence it saw, so results stored while
-// the connection was down are still delivered. TOOL_RESULTS must therefore
-// not be a work-queue stream (those refuse consumers without acks).
+// The consumer is an ephemeral consumer without acks starting after the
+// stream's last message, not a durable one. The table of waiting callers
+// lives in this process's memory, so after a restart no one waits for older
+// results and replaying them would serve nobody. A consumer without acks
+// needs half the messages of an acked one, and an ephemeral one leaves no
+// state behind for instance ids that never come back (the server deletes
+// it after five minutes without pulls). When it loses results (a
+// disconnect) or stops delivering, a watchdog makes a new one starting
+// after the last result handled, so results stored meanwhile are still
+// delivered (see Config.ResultCheckInterval). TOOL_RESULTS must not be a
+// work-queue stream (those refuse consumers without acks).
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -139,25 +144,22 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if d.started {
 		return errors.New("dispatch: start: already started")
 	}
-	// Start after the stream's last message rather than with DeliverNew: an
-	// ordered consumer that resets (reconnect, missed heartbeats) before it
-	// saw its first message would apply DeliverNew again and skip results
-	// stored meanwhile; a start sequence is reused instead.
+	// Start after the stream's last message rather than with DeliverNew:
+	// a consumer made again later starts after the last result handled,
+	// a sequence too.
 	stream, err := d.js.Stream(ctx, jetstream.StreamResults)
 	if err != nil {
 		return fmt.Errorf("dispatch: start: stream %s: %w: %w", jetstream.StreamResults, ErrUnavailable, err)
 	}
-	cons, cc, err := d.consumeResults(ctx, js.OrderedConsumerConfig{
-		FilterSubjects: []string{d.subject},
-		DeliverPolicy:  js.DeliverByStartSequencePolicy,
-		OptStartSeq:    stream.CachedInfo().State.LastSeq + 1,
-	})
+	info := stream.CachedInfo()
+	d.lastSeq.Store(info.State.LastSeq)
+	s, err := d.subscribeResults(ctx, info.State.LastSeq+1)
 	if err != nil {
 		return fmt.Errorf("dispatch: start: %w: %w", ErrUnavailable, err)
 	}
-	d.cons, d.cc = cons, cc
+	d.sub.Store(s)
 	d.started = true
-	d.startedAt = time.Now()
+	d.quietSince = time.Now()
 	d.running.Store(true)
 	if d.cfg.ResultCheckInterval > 0 {
 		d.watchDone = make(chan struct{})
@@ -176,25 +178,24 @@ func (d *Dispatcher) Stop() {
 		d.mu.Lock()
 		d.running.Store(false)
 		close(d.stopped)
-		cc, watchDone := d.cc, d.watchDone
+		watchDone := d.watchDone
 		d.mu.Unlock()
 		if watchDone != nil {
-			<-watchDone // the watchdog may have swapped d.cc: read it again
-			d.mu.Lock()
-			cc = d.cc
-			d.mu.Unlock()
+			<-watchDone // every wait of the watchdog is bounded; it may have swapped d.sub
 		}
-		if cc == nil {
+		s := d.sub.Swap(nil)
+		if s == nil {
 			return
 		}
-		cc.Stop()
+		s.cc.Stop()
 		t := time.NewTimer(stopWait)
 		defer t.Stop()
 		select {
-		case <-cc.Closed():
+		case <-s.cc.Closed():
 		case <-t.C:
 			d.log.Warn("result consumer did not stop in time")
 		}
+		d.deleteResults(s)
 	})
 }
 

@@ -2,8 +2,10 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
@@ -11,66 +13,151 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 )
 
-// resultReplayMargin is how far before the last result handled a replaced
-// result consumer starts, so that clock differences between this process
-// and the server cannot skip a result. Results delivered twice that way are
-// counted as duplicates and otherwise ignored.
-const resultReplayMargin = 5 * time.Second
+// Result consumer settings.
+const (
+	// resultsHeartbeat is the idle heartbeat of the result pulls: two missed
+	// ones tell the dispatcher its consumer or connection is gone.
+	resultsHeartbeat = 2 * time.Second
+	// resultsExpiry is how long one result pull waits at the server.
+	resultsExpiry = 10 * time.Second
+	// resultsDeleteWait bounds deleting a replaced result consumer.
+	resultsDeleteWait = 5 * time.Second
+)
 
-// consumeResults makes an ordered consumer on this dispatcher's result
-// subject and starts consuming it.
-func (d *Dispatcher) consumeResults(ctx context.Context, cfg js.OrderedConsumerConfig) (js.Consumer, js.ConsumeContext, error) {
-	cons, err := d.js.OrderedConsumer(ctx, jetstream.StreamResults, cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("result consumer on %s: %w", jetstream.StreamResults, err)
-	}
-	cc, err := cons.Consume(d.handleResult, js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
-		d.log.Warn("result consumer", slog.Any("error", err))
-	}))
-	if err != nil {
-		return nil, nil, fmt.Errorf("consume results: %w", err)
-	}
-	return cons, cc, nil
+// resultSub is one result consumer of a dispatcher: the dispatcher makes a
+// new one, starting after the last result it handled, whenever the old one
+// lost results or stopped delivering.
+//
+// It is a plain ephemeral pull consumer, not nats.go's ordered consumer.
+// The ordered consumer makes itself again after a failure on its own, but
+// retries under one name, without bound, holding a lock that its Info and
+// Stop also need. When the cluster had placed that name on the node that
+// had just died, every retry was an update of a consumer on a dead node,
+// and the dispatcher stayed blocked until the node came back (three
+// minutes in a CI run). Here every request is bounded by a context, every
+// new consumer has a new name, and the watchdog decides when to start over.
+type resultSub struct {
+	name string
+	cons js.Consumer
+	cc   js.ConsumeContext
+	// lastCons is the consumer sequence of the last message delivered: a
+	// jump means messages were lost on the way (a disconnect), and the
+	// server's count of delivered messages beyond it means the same.
+	lastCons atomic.Uint64
+	// broken is set at such a jump: from then on this consumer's results
+	// no longer move the sequence a new consumer starts from.
+	broken atomic.Bool
 }
 
-// watchResults is the result consumer's watchdog. The ordered consumer is a
-// single-replica consumer that nats.go makes again when it notices a
-// problem; after a cluster node died it was seen to stop delivering for
-// minutes without noticing, while every result sat in TOOL_RESULTS. So
-// every ResultCheckInterval, when calls wait and no result came for that
-// long, the watchdog asks the server about the consumer: when it is gone or
-// has results it has not delivered, the watchdog stops it and makes a new
-// one that starts a little before the last result handled.
+// subscribeResults makes a result consumer that starts at stream sequence
+// from and starts pulling from it. The consumer has one replica (see
+// jetstream.ResultConsumerConfig): when its node dies, the pulls miss their
+// heartbeats and the watchdog makes a new one elsewhere.
+func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*resultSub, error) {
+	n := d.subs.Add(1)
+	s := &resultSub{name: fmt.Sprintf("results_%s_%d", d.cfg.Instance, n)}
+	cons, err := d.js.CreateConsumer(ctx, jetstream.StreamResults, jetstream.ResultConsumerConfig(s.name, d.cfg.Instance, from))
+	if err != nil {
+		// The server may have placed it on a node that is down (it has not
+		// noticed yet) and never answer: forget that one, the next try
+		// uses a new name and gets a new placement.
+		go d.deleteResults(s)
+		return nil, fmt.Errorf("result consumer on %s: %w", jetstream.StreamResults, err)
+	}
+	s.cons = cons
+	s.cc, err = cons.Consume(d.resultHandler(s),
+		js.PullExpiry(resultsExpiry), js.PullHeartbeat(resultsHeartbeat),
+		js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
+			if d.current() != s {
+				return
+			}
+			if errors.Is(err, js.ErrConsumerDeleted) || errors.Is(err, js.ErrConsumerNotFound) ||
+				errors.Is(err, js.ErrNoHeartbeat) {
+				d.kick("the result consumer is gone or unreachable: " + err.Error())
+				return
+			}
+			d.log.Warn("result consumer", slog.String("consumer", s.name), slog.Any("error", err))
+		}))
+	if err != nil {
+		d.deleteResults(s)
+		return nil, fmt.Errorf("consume results: %w", err)
+	}
+	return s, nil
+}
+
+// resultHandler hands s's messages to handleResult, keeping the stream
+// sequence to start a new consumer from and watching for lost messages.
+func (d *Dispatcher) resultHandler(s *resultSub) js.MessageHandler {
+	return func(msg js.Msg) {
+		if md, err := msg.Metadata(); err == nil {
+			if prev := s.lastCons.Swap(md.Sequence.Consumer); md.Sequence.Consumer > prev+1 {
+				// The lost results come before this one: the next consumer
+				// must start after the last result before the gap.
+				s.broken.Store(true)
+				if d.current() == s {
+					d.kick(fmt.Sprintf("%d results were lost on the way", md.Sequence.Consumer-prev-1))
+				}
+			}
+			for !s.broken.Load() {
+				last := d.lastSeq.Load()
+				if md.Sequence.Stream <= last || d.lastSeq.CompareAndSwap(last, md.Sequence.Stream) {
+					break
+				}
+			}
+		}
+		d.handleResult(msg)
+	}
+}
+
+// current returns the result consumer in use, nil while there is none.
+func (d *Dispatcher) current() *resultSub { return d.sub.Load() }
+
+// kick asks the watchdog to replace the result consumer now.
+func (d *Dispatcher) kick(why string) {
+	select {
+	case d.kicked <- why:
+	default: // a replacement is already asked for
+	}
+}
+
+// watchResults is the result consumer's watchdog. It replaces the consumer
+// when asked to (messages lost, the consumer deleted), and every
+// ResultCheckInterval while calls wait and no result came for that long,
+// it asks the server about the consumer: when it cannot say, or results
+// wait undelivered, or results it delivered never arrived, the watchdog
+// makes a new consumer starting after the last result handled. A failed
+// replacement is tried again at the next tick.
 func (d *Dispatcher) watchResults() {
 	defer close(d.watchDone)
 	every := d.cfg.ResultCheckInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
-	quietSince := d.startedAt // the last result, start or replacement
 	for {
+		var why string
 		select {
 		case <-d.stopped:
 			return
+		case why = <-d.kicked:
 		case <-t.C:
+			if d.current() == nil {
+				why = "the last replacement failed"
+				break
+			}
+			last := time.Unix(0, d.lastResult.Load())
+			if time.Since(last) < every || time.Since(d.quietSince) < every {
+				continue
+			}
+			if pending, _ := d.calls.stats(); pending == 0 {
+				continue
+			}
+			if why = d.resultsStuck(every); why == "" {
+				continue
+			}
 		}
-		last := time.Unix(0, d.lastResult.Load())
-		if last.Before(d.startedAt) {
-			last = d.startedAt
-		}
-		if time.Since(last) < every || time.Since(quietSince) < every {
-			continue
-		}
-		if pending, _ := d.calls.stats(); pending == 0 {
-			continue
-		}
-		why := d.resultsStuck(every)
-		if why == "" {
-			continue
-		}
-		d.restartResults(last.Add(-resultReplayMargin), why)
+		d.replaceResults(why)
 		// A new consumer gets a whole interval to deliver before it is
 		// judged (a slow check leaves a tick waiting in t.C).
-		quietSince = time.Now()
+		d.quietSince = time.Now()
 		t.Reset(every)
 	}
 }
@@ -79,47 +166,51 @@ func (d *Dispatcher) watchResults() {
 // why it must be replaced, or "" when it is fine (no result is waiting: the
 // tools are only slow).
 func (d *Dispatcher) resultsStuck(timeout time.Duration) string {
-	d.mu.Lock()
-	cons := d.cons
-	d.mu.Unlock()
-	if cons == nil {
-		return "no result consumer"
-	}
+	s := d.current()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	info, err := cons.Info(ctx)
+	info, err := s.cons.Info(ctx)
 	switch {
 	case err != nil:
 		return "its state cannot be read: " + err.Error()
 	case info.NumPending > 0:
 		return fmt.Sprintf("%d results wait undelivered", info.NumPending)
+	case info.Delivered.Consumer > s.lastCons.Load():
+		return fmt.Sprintf("%d results were sent but never arrived", info.Delivered.Consumer-s.lastCons.Load())
 	}
 	return ""
 }
 
-// restartResults replaces the result consumer with one starting at from.
-// On failure the old one stays stopped and the next check tries again.
-func (d *Dispatcher) restartResults(from time.Time, why string) {
-	d.mu.Lock()
-	old := d.cc
-	d.mu.Unlock()
-	if old != nil {
-		old.Stop()
+// replaceResults stops the current result consumer and makes a new one
+// starting after the last result handled. On failure there is no consumer
+// until the next try.
+func (d *Dispatcher) replaceResults(why string) {
+	if old := d.sub.Swap(nil); old != nil {
+		old.cc.Stop()
+		go d.deleteResults(old)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ResultCheckInterval)
 	defer cancel()
-	cons, cc, err := d.consumeResults(ctx, js.OrderedConsumerConfig{
-		FilterSubjects: []string{d.subject},
-		DeliverPolicy:  js.DeliverByStartTimePolicy,
-		OptStartTime:   &from,
-	})
+	from := d.lastSeq.Load() + 1
+	s, err := d.subscribeResults(ctx, from)
 	if err != nil {
-		d.log.Warn("the result consumer stopped delivering and making a new one failed; trying again", slog.String("why", why), slog.Any("error", err))
+		d.log.Warn("the result consumer stopped delivering and making a new one failed; trying again",
+			slog.String("why", why), slog.Any("error", err))
 		return
 	}
-	d.mu.Lock()
-	d.cons, d.cc = cons, cc // Stop waits for the watchdog before it stops d.cc
-	d.mu.Unlock()
+	d.sub.Store(s) // Stop waits for the watchdog before it stops d.sub
 	d.restarts.Add(1)
-	d.log.Warn("the result consumer stopped delivering; made a new one", slog.String("why", why), slog.Time("from", from))
+	d.log.Warn("the result consumer stopped delivering; made a new one",
+		slog.String("why", why), slog.String("consumer", s.name), slog.Uint64("from_seq", from))
+}
+
+// deleteResults deletes a result consumer no longer used, rather than
+// leaving it to its inactivity threshold. It is best effort: a consumer
+// that cannot be deleted now goes away on its own.
+func (d *Dispatcher) deleteResults(s *resultSub) {
+	ctx, cancel := context.WithTimeout(context.Background(), resultsDeleteWait)
+	defer cancel()
+	if err := d.js.DeleteConsumer(ctx, jetstream.StreamResults, s.name); err != nil && !errors.Is(err, js.ErrConsumerNotFound) {
+		d.log.Debug("deleting a replaced result consumer", slog.String("consumer", s.name), slog.Any("error", err))
+	}
 }

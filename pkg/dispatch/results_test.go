@@ -1,11 +1,16 @@
 package dispatch
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -20,12 +25,11 @@ func TestResultWatchdogReplacesStalledConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Stall it behind the dispatcher's back: nats.go will not make it again.
-	b.d.mu.Lock()
-	stalled := b.d.cc
-	b.d.mu.Unlock()
-	stalled.Stop()
-	<-stalled.Closed()
+	// Stall it behind the dispatcher's back: it stops pulling, and the
+	// server still has it.
+	stalled := b.d.current()
+	stalled.cc.Stop()
+	<-stalled.cc.Closed()
 
 	res, err := b.d.Dispatch(timeout(t, 20*time.Second), "", []envelope.ToolUseBlock{use("after", "echo", `{}`)})
 	if err != nil {
@@ -34,11 +38,14 @@ func TestResultWatchdogReplacesStalledConsumer(t *testing.T) {
 	if len(res) != 1 || res[0].IsError || res[0].CallID != "after" {
 		t.Fatalf("result after the stall = %+v, want the tool's", res)
 	}
+	if got := b.metrics.get("duplicate", "echo"); got != 0 {
+		t.Errorf("duplicate results = %d, want 0", got)
+	}
 	if n := b.d.restarts.Load(); n < 1 {
 		t.Errorf("the watchdog made %d new consumers, want at least 1", n)
 	}
-	// The restart started before the last result, which came again and was
-	// set aside as a duplicate, not delivered twice.
+	// The new consumer started after the last result handled: each result
+	// was delivered once.
 	if got := b.metrics.get("received", "echo"); got != 2 {
 		t.Errorf("results received = %d, want 2", got)
 	}
@@ -65,5 +72,100 @@ func TestResultWatchdogLeavesIdleConsumer(t *testing.T) {
 	}
 	if n := b.d.restarts.Load(); n != 0 {
 		t.Errorf("the watchdog made %d new consumers while nothing was stuck, want 0", n)
+	}
+}
+
+// resultConsumers lists the consumers of TOOL_RESULTS.
+func resultConsumers(t *testing.T, b *testBundle) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := b.js.Stream(ctx, jetstream.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for name := range s.ConsumerNames(ctx).Name() {
+		names = append(names, name)
+	}
+	return names
+}
+
+// A result consumer deleted under the dispatcher (by an operator, or by
+// the server after the connection was down too long) is made again at
+// once, and the dispatcher deletes its consumer when it stops.
+func TestResultConsumerMadeAgainAfterDeletion(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.ResultCheckInterval = 200 * time.Millisecond })
+	startWorker(t, b, "echo", echoText)
+	gone := b.d.current().name
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.js.DeleteConsumer(ctx, jetstream.StreamResults, gone); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 20*time.Second, "a new result consumer", func() bool {
+		s := b.d.current()
+		return s != nil && s.name != gone
+	})
+	res, err := b.d.Dispatch(timeout(t, 20*time.Second), "", []envelope.ToolUseBlock{use("after", "echo", `{}`)})
+	if err != nil || len(res) != 1 || res[0].IsError {
+		t.Fatalf("Dispatch after the deletion = %+v, %v", res, err)
+	}
+	if names := resultConsumers(t, b); len(names) != 1 || names[0] != b.d.current().name {
+		t.Errorf("consumers of %s = %v, want only the new one", jetstream.StreamResults, names)
+	}
+	b.d.Stop()
+	if names := resultConsumers(t, b); len(names) != 0 {
+		t.Errorf("consumers of %s after Stop = %v, want none", jetstream.StreamResults, names)
+	}
+}
+
+// gapMsg is a result message with the sequences its metadata reports.
+type gapMsg struct {
+	js.Msg
+	md   js.MsgMetadata
+	data []byte
+}
+
+func (m gapMsg) Metadata() (*js.MsgMetadata, error) { return &m.md, nil }
+func (m gapMsg) Data() []byte                       { return m.data }
+func (m gapMsg) Subject() string                    { return "tools.result.test" }
+
+// A jump in consumer sequence numbers (results lost on the way) asks for a
+// new consumer, which must start before the lost results: the results
+// after the gap no longer move the sequence it starts from.
+func TestResultGapKeepsStartBeforeLostResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.ResultCheckInterval = -1 }) // no watchdog: the kick stays queued
+	s := &resultSub{name: "fake"}
+	real := b.d.sub.Swap(s)
+	defer b.d.sub.Store(real)
+	start := b.d.lastSeq.Load()
+	h := b.d.resultHandler(s)
+	data, err := envelope.EncodeResult(&envelope.Result{V: envelope.Version, CallID: "toolu_gap", Content: envelope.Text("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(cons, stream uint64) {
+		h(gapMsg{md: js.MsgMetadata{Sequence: js.SequencePair{Consumer: cons, Stream: start + stream}}, data: data})
+	}
+
+	deliver(1, 5)
+	if got := b.d.lastSeq.Load(); got != start+5 {
+		t.Fatalf("last sequence %d after the first result, want %d", got, start+5)
+	}
+	deliver(3, 9) // consumer sequence 2 never arrived
+	select {
+	case why := <-b.d.kicked:
+		if !strings.Contains(why, "1 results were lost") {
+			t.Errorf("kick reason %q", why)
+		}
+	default:
+		t.Fatal("a gap did not ask for a new consumer")
+	}
+	deliver(4, 10)
+	if got := b.d.lastSeq.Load(); got != start+5 {
+		t.Errorf("last sequence %d after the gap, want %d (the result before it)", got, start+5)
 	}
 }

@@ -25,8 +25,8 @@ type Worker struct {
 	cfg Config
 	js  js.JetStream
 
-	sem      chan struct{} // one slot per call executing
-	pool     *goPool       // runs calls and their handlers on reused goroutines
+	slots    *slots  // one per call executing
+	pool     *goPool // runs calls and their handlers on reused goroutines
 	stopping atomic.Bool
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -36,15 +36,18 @@ type Worker struct {
 
 	mu       sync.Mutex
 	started  bool
-	consumes []js.ConsumeContext
+	stopPull context.CancelFunc // ends the pull loops
+	pulling  sync.WaitGroup     // the pull loops
 	jobs     map[*job]struct{}
 	wg       sync.WaitGroup
 }
 
 // served is one tool this worker consumes.
 type served struct {
-	tool      *tools.Registered
-	heartbeat time.Duration // InProgress interval: AckWait/3
+	tool          *tools.Registered
+	spec          jetstream.ConsumerSpec // to make the consumer again
+	heartbeat     time.Duration          // InProgress interval: AckWait/3
+	maxAckPending int                    // the fleet-wide cap: no pull asks for more
 }
 
 // New checks cfg and returns a worker. It does not touch the network.
@@ -57,7 +60,7 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg:    cfg,
 		js:     cfg.JetStream,
-		sem:    make(chan struct{}, cfg.Concurrency),
+		slots:  newSlots(cfg.Concurrency),
 		pool:   newGoPool(),
 		stopCh: make(chan struct{}),
 		ctx:    ctx,
@@ -94,50 +97,47 @@ func (w *Worker) Start(ctx context.Context) error {
 	if len(names) == 0 {
 		names = w.cfg.Registry.Names()
 	}
-	pull := min(w.cfg.Concurrency, 512)
+	type bound struct {
+		cons js.Consumer
+		s    *served
+	}
+	var all []bound
 	for _, name := range names {
 		rt, _ := w.cfg.Registry.Lookup(name)
-		cons, err := jetstream.EnsureConsumer(ctx, w.js, jetstream.ConsumerSpec{
+		spec := jetstream.ConsumerSpec{
 			Tool:        rt.Name,
 			Timeout:     rt.Timeout,
 			MaxAttempts: rt.Retry.MaxAttempts,
 			Concurrency: rt.Concurrency,
-		})
+		}
+		cons, err := jetstream.EnsureConsumer(ctx, w.js, spec)
 		if err != nil {
-			w.stopConsumes()
 			return fmt.Errorf("worker: bind tool %q: %w", name, err)
 		}
-		s := &served{tool: rt, heartbeat: cons.CachedInfo().Config.AckWait / 3}
+		cfg := cons.CachedInfo().Config
+		s := &served{tool: rt, spec: spec, heartbeat: cfg.AckWait / 3, maxAckPending: cfg.MaxAckPending}
 		if s.heartbeat <= 0 {
 			s.heartbeat = 10 * time.Second
 		}
-		log := w.cfg.Logger.With("tool", rt.Name)
-		cc, err := cons.Consume(w.handler(s), js.PullMaxMessages(pull),
-			js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
-				if !w.stopping.Load() {
-					log.Warn("pulling calls failed; retrying", "err", err)
-				}
-			}))
-		if err != nil {
-			w.stopConsumes()
-			return fmt.Errorf("worker: consume tool %q: %w", name, err)
+		if s.maxAckPending <= 0 {
+			s.maxAckPending = maxPull
 		}
-		w.consumes = append(w.consumes, cc)
+		all = append(all, bound{cons, s})
+	}
+	pullCtx, stopPull := context.WithCancel(context.Background())
+	w.stopPull = stopPull
+	for _, b := range all {
+		w.pulling.Add(1)
+		go w.pull(pullCtx, b.cons, b.s, w.cfg.Logger.With("tool", b.s.tool.Name))
 	}
 	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "tools", names, "concurrency", w.cfg.Concurrency)
 	return nil
 }
 
-func (w *Worker) stopConsumes() {
-	for _, cc := range w.consumes {
-		cc.Stop()
-	}
-}
-
 // Stop stops pulling, lets calls in flight finish until ctx is done, then
 // cancels the rest with ErrShutdown and hands them back to JetStream (NAK
-// without delay) so another worker takes them. Calls buffered but not started
-// are handed back at once. Stop returns nil when every call finished in time
+// without delay) so another worker takes them. Calls pulled but still
+// waiting for a slot are handed back at once. Stop returns nil when every call finished in time
 // and ctx.Err() otherwise; the worker cannot be started again.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() {
@@ -145,15 +145,14 @@ func (w *Worker) Stop(ctx context.Context) error {
 		close(w.stopCh)
 	})
 	w.mu.Lock()
-	consumes := w.consumes
-	w.consumes = nil
+	stopPull := w.stopPull
 	w.mu.Unlock()
-	for _, cc := range consumes {
-		cc.Drain() // buffered messages still reach the handler, which NAKs them
-	}
-	for _, cc := range consumes {
+	if stopPull != nil {
+		stopPull() // calls pulled meanwhile are handed back at once
+		pulled := make(chan struct{})
+		go func() { w.pulling.Wait(); close(pulled) }()
 		select {
-		case <-cc.Closed():
+		case <-pulled:
 		case <-ctx.Done():
 		}
 	}
@@ -206,58 +205,5 @@ func (w *Worker) flush() {
 	}
 	if err := nc.FlushTimeout(w.cfg.PublishTimeout); err != nil {
 		w.cfg.Logger.Warn("flushing acks and hand-backs failed; some calls may run again after their ack wait", "err", err)
-	}
-}
-
-// handler is the Consume callback of one tool: it takes a concurrency slot
-// (sending InProgress while it waits) and processes the message in its own
-// goroutine.
-func (w *Worker) handler(s *served) js.MessageHandler {
-	return func(msg js.Msg) {
-		if w.stopping.Load() {
-			_ = msg.Nak()
-			return
-		}
-		if !w.acquire(msg, s.heartbeat) {
-			_ = msg.Nak()
-			return
-		}
-		j := &job{msg: msg, served: s}
-		w.mu.Lock()
-		w.jobs[j] = struct{}{}
-		w.wg.Add(1)
-		w.mu.Unlock()
-		w.pool.Go(func() {
-			defer func() {
-				w.mu.Lock()
-				delete(w.jobs, j)
-				w.mu.Unlock()
-				<-w.sem
-				w.wg.Done()
-			}()
-			w.process(j)
-		})
-	}
-}
-
-// acquire takes a concurrency slot, keeping msg alive with InProgress while it
-// waits. It reports false when the worker stops first.
-func (w *Worker) acquire(msg js.Msg, heartbeat time.Duration) bool {
-	select {
-	case w.sem <- struct{}{}:
-		return true
-	default:
-	}
-	t := time.NewTicker(heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case w.sem <- struct{}{}:
-			return true
-		case <-t.C:
-			_ = msg.InProgress()
-		case <-w.stopCh:
-			return false
-		}
 	}
 }

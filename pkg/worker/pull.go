@@ -1,0 +1,160 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+)
+
+const (
+	// pollWait is how long one pull request waits at the server for calls.
+	// It also bounds how long a request lost with a consumer leader (a
+	// failover) holds up a tool's pulling.
+	pollWait = 5 * time.Second
+	// maxPull caps the calls one pull request asks for.
+	maxPull = 512
+	// reensureAfter is how many pulls in a row must fail with the consumer
+	// missing before the loop makes it again.
+	reensureAfter = 2
+)
+
+// pull is the pull loop of one tool. It asks JetStream for as many calls
+// as the worker has free slots, never more, so no call waits unseen in a
+// client buffer where nothing keeps it alive: every call pulled either
+// starts at once or queues for a slot in acquire, which sends in-progress
+// acks for it. (Several tools may pull for the same free slots; the few
+// calls that then queue are the only ones that wait.)
+//
+// A pull waits at most pollWait at the server. Pull errors (a leader
+// election, a server restart) are retried with a jittered backoff; when
+// the consumer is gone (an operator deleted it) the loop makes it again
+// from the tool's spec.
+func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slog.Logger) {
+	defer w.pulling.Done()
+	failures := 0
+	for {
+		n, freed := w.slots.available()
+		if n == 0 {
+			select {
+			case <-freed:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		n = min(n, maxPull, s.maxAckPending)
+		fctx, cancel := context.WithTimeout(ctx, pollWait)
+		msgs, err := cons.Fetch(n, js.FetchContext(fctx))
+		if err == nil {
+			for msg := range msgs.Messages() {
+				w.take(msg, s)
+			}
+			err = msgs.Error()
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil || errors.Is(err, context.DeadlineExceeded) {
+			failures = 0
+			continue
+		}
+		failures++
+		if failures&(failures-1) == 0 { // 1, 2, 4, 8, ...: an outage does not flood the log
+			log.Warn("pulling calls failed; retrying", "err", err, "failures", failures)
+		}
+		if failures >= reensureAfter && consumerMissing(err) {
+			if c, err := jetstream.EnsureConsumer(ctx, w.js, s.spec); err == nil {
+				cons = c
+				log.Warn("the tool's consumer was gone; made it again", "consumer", jetstream.ConsumerName(s.tool.Name))
+			}
+		}
+		select {
+		case <-time.After(jetstream.RepublishDelay(failures)):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// consumerMissing reports whether a pull failed because its consumer does
+// not exist (or has no leader yet, which looks the same from here).
+func consumerMissing(err error) bool {
+	return errors.Is(err, js.ErrConsumerDeleted) || errors.Is(err, js.ErrConsumerNotFound) ||
+		errors.Is(err, nats.ErrNoResponders)
+}
+
+// take starts a pulled call: at once when a slot is free, else once one
+// is, keeping the message alive while it waits.
+func (w *Worker) take(msg js.Msg, s *served) {
+	if w.stopping.Load() {
+		_ = msg.Nak()
+		return
+	}
+	j := &job{msg: msg, served: s}
+	w.mu.Lock()
+	w.jobs[j] = struct{}{}
+	w.wg.Add(1)
+	w.mu.Unlock()
+	if w.slots.take() {
+		w.pool.Go(func() { w.run(j) })
+		return
+	}
+	w.pool.Go(func() {
+		if w.acquire(msg, s.heartbeat) {
+			w.run(j)
+			return
+		}
+		if j.settle() { // the worker stops: another one takes it
+			_ = msg.Nak()
+		}
+		w.finish(j, false)
+	})
+}
+
+// run processes a job that holds a slot, then gives the slot back.
+func (w *Worker) run(j *job) {
+	defer w.finish(j, true)
+	w.process(j)
+}
+
+// finish forgets a job, giving its slot back when it held one.
+func (w *Worker) finish(j *job, slot bool) {
+	w.mu.Lock()
+	delete(w.jobs, j)
+	w.mu.Unlock()
+	if slot {
+		w.slots.put()
+	}
+	w.wg.Done()
+}
+
+// acquire queues for a slot, keeping msg alive with InProgress while it
+// waits. It reports false when the worker stops first.
+func (w *Worker) acquire(msg js.Msg, heartbeat time.Duration) bool {
+	ch := w.slots.wait()
+	select {
+	case <-ch:
+		return true
+	default:
+	}
+	t := time.NewTicker(heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ch:
+			return true
+		case <-t.C:
+			_ = msg.InProgress()
+		case <-w.stopCh:
+			w.slots.cancel(ch)
+			return false
+		}
+	}
+}

@@ -1,0 +1,54 @@
+// Package worker executes tool calls: it pulls call envelopes from the
+// durable consumers tool_<name> of stream TOOL_CALLS, validates each input
+// against its tool's JSON Schema, runs the tool under its timeout, and
+// publishes a result on tools.result.<instance> (stream TOOL_RESULTS) for
+// the orchestrator that waits for it.
+//
+//	reg := tools.NewRegistry()
+//	if err := reg.Register(myTool); err != nil { … }
+//	w, err := worker.New(worker.Config{
+//		JetStream:   js,   // a nats.go jetstream.JetStream
+//		Registry:    reg,
+//		Concurrency: 64,   // calls at once, over all tools
+//	})
+//	if err != nil { … }
+//	err = w.Run(ctx)   // serves until ctx is done, then drains
+//
+// Start creates or updates each tool's consumer from the tool's settings
+// (AckWait from its timeout, MaxDeliver from its attempts, MaxAckPending
+// from its fleet-wide concurrency), so any number of workers on any number
+// of machines share the work of a tool.
+//
+// # One call
+//
+// A malformed envelope is dead-lettered with the reason and terminated.
+// A call past its deadline gets an is_error result without running. An
+// input the schema refuses gets a validation is_error that names every bad
+// field, and the tool never runs. Otherwise the tool runs under its
+// timeout (cut to the call's deadline) while the worker sends in-progress
+// acks every AckWait/3; a panic becomes an internal is_error. Then one
+// decision, classify's Policy.Fate, settles the call: a success or a
+// permanent failure is answered and acked; a transient failure with
+// attempts left is NAKed with a jittered backoff (honouring Retry-After)
+// and JetStream delivers it again; a transient failure out of attempts is
+// dead-lettered to TOOL_DLQ and answered with an is_error that says so.
+// A result is published before its call is acked, and a publish that fails
+// transiently is retried in place (Config.PublishRetryFor), so a call is
+// never acked without its result stored.
+//
+// # Pulling
+//
+// Each tool has one pull loop that asks for at most as many calls as the
+// worker has free slots, and waits while none is: a busy worker leaves
+// calls in the stream for workers with room, and no pulled call waits
+// unseen in a client buffer where nothing keeps it alive. Calls that a
+// pull receives after the slots filled up (several tools pulled for the
+// same free slots) queue for a slot, oldest first, with in-progress acks.
+//
+// # Shutdown
+//
+// Stop (and Run, when its context ends) stops pulling, hands queued calls
+// back at once, lets running calls finish until its context or
+// Config.DrainTimeout ends, then cancels the rest with ErrShutdown and
+// hands them back (NAK without delay) so another worker takes them.
+package worker

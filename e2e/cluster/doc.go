@@ -1,7 +1,8 @@
 // Package cluster tests toolpool on a three-node JetStream cluster of real
 // nats-server processes, configured with the files in jetstream/server
 // (cluster.conf and its least-privilege accounts): streams at three
-// replicas, the stream leader killed with SIGKILL under load, a worker
+// replicas, the stream leader killed with SIGKILL under load, the node
+// holding the dispatcher's result consumer killed under load, a worker
 // process killed under load, and workers whose credentials do not allow
 // what they try.
 //

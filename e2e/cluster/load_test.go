@@ -419,3 +419,75 @@ func TestWorkerProcessKilledUnderLoad(t *testing.T) {
 		t.Errorf("results by worker %v: both workers should have served calls", rep.byWorker)
 	}
 }
+
+// resultConsumerHost is the server holding the dispatcher's result
+// consumer (one replica) and the consumer's name. The orchestrator user
+// may not list TOOL_RESULTS' consumers, so it asks for them by name
+// (results_<instance>_<n>, n counting the consumers the dispatcher made).
+func (p *pool) resultConsumerHost() (host, name string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for n := 1; n <= 50; n++ {
+		name = fmt.Sprintf("results_%s_%d", p.d.Instance(), n)
+		c, err := p.j.Consumer(ctx, jetstream.StreamResults, name)
+		if errors.Is(err, js.ErrConsumerNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("consumer %s: %w", name, err)
+		}
+		if ci := c.CachedInfo(); ci.Cluster != nil && ci.Cluster.Leader != "" {
+			return ci.Cluster.Leader, name, nil
+		}
+	}
+	return "", "", fmt.Errorf("no result consumer results_%s_* with a leader on %s", p.d.Instance(), jetstream.StreamResults)
+}
+
+// The node holding the dispatcher's result consumer (one replica, in
+// memory) is killed with SIGKILL a third into the load and restarted at
+// two thirds: the dispatcher notices, makes a new consumer on a live node
+// that starts after the last result it handled, and every call gets
+// exactly one result.
+func TestResultConsumerNodeKilledUnderLoad(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, "always")
+	p := startPool(t, c)
+	for _, id := range []string{"w1", "w2"} {
+		startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "32", "--id", id)
+	}
+	p.warmUpWorkers(t, "echo", `{"text":"warm"}`, "w1", "w2")
+	var victim *node
+	var killedAt time.Time
+	rep := p.runLoad(t, "resnode", "echo", `{"text":"hello"}`,
+		func() {
+			host, name, err := p.resultConsumerHost()
+			if err != nil {
+				t.Errorf("before the kill: %v", err)
+				return
+			}
+			for _, n := range c.nodes {
+				if n.name == host {
+					victim = n
+				}
+			}
+			if victim == nil {
+				t.Errorf("the result consumer's host %q is none of the nodes", host)
+				return
+			}
+			killedAt = time.Now()
+			victim.kill()
+			t.Logf("killed %s, the host of result consumer %s", victim.name, name)
+		},
+		func() {
+			if victim == nil {
+				return
+			}
+			victim.start(t)
+			t.Logf("restarted %s after %v", victim.name, time.Since(killedAt).Round(time.Millisecond))
+		})
+	rep.log(t, "the result consumer's absence")
+	p.check(t, rep, "resnode")
+	if host, name, err := p.resultConsumerHost(); err == nil {
+		t.Logf("result consumer now %s on %s", name, host)
+	}
+}

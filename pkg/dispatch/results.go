@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
@@ -17,7 +18,7 @@ import (
 const (
 	// resultsHeartbeat is the idle heartbeat of the result pulls: two missed
 	// ones tell the dispatcher its consumer or connection is gone.
-	resultsHeartbeat = 2 * time.Second
+	resultsHeartbeat = time.Second
 	// resultsExpiry is how long one result pull waits at the server.
 	resultsExpiry = 10 * time.Second
 	// resultsDeleteWait bounds deleting a replaced result consumer.
@@ -71,8 +72,9 @@ func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*result
 			if d.current() != s {
 				return
 			}
+			// No responders: nothing serves the consumer (its node died).
 			if errors.Is(err, js.ErrConsumerDeleted) || errors.Is(err, js.ErrConsumerNotFound) ||
-				errors.Is(err, js.ErrNoHeartbeat) {
+				errors.Is(err, js.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
 				d.kick("the result consumer is gone or unreachable: " + err.Error())
 				return
 			}

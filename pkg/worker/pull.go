@@ -19,9 +19,13 @@ const (
 	pollWait = 5 * time.Second
 	// maxPull caps the calls one pull request asks for.
 	maxPull = 512
-	// reensureAfter is how many pulls in a row must fail with the consumer
-	// missing before the loop makes it again.
-	reensureAfter = 2
+	// reensureAfter is how many pulls in a row must fail, after one said
+	// the consumer was deleted, before the loop makes it again. "No
+	// responders" alone may only be a leader election (a failover): the
+	// loop tries making the consumer again at every
+	// reensureAfterNoResponders-th such failure in a row.
+	reensureAfter             = 2
+	reensureAfterNoResponders = 8
 )
 
 // pull is the pull loop of one tool. It asks JetStream for as many calls
@@ -38,6 +42,7 @@ const (
 func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slog.Logger) {
 	defer w.pulling.Done()
 	failures := 0
+	deleted := false // a pull said the consumer was deleted
 	for {
 		n, freed := w.slots.available()
 		if n == 0 {
@@ -62,16 +67,18 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 			return
 		}
 		if err == nil || errors.Is(err, context.DeadlineExceeded) {
-			failures = 0
+			failures, deleted = 0, false
 			continue
 		}
 		failures++
 		if failures&(failures-1) == 0 { // 1, 2, 4, 8, ...: an outage does not flood the log
 			log.Warn("pulling calls failed; retrying", "err", err, "failures", failures)
 		}
-		if failures >= reensureAfter && consumerMissing(err) {
+		deleted = deleted || errors.Is(err, js.ErrConsumerDeleted) || errors.Is(err, js.ErrConsumerNotFound)
+		if deleted && failures >= reensureAfter ||
+			errors.Is(err, nats.ErrNoResponders) && failures%reensureAfterNoResponders == 0 {
 			if c, err := jetstream.EnsureConsumer(ctx, w.js, s.spec); err == nil {
-				cons = c
+				cons, deleted = c, false
 				log.Warn("the tool's consumer was gone; made it again", "consumer", jetstream.ConsumerName(s.tool.Name))
 			}
 		}
@@ -81,13 +88,6 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 			return
 		}
 	}
-}
-
-// consumerMissing reports whether a pull failed because its consumer does
-// not exist (or has no leader yet, which looks the same from here).
-func consumerMissing(err error) bool {
-	return errors.Is(err, js.ErrConsumerDeleted) || errors.Is(err, js.ErrConsumerNotFound) ||
-		errors.Is(err, nats.ErrNoResponders)
 }
 
 // take starts a pulled call: at once when a slot is free, else once one

@@ -96,6 +96,9 @@ func TestWorkerObserve(t *testing.T) {
 	m.InFlight("echo", 1)
 	m.InFlight("echo", 1)
 	m.InFlight("echo", -1)
+	m.Queued("flaky", 1)
+	m.Queued("flaky", 1)
+	m.Queued("flaky", -1)
 	for _, ev := range []worker.Event{
 		{Tool: "echo", Outcome: worker.OutcomeSuccess, Attempt: 1, Executed: true, ExecTime: 20 * time.Millisecond, QueueWait: 5 * time.Millisecond},
 		{Tool: "flaky", Outcome: worker.OutcomeRetry, Class: envelope.ClassTransient, Attempt: 1, Executed: true, RetryDelay: 1500 * time.Millisecond, QueueWait: -time.Second},
@@ -115,6 +118,8 @@ func TestWorkerObserve(t *testing.T) {
 	}{
 		{"toolpool_worker_calls_in_flight", []string{"tool", "echo"}, 1},
 		{"toolpool_worker_calls_in_flight", []string{"tool", "flaky"}, 0},
+		{"toolpool_worker_calls_queued", []string{"tool", "flaky"}, 1},
+		{"toolpool_worker_calls_queued", []string{"tool", "echo"}, 0},
 		{"toolpool_worker_calls_finished_total", nil, 5},
 		{"toolpool_worker_calls_finished_total", []string{"tool", "echo", "outcome", "success", "class", "none"}, 1},
 		{"toolpool_worker_calls_finished_total", []string{"tool", "flaky", "outcome", "dead_letter", "class", "transient"}, 1},
@@ -143,7 +148,7 @@ func TestWorkerObserve(t *testing.T) {
 	}
 	// The listed tools' rare-event series exist at zero before any event,
 	// so increase() sees the first one; an unlisted name gets none.
-	for _, name := range []string{"toolpool_worker_panics_total", "toolpool_worker_handed_back_total", "toolpool_worker_calls_in_flight"} {
+	for _, name := range []string{"toolpool_worker_panics_total", "toolpool_worker_handed_back_total", "toolpool_worker_calls_in_flight", "toolpool_worker_calls_queued"} {
 		if got := f.LabelValues(name, "tool"); fmt.Sprint(got) != "[echo flaky]" {
 			t.Errorf("%s tools = %v, want [echo flaky]", name, got)
 		}

@@ -33,6 +33,7 @@ type Worker struct {
 	execution       *prometheus.HistogramVec
 	queueWait       *prometheus.HistogramVec
 	inFlight        *prometheus.GaugeVec
+	queued          *prometheus.GaugeVec
 	retryDelay      *prometheus.HistogramVec
 	validation      *prometheus.CounterVec
 	deadLetters     *prometheus.CounterVec
@@ -40,7 +41,10 @@ type Worker struct {
 	historyFailures *prometheus.CounterVec
 }
 
-var _ worker.Metrics = (*Worker)(nil)
+var (
+	_ worker.Metrics      = (*Worker)(nil)
+	_ worker.QueueMetrics = (*Worker)(nil)
+)
 
 // NewWorker creates the worker metrics and registers them with reg.
 func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
@@ -72,6 +76,10 @@ func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
 			Namespace: Namespace, Subsystem: sub, Name: "calls_in_flight",
 			Help: "Calls whose handler is running in this process.",
 		}, []string{"tool"}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "calls_queued",
+			Help: "Calls this process pulled that wait for a free slot because every slot is busy.",
+		}, []string{"tool"}),
 		retryDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Subsystem: sub, Name: "retry_delay_seconds",
 			Help:    "Delays chosen before retrying a call after a transient error (its count is the number of retries).",
@@ -95,7 +103,7 @@ func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
 		}, []string{"tool"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.finished, m.attempts, m.handedBack, m.execution, m.queueWait, m.inFlight,
+		m.finished, m.attempts, m.handedBack, m.execution, m.queueWait, m.inFlight, m.queued,
 		m.retryDelay, m.validation, m.deadLetters, m.panics, m.historyFailures,
 	} {
 		if err := reg.Register(c); err != nil {
@@ -113,6 +121,7 @@ func (m *Worker) initTool(tool string) {
 		v.WithLabelValues(tool)
 	}
 	m.inFlight.WithLabelValues(tool)
+	m.queued.WithLabelValues(tool)
 	for _, r := range []dlq.Reason{dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed} {
 		m.deadLetters.WithLabelValues(tool, string(r))
 	}
@@ -151,6 +160,11 @@ func (m *Worker) Observe(ev worker.Event) {
 	if ev.Panicked {
 		m.panics.WithLabelValues(tool).Inc()
 	}
+}
+
+// Queued adds delta to the calls of tool waiting for a slot.
+func (m *Worker) Queued(tool string, delta int) {
+	m.queued.WithLabelValues(m.tools.label(tool)).Add(float64(delta))
 }
 
 // InFlight adds delta to the calls of tool running.

@@ -48,7 +48,20 @@ type Metrics interface {
 	InFlight(tool string, delta int)
 }
 
+// QueueMetrics is implemented by a Metrics that also counts the calls a
+// worker has pulled but cannot start yet, because every slot is busy
+// (several tools pulled for the same free slots). Queued is called with +1
+// when such a call starts waiting for a slot and -1 when it stops waiting
+// (it got a slot, or the worker stopped and handed it back). Calls that
+// stay queued for long mean a worker's slots are held by another tool's
+// slow calls while this tool's calls wait: see docs/operations.md.
+type QueueMetrics interface {
+	Queued(tool string, delta int)
+}
+
 type nopMetrics struct{}
+
+func (nopMetrics) Queued(string, int) {}
 
 func (nopMetrics) Observe(Event)        {}
 func (nopMetrics) InFlight(string, int) {}

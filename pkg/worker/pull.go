@@ -19,6 +19,9 @@ const (
 	pollWait = 5 * time.Second
 	// maxPull caps the calls one pull request asks for.
 	maxPull = 512
+	// drainQuiet is how long a stopping worker's open pull must have
+	// received nothing before it is cancelled (see receive).
+	drainQuiet = 100 * time.Millisecond
 	// reensureAfter is how many pulls in a row must fail, after one said
 	// the consumer was deleted, before the loop makes it again. "No
 	// responders" alone may only be a leader election (a failover): the
@@ -43,13 +46,13 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 	defer w.pulling.Done()
 	failures := 0
 	deleted := false // a pull said the consumer was deleted
-	for {
+	for !w.stopping.Load() {
 		n, freed := w.slots.available()
 		if n == 0 {
 			select {
 			case <-freed:
 				continue
-			case <-ctx.Done():
+			case <-w.stopCh:
 				return
 			}
 		}
@@ -57,13 +60,11 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 		fctx, cancel := context.WithTimeout(ctx, pollWait)
 		msgs, err := cons.Fetch(n, js.FetchContext(fctx))
 		if err == nil {
-			for msg := range msgs.Messages() {
-				w.take(msg, s)
-			}
+			w.receive(msgs.Messages(), cancel, s)
 			err = msgs.Error()
 		}
 		cancel()
-		if ctx.Err() != nil {
+		if w.stopping.Load() {
 			return
 		}
 		if err == nil || errors.Is(err, context.DeadlineExceeded) {
@@ -84,8 +85,43 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 		}
 		select {
 		case <-time.After(jetstream.RepublishDelay(failures)):
-		case <-ctx.Done():
+		case <-w.stopCh:
 			return
+		}
+	}
+}
+
+// receive takes the calls of one pull as they arrive, until the pull ends.
+// When the worker stops meanwhile, the pull is not cut off at once: calls
+// the client has received but not yet passed on would be dropped with it
+// and come back only after their AckWait. Receiving goes on (take hands
+// the calls back) until nothing arrived for drainQuiet, and only then is
+// the pull cancelled; Stop cancels it earlier when its context ends.
+func (w *Worker) receive(msgs <-chan js.Msg, cancel context.CancelFunc, s *served) {
+	stop := w.stopCh
+	var quiet *time.Timer
+	var quietC <-chan time.Time
+	defer func() {
+		if quiet != nil {
+			quiet.Stop()
+		}
+	}()
+	for {
+		select {
+		case msg, ok := <-msgs:
+			if !ok {
+				return
+			}
+			w.take(msg, s)
+			if quiet != nil {
+				quiet.Reset(drainQuiet)
+			}
+		case <-stop:
+			stop = nil
+			quiet = time.NewTimer(drainQuiet)
+			quietC = quiet.C
+		case <-quietC:
+			cancel() // msgs closes once what the client holds is passed on
 		}
 	}
 }
@@ -107,7 +143,10 @@ func (w *Worker) take(msg js.Msg, s *served) {
 		return
 	}
 	w.pool.Go(func() {
-		if w.acquire(msg, s.heartbeat) {
+		w.queued.Queued(s.tool.Name, 1)
+		got := w.acquire(msg, s.heartbeat)
+		w.queued.Queued(s.tool.Name, -1)
+		if got {
 			w.run(j)
 			return
 		}

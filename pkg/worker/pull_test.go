@@ -39,7 +39,8 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 	release := make(chan struct{})
 	b := setup(t, blockingTool("slow", &started, release), textTool("fast", "done"))
 	const slots = 2
-	b.start(t, func(c *worker.Config) { c.WorkerID = "busy"; c.Concurrency = slots })
+	rec := newRecorder()
+	b.start(t, func(c *worker.Config) { c.WorkerID = "busy"; c.Concurrency = slots; c.Metrics = rec })
 
 	var slow []string
 	for range slots {
@@ -61,6 +62,10 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 		t.Fatalf("fast: %d calls pulled and %d left in the stream while every slot was busy; want at most %d pulled",
 			ackPending, pending, slots)
 	}
+	// What the busy worker pulled waits for a slot, and says so.
+	natstest.Eventually(t, waitLong, "the pulled calls counted as queued", func() bool {
+		return rec.queuedNow("fast") == ackPending
+	})
 
 	// Another worker takes what the busy one left, while its slots stay busy.
 	b.start(t, func(c *worker.Config) { c.WorkerID = "free"; c.Tools = []string{"fast"} })
@@ -94,6 +99,9 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 			t.Errorf("fast call %s: attempts %d, %d results, error %v (by %s); want one result of attempt 1",
 				id, r.Attempts, b.results.count(id), r.IsError, r.WorkerID)
 		}
+	}
+	if n := rec.queuedNow("fast"); n != 0 {
+		t.Errorf("%d fast calls still counted as queued after all ran", n)
 	}
 }
 

@@ -25,7 +25,8 @@ type Worker struct {
 	cfg Config
 	js  js.JetStream
 
-	slots    *slots  // one per call executing
+	slots    *slots // one per call executing
+	queued   QueueMetrics
 	pool     *goPool // runs calls and their handlers on reused goroutines
 	stopping atomic.Bool
 	stopCh   chan struct{}
@@ -36,7 +37,7 @@ type Worker struct {
 
 	mu       sync.Mutex
 	started  bool
-	stopPull context.CancelFunc // ends the pull loops
+	stopPull context.CancelFunc // cuts off the pull loops' open pulls
 	pulling  sync.WaitGroup     // the pull loops
 	jobs     map[*job]struct{}
 	wg       sync.WaitGroup
@@ -57,7 +58,12 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
+	queued, ok := cfg.Metrics.(QueueMetrics)
+	if !ok {
+		queued = nopMetrics{}
+	}
 	return &Worker{
+		queued: queued,
 		cfg:    cfg,
 		js:     cfg.JetStream,
 		slots:  newSlots(cfg.Concurrency),
@@ -148,13 +154,15 @@ func (w *Worker) Stop(ctx context.Context) error {
 	stopPull := w.stopPull
 	w.mu.Unlock()
 	if stopPull != nil {
-		stopPull() // calls pulled meanwhile are handed back at once
+		// The pull loops end on stopCh, handing back what their open pulls
+		// still bring; cut the pulls off when ctx ends first.
 		pulled := make(chan struct{})
 		go func() { w.pulling.Wait(); close(pulled) }()
 		select {
 		case <-pulled:
 		case <-ctx.Done():
 		}
+		stopPull()
 	}
 
 	done := make(chan struct{})

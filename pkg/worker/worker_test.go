@@ -208,10 +208,24 @@ type recorder struct {
 	events   []worker.Event
 	inFlight map[string]int
 	started  map[string]int // InFlight(+1) calls per tool
+	queued   map[string]int
 }
 
 func newRecorder() *recorder {
-	return &recorder{inFlight: map[string]int{}, started: map[string]int{}}
+	return &recorder{inFlight: map[string]int{}, started: map[string]int{}, queued: map[string]int{}}
+}
+
+func (r *recorder) Queued(tool string, delta int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queued[tool] += delta
+}
+
+// queuedNow is the number of calls of tool waiting for a slot.
+func (r *recorder) queuedNow(tool string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queued[tool]
 }
 
 func (r *recorder) Observe(ev worker.Event) {

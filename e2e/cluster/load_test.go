@@ -351,48 +351,60 @@ func (r loadReport) log(t *testing.T, what string) {
 		r.duringGap, what, r.longest.Round(time.Millisecond), r.retried)
 }
 
-// The leader of TOOL_CALLS is killed with SIGKILL a third into the load and
-// restarted at two thirds: every call gets exactly one result, none lost,
-// none duplicated.
-func TestStreamLeaderKilledUnderLoad(t *testing.T) {
-	t.Parallel()
+// killNodeUnderLoad starts a cluster, a pool and two worker processes, and
+// runs the load; a third into it, it kills with SIGKILL the node that
+// victim names (what says what that node holds), and restarts it at two
+// thirds. Every call must get exactly one result, none lost, none
+// duplicated.
+func killNodeUnderLoad(t *testing.T, prefix, what string, victim func(p *pool) (string, error)) *pool {
+	t.Helper()
 	c := startCluster(t, "always")
 	p := startPool(t, c)
 	for _, id := range []string{"w1", "w2"} {
 		startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "32", "--id", id)
 	}
 	p.warmUpWorkers(t, "echo", `{"text":"warm"}`, "w1", "w2")
-	var victim *node
+	var killed *node
 	var killedAt time.Time
-	rep := p.runLoad(t, "leader", "echo", `{"text":"hello"}`,
+	rep := p.runLoad(t, prefix, "echo", `{"text":"hello"}`,
 		func() {
-			leader, err := p.leaderOf(jetstream.StreamCalls)
+			name, err := victim(p)
 			if err != nil {
 				t.Errorf("before the kill: %v", err)
 				return
 			}
 			for _, n := range c.nodes {
-				if n.name == leader {
-					victim = n
+				if n.name == name {
+					killed = n
 				}
 			}
-			if victim == nil {
-				t.Errorf("the leader %q is none of the nodes", leader)
+			if killed == nil {
+				t.Errorf("%s %q is none of the nodes", what, name)
 				return
 			}
 			killedAt = time.Now()
-			victim.kill()
-			t.Logf("killed %s, the leader of %s", victim.name, jetstream.StreamCalls)
+			killed.kill()
+			t.Logf("killed %s, %s", killed.name, what)
 		},
 		func() {
-			if victim == nil {
+			if killed == nil {
 				return
 			}
-			victim.start(t)
-			t.Logf("restarted %s after %v", victim.name, time.Since(killedAt).Round(time.Millisecond))
+			killed.start(t)
+			t.Logf("restarted %s after %v", killed.name, time.Since(killedAt).Round(time.Millisecond))
 		})
-	rep.log(t, "the leader's absence")
-	p.check(t, rep, "leader")
+	rep.log(t, "the node's absence")
+	p.check(t, rep, prefix)
+	return p
+}
+
+// The leader of TOOL_CALLS is killed with SIGKILL a third into the load and
+// restarted at two thirds: every call gets exactly one result.
+func TestStreamLeaderKilledUnderLoad(t *testing.T) {
+	t.Parallel()
+	p := killNodeUnderLoad(t, "leader", "the leader of "+jetstream.StreamCalls, func(p *pool) (string, error) {
+		return p.leaderOf(jetstream.StreamCalls)
+	})
 	t.Logf("new leader of %s: %s", jetstream.StreamCalls, p.streamLeader(t, jetstream.StreamCalls))
 }
 
@@ -422,25 +434,30 @@ func TestWorkerProcessKilledUnderLoad(t *testing.T) {
 
 // resultConsumerHost is the server holding the dispatcher's result
 // consumer (one replica) and the consumer's name. The orchestrator user
-// may not list TOOL_RESULTS' consumers, so it asks for them by name
-// (results_<instance>_<n>, n counting the consumers the dispatcher made).
+// may not list TOOL_RESULTS' consumers, so it asks for them by name:
+// results_<instance>_<n>, n counting the consumers the dispatcher made; the
+// highest one is the dispatcher's (a replaced one on a node that was down
+// can linger until its inactivity threshold).
 func (p *pool) resultConsumerHost() (host, name string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for n := 1; n <= 50; n++ {
-		name = fmt.Sprintf("results_%s_%d", p.d.Instance(), n)
-		c, err := p.j.Consumer(ctx, jetstream.StreamResults, name)
+		cname := fmt.Sprintf("results_%s_%d", p.d.Instance(), n)
+		c, err := p.j.Consumer(ctx, jetstream.StreamResults, cname)
 		if errors.Is(err, js.ErrConsumerNotFound) {
 			continue
 		}
 		if err != nil {
-			return "", "", fmt.Errorf("consumer %s: %w", name, err)
+			return "", "", fmt.Errorf("consumer %s: %w", cname, err)
 		}
 		if ci := c.CachedInfo(); ci.Cluster != nil && ci.Cluster.Leader != "" {
-			return ci.Cluster.Leader, name, nil
+			host, name = ci.Cluster.Leader, cname
 		}
 	}
-	return "", "", fmt.Errorf("no result consumer results_%s_* with a leader on %s", p.d.Instance(), jetstream.StreamResults)
+	if name == "" {
+		return "", "", fmt.Errorf("no result consumer results_%s_* with a leader on %s", p.d.Instance(), jetstream.StreamResults)
+	}
+	return host, name, nil
 }
 
 // The node holding the dispatcher's result consumer (one replica, in
@@ -450,43 +467,10 @@ func (p *pool) resultConsumerHost() (host, name string, err error) {
 // exactly one result.
 func TestResultConsumerNodeKilledUnderLoad(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, "always")
-	p := startPool(t, c)
-	for _, id := range []string{"w1", "w2"} {
-		startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "32", "--id", id)
-	}
-	p.warmUpWorkers(t, "echo", `{"text":"warm"}`, "w1", "w2")
-	var victim *node
-	var killedAt time.Time
-	rep := p.runLoad(t, "resnode", "echo", `{"text":"hello"}`,
-		func() {
-			host, name, err := p.resultConsumerHost()
-			if err != nil {
-				t.Errorf("before the kill: %v", err)
-				return
-			}
-			for _, n := range c.nodes {
-				if n.name == host {
-					victim = n
-				}
-			}
-			if victim == nil {
-				t.Errorf("the result consumer's host %q is none of the nodes", host)
-				return
-			}
-			killedAt = time.Now()
-			victim.kill()
-			t.Logf("killed %s, the host of result consumer %s", victim.name, name)
-		},
-		func() {
-			if victim == nil {
-				return
-			}
-			victim.start(t)
-			t.Logf("restarted %s after %v", victim.name, time.Since(killedAt).Round(time.Millisecond))
-		})
-	rep.log(t, "the result consumer's absence")
-	p.check(t, rep, "resnode")
+	p := killNodeUnderLoad(t, "resnode", "the host of the dispatcher's result consumer", func(p *pool) (string, error) {
+		host, _, err := p.resultConsumerHost()
+		return host, err
+	})
 	if host, name, err := p.resultConsumerHost(); err == nil {
 		t.Logf("result consumer now %s on %s", name, host)
 	}

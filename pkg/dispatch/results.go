@@ -21,6 +21,10 @@ const (
 	resultsHeartbeat = time.Second
 	// resultsExpiry is how long one result pull waits at the server.
 	resultsExpiry = 10 * time.Second
+	// resultsCreateWait bounds making a new result consumer (milliseconds
+	// normally). A cluster that placed it on a node that just died never
+	// answers: the next try, under a new name, is placed anew.
+	resultsCreateWait = 2 * time.Second
 	// resultsDeleteWait bounds deleting a replaced result consumer.
 	resultsDeleteWait = 5 * time.Second
 )
@@ -128,18 +132,23 @@ func (d *Dispatcher) kick(why string) {
 // it asks the server about the consumer: when it cannot say, or results
 // wait undelivered, or results it delivered never arrived, the watchdog
 // makes a new consumer starting after the last result handled. A failed
-// replacement is tried again at the next tick.
+// replacement is tried again after a short jittered backoff (0.1 s doubling
+// to 1 s).
 func (d *Dispatcher) watchResults() {
 	defer close(d.watchDone)
 	every := d.cfg.ResultCheckInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var retry <-chan time.Time // after a failed replacement
+	failed := 0
 	for {
 		var why string
 		select {
 		case <-d.stopped:
 			return
 		case why = <-d.kicked:
+		case <-retry:
+			why = "the last replacement failed"
 		case <-t.C:
 			if d.current() == nil {
 				why = "the last replacement failed"
@@ -156,7 +165,14 @@ func (d *Dispatcher) watchResults() {
 				continue
 			}
 		}
-		d.replaceResults(why)
+		retry = nil
+		if d.replaceResults(why) {
+			failed = 0
+		} else {
+			// Soon, not at the next tick: a new name gets a new placement.
+			failed++
+			retry = time.After(jetstream.RepublishDelay(failed))
+		}
 		// A new consumer gets a whole interval to deliver before it is
 		// judged (a slow check leaves a tick waiting in t.C).
 		d.quietSince = time.Now()
@@ -184,26 +200,27 @@ func (d *Dispatcher) resultsStuck(timeout time.Duration) string {
 }
 
 // replaceResults stops the current result consumer and makes a new one
-// starting after the last result handled. On failure there is no consumer
-// until the next try.
-func (d *Dispatcher) replaceResults(why string) {
+// starting after the last result handled, and reports whether it did. On
+// failure there is no consumer until the next try.
+func (d *Dispatcher) replaceResults(why string) bool {
 	if old := d.sub.Swap(nil); old != nil {
 		old.cc.Stop()
 		go d.deleteResults(old)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ResultCheckInterval)
+	ctx, cancel := context.WithTimeout(context.Background(), min(d.cfg.ResultCheckInterval, resultsCreateWait))
 	defer cancel()
 	from := d.lastSeq.Load() + 1
 	s, err := d.subscribeResults(ctx, from)
 	if err != nil {
 		d.log.Warn("the result consumer stopped delivering and making a new one failed; trying again",
 			slog.String("why", why), slog.Any("error", err))
-		return
+		return false
 	}
 	d.sub.Store(s) // Stop waits for the watchdog before it stops d.sub
 	d.restarts.Add(1)
 	d.log.Warn("the result consumer stopped delivering; made a new one",
 		slog.String("why", why), slog.String("consumer", s.name), slog.Uint64("from_seq", from))
+	return true
 }
 
 // deleteResults deletes a result consumer no longer used, rather than

@@ -28,7 +28,8 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	defer cancel()
 	// The bucket, made before the worker comes, with a TTL longer than the
 	// test: only a withdrawal removes the worker's tools.
-	if _, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{TTL: time.Hour}); err != nil {
+	bucket, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{TTL: time.Hour})
+	if err != nil {
 		t.Fatal(err)
 	}
 	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
@@ -88,7 +89,16 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	deadline = time.Now().Add(30 * time.Second)
 	for names := live.Names(ctx); len(names) != 0; names = live.Names(ctx) {
 		if time.Now().After(deadline) {
-			t.Fatalf("still live after a clean stop: %v", names)
+			// Tell a withdrawal that did not happen from a watch that missed it.
+			var keys []string
+			if lister, err := bucket.ListKeys(ctx); err != nil {
+				keys = []string{"(keys: " + err.Error() + ")"}
+			} else {
+				for k := range lister.Keys() {
+					keys = append(keys, k)
+				}
+			}
+			t.Fatalf("still live after a clean stop: %v; keys in the bucket: %v\nworker output:\n%s", names, keys, logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

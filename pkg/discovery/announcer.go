@@ -226,14 +226,24 @@ func (a *Announcer) Stop(ctx context.Context) error {
 	if kv == nil {
 		return nil // never announced
 	}
-	var errs []error
+	// All at once: a worker serving many tools withdraws them in one round
+	// trip, not one per tool, however slow the server is to answer.
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for key := range a.values {
-		dctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
-		err := kv.Delete(dctx, key)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("discovery: withdraw %s: %w", key, err))
-		}
+		wg.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
+			defer cancel()
+			if err := kv.Delete(dctx, key); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("discovery: withdraw %s: %w", key, err))
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -48,8 +48,8 @@
 // # Shutdown
 //
 // Stop (and Run, when its context ends) stops pulling (open pulls are
-// drained, not cut off: what they still bring is handed back), hands
-// queued calls back at once, lets running calls finish until its context or
+// drained, not cut off: what they still bring is handed back), then hands
+// queued calls back, lets running calls finish until its context or
 // Config.DrainTimeout ends, then cancels the rest with ErrShutdown and
 // hands them back (NAK without delay) so another worker takes them.
 package worker

@@ -13,16 +13,14 @@ import (
 )
 
 const (
-	// pollWait is how long one pull request waits at the server for calls.
-	// It also bounds how long a request lost with a consumer leader (a
-	// failover) holds up a tool's pulling.
+	// pollWait is how long one round of pulling lasts at most before it is
+	// sized again to the slots free then; it is also the expiry of each
+	// pull request at the server, so it bounds how long a request lost with
+	// a consumer leader (a failover) holds up a tool's pulling.
 	pollWait = 5 * time.Second
-	// maxPull caps the calls one pull request asks for.
+	// maxPull caps the calls one round asks for.
 	maxPull = 512
-	// drainQuiet is how long a stopping worker's open pull must have
-	// received nothing before it is cancelled (see receive).
-	drainQuiet = 100 * time.Millisecond
-	// reensureAfter is how many pulls in a row must fail, after one said
+	// reensureAfter is how many rounds in a row must fail, after one said
 	// the consumer was deleted, before the loop makes it again. "No
 	// responders" alone may only be a leader election (a failover): the
 	// loop tries making the consumer again at every
@@ -31,17 +29,21 @@ const (
 	reensureAfterNoResponders = 8
 )
 
-// pull is the pull loop of one tool. It asks JetStream for as many calls
-// as the worker has free slots, never more, so no call waits unseen in a
-// client buffer where nothing keeps it alive: every call pulled either
-// starts at once or queues for a slot in acquire, which sends in-progress
-// acks for it. (Several tools may pull for the same free slots; the few
-// calls that then queue are the only ones that wait.)
+// pull is the pull loop of one tool. Each round asks JetStream for as many
+// calls as the worker has free slots, never more, so no call waits unseen
+// in a client buffer where nothing keeps it alive: every call pulled
+// either starts at once or queues for a slot in acquire, which sends
+// in-progress acks for it. (Several tools may pull for the same free
+// slots; the few calls that then queue are the only ones that wait.)
 //
-// A pull waits at most pollWait at the server. Pull errors (a leader
-// election, a server restart) are retried with a jittered backoff; when
-// the consumer is gone (an operator deleted it) the loop makes it again
-// from the tool's spec.
+// A round is a nats.go Consume that stops by itself after n calls
+// (StopAfter), or is drained after pollWait to be sized again. Draining,
+// unlike cancelling a Fetch, unsubscribes first and still passes on what
+// the client already holds, so a stopping worker hands those calls back
+// at once and its own hand-backs cannot come back to it. Pull errors (a
+// leader election, a server restart) end the round and are retried with a
+// jittered backoff; when the consumer is gone (an operator deleted it) the
+// loop makes it again from the tool's spec.
 func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slog.Logger) {
 	defer w.pulling.Done()
 	failures := 0
@@ -56,18 +58,11 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 				return
 			}
 		}
-		n = min(n, maxPull, s.maxAckPending)
-		fctx, cancel := context.WithTimeout(ctx, pollWait)
-		msgs, err := cons.Fetch(n, js.FetchContext(fctx))
-		if err == nil {
-			w.receive(msgs.Messages(), cancel, s)
-			err = msgs.Error()
-		}
-		cancel()
+		err := w.round(ctx, cons, s, min(n, maxPull, s.maxAckPending))
 		if w.stopping.Load() {
 			return
 		}
-		if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		if err == nil {
 			failures, deleted = 0, false
 			continue
 		}
@@ -91,39 +86,39 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 	}
 }
 
-// receive takes the calls of one pull as they arrive, until the pull ends.
-// When the worker stops meanwhile, the pull is not cut off at once: calls
-// the client has received but not yet passed on would be dropped with it
-// and come back only after their AckWait. Receiving goes on (take hands
-// the calls back) until nothing arrived for drainQuiet, and only then is
-// the pull cancelled; Stop cancels it earlier when its context ends.
-func (w *Worker) receive(msgs <-chan js.Msg, cancel context.CancelFunc, s *served) {
-	stop := w.stopCh
-	var quiet *time.Timer
-	var quietC <-chan time.Time
-	defer func() {
-		if quiet != nil {
-			quiet.Stop()
-		}
-	}()
-	for {
-		select {
-		case msg, ok := <-msgs:
-			if !ok {
-				return
+// round pulls up to n calls of s's tool, handing each to take as it
+// arrives, until n came, pollWait passed, pulling failed (the error is
+// returned) or the worker stops. When ctx ends, a drain is cut short (Stop's
+// context ran out).
+func (w *Worker) round(ctx context.Context, cons js.Consumer, s *served, n int) error {
+	failed := make(chan error, 1)
+	cc, err := cons.Consume(func(msg js.Msg) { w.take(msg, s) },
+		js.PullMaxMessages(n), js.StopAfter(n), js.PullExpiry(pollWait),
+		js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
+			select {
+			case failed <- err:
+			default:
 			}
-			w.take(msg, s)
-			if quiet != nil {
-				quiet.Reset(drainQuiet)
-			}
-		case <-stop:
-			stop = nil
-			quiet = time.NewTimer(drainQuiet)
-			quietC = quiet.C
-		case <-quietC:
-			cancel() // msgs closes once what the client holds is passed on
-		}
+		}))
+	if err != nil {
+		return err
 	}
+	t := time.NewTimer(pollWait)
+	defer t.Stop()
+	select {
+	case <-cc.Closed(): // n calls came
+		return nil
+	case err = <-failed:
+	case <-t.C:
+	case <-w.stopCh:
+	}
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-ctx.Done():
+		cc.Stop()
+	}
+	return err
 }
 
 // take starts a pulled call: at once when a slot is free, else once one
@@ -191,7 +186,7 @@ func (w *Worker) acquire(msg js.Msg, heartbeat time.Duration) bool {
 			return true
 		case <-t.C:
 			_ = msg.InProgress()
-		case <-w.stopCh:
+		case <-w.handBack:
 			w.slots.cancel(ch)
 			return false
 		}

@@ -25,12 +25,14 @@ type Worker struct {
 	cfg Config
 	js  js.JetStream
 
-	slots    *slots // one per call executing
-	queued   QueueMetrics
-	pool     *goPool // runs calls and their handlers on reused goroutines
-	stopping atomic.Bool
-	stopCh   chan struct{}
-	stopOnce sync.Once
+	slots        *slots // one per call executing
+	queued       QueueMetrics
+	pool         *goPool // runs calls and their handlers on reused goroutines
+	stopping     atomic.Bool
+	stopCh       chan struct{} // closed when Stop begins: pulling ends
+	handBack     chan struct{} // closed once pulling has ended: queued calls go back
+	stopOnce     sync.Once
+	handBackOnce sync.Once
 
 	ctx    context.Context // parent of every call's context
 	cancel context.CancelCauseFunc
@@ -63,15 +65,16 @@ func New(cfg Config) (*Worker, error) {
 		queued = nopMetrics{}
 	}
 	return &Worker{
-		queued: queued,
-		cfg:    cfg,
-		js:     cfg.JetStream,
-		slots:  newSlots(cfg.Concurrency),
-		pool:   newGoPool(),
-		stopCh: make(chan struct{}),
-		ctx:    ctx,
-		cancel: cancel,
-		jobs:   make(map[*job]struct{}),
+		queued:   queued,
+		cfg:      cfg,
+		js:       cfg.JetStream,
+		slots:    newSlots(cfg.Concurrency),
+		pool:     newGoPool(),
+		stopCh:   make(chan struct{}),
+		handBack: make(chan struct{}),
+		ctx:      ctx,
+		cancel:   cancel,
+		jobs:     make(map[*job]struct{}),
 	}, nil
 }
 
@@ -154,16 +157,22 @@ func (w *Worker) Stop(ctx context.Context) error {
 	stopPull := w.stopPull
 	w.mu.Unlock()
 	if stopPull != nil {
-		// The pull loops end on stopCh, handing back what their open pulls
-		// still bring; cut the pulls off when ctx ends first.
+		// The pull loops end on stopCh, draining their pulls: what those
+		// still bring is handed back. Cut the drains short when ctx ends.
 		pulled := make(chan struct{})
 		go func() { w.pulling.Wait(); close(pulled) }()
 		select {
 		case <-pulled:
 		case <-ctx.Done():
+			stopPull()
+			<-pulled
 		}
 		stopPull()
 	}
+	// Only now, with no pull of this worker left at the server, may queued
+	// calls go back: a call handed back earlier could be delivered to this
+	// worker's own pull again.
+	w.handBackOnce.Do(func() { close(w.handBack) })
 
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()

@@ -145,9 +145,11 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // Stop stops pulling, lets calls in flight finish until ctx is done, then
 // cancels the rest with ErrShutdown and hands them back to JetStream (NAK
-// without delay) so another worker takes them. Calls pulled but still
-// waiting for a slot are handed back at once. Stop returns nil when every call finished in time
-// and ctx.Err() otherwise; the worker cannot be started again.
+// without delay) so another worker takes them. Pulls still open are
+// drained (what they bring is handed back) before anything else is handed
+// back; calls pulled but still waiting for a slot go back right after. Stop
+// returns nil when every call finished in time and ctx.Err() otherwise; the
+// worker cannot be started again.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() {
 		w.stopping.Store(true)

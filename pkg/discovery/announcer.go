@@ -122,6 +122,13 @@ func (a *Announcer) Start(ctx context.Context) error {
 		a.cfg.Logger.Warn("announcing the worker's tools failed; retrying at the next heartbeat",
 			"worker_id", a.cfg.WorkerID, "err", err)
 	default:
+		if kv != nil {
+			// Some announcements may be out (a signal cancelled ctx halfway):
+			// take them back, so no one counts a worker that is not there.
+			wctx, cancel := context.WithTimeout(context.Background(), a.cfg.PutTimeout)
+			_ = a.withdraw(wctx, kv)
+			cancel()
+		}
 		return err
 	}
 	a.started = true
@@ -226,8 +233,13 @@ func (a *Announcer) Stop(ctx context.Context) error {
 	if kv == nil {
 		return nil // never announced
 	}
-	// All at once: a worker serving many tools withdraws them in one round
-	// trip, not one per tool, however slow the server is to answer.
+	return a.withdraw(ctx, kv)
+}
+
+// withdraw deletes every announcement of the worker, all at once: a worker
+// serving many tools withdraws them in one round trip, not one per tool,
+// however slow the server is to answer.
+func (a *Announcer) withdraw(ctx context.Context, kv js.KeyValue) error {
 	var (
 		mu   sync.Mutex
 		errs []error

@@ -3,6 +3,8 @@ package discovery
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -346,4 +348,71 @@ func TestStartFailsOnLastingError(t *testing.T) {
 		_ = a.Stop(t.Context())
 		t.Fatal("Start of a bucket the server cannot place = nil, want the error")
 	}
+}
+
+// A Start cancelled halfway (a signal during a worker's start-up) takes
+// back the announcements it had already written: nobody counts a worker
+// that is not there, even with a TTL longer than the test.
+func TestStartCancelledHalfwayWithdraws(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	j := connect(t, srv.ClientURL())
+	kv, _, err := OpenBucket(t.Context(), j, BucketConfig{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range 200 {
+		names = append(names, fmt.Sprintf("tool%03d", i))
+	}
+	reg := registry(t, names...)
+	// Cancel Start at its first announcement; 200 announcements written one
+	// after the other leave it time to notice only rarely, so try a few
+	// worker ids until one is cut off halfway.
+	for attempt := range 5 {
+		w, err := kv.WatchAll(t.Context(), js.UpdatesOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			for e := range w.Updates() {
+				if e != nil && e.Operation() == js.KeyValuePut {
+					cancel()
+					return
+				}
+			}
+		}()
+		a, err := NewAnnouncer(AnnouncerConfig{
+			JetStream: j, Registry: reg, WorkerID: fmt.Sprintf("w%d", attempt),
+			Bucket: BucketConfig{TTL: time.Hour}, Logger: natstest.Logger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startErr := a.Start(ctx)
+		cancel()
+		_ = w.Stop()
+		if startErr == nil { // all written before the cancel: withdraw, try again
+			if err := a.Stop(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		lister, err := kv.ListKeys(t.Context())
+		if err != nil && !errors.Is(err, js.ErrNoKeysFound) {
+			t.Fatal(err)
+		}
+		var left []string
+		if lister != nil {
+			for k := range lister.Keys() {
+				left = append(left, k)
+			}
+		}
+		if len(left) != 0 {
+			t.Fatalf("Start failed (%v) and left %d announcements behind: %v", startErr, len(left), left[:min(len(left), 5)])
+		}
+		return
+	}
+	t.Fatal("Start was never cut off halfway in 5 tries")
 }

@@ -51,7 +51,16 @@ func queueCall(t *testing.T, j js.JetStream, id, tool, replyTo string) uint64 {
 // consumer's reported ack floor stays below it.
 func exhaust(t *testing.T, c js.Consumer, seq uint64) {
 	t.Helper()
-	eventually(t, "the call to reach MaxDeliver", func() bool {
+	takeUntil(t, c, "the call to reach MaxDeliver", func(info *js.ConsumerInfo) bool {
+		return info.Delivered.Stream >= seq && info.NumAckPending == 0
+	})
+}
+
+// takeUntil takes deliveries of c one at a time without answering them
+// until done holds for the consumer's state.
+func takeUntil(t *testing.T, c js.Consumer, what string, done func(*js.ConsumerInfo) bool) {
+	t.Helper()
+	eventually(t, what, func() bool {
 		batch, err := c.Fetch(1, js.FetchMaxWait(50*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +71,7 @@ func exhaust(t *testing.T, c js.Consumer, seq uint64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return info.Delivered.Stream >= seq && info.NumAckPending == 0
+		return done(info)
 	})
 }
 
@@ -237,17 +246,7 @@ func TestPoisonSweepFindsCallBelowAckFloorWhileOthersRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the poison call to reach MaxDeliver", func() bool {
-		batch, err := c.Fetch(1, js.FetchMaxWait(50*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range batch.Messages() {
-		}
-		info, err := c.Info(ctxFor(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+	takeUntil(t, c, "the poison call to reach MaxDeliver", func(info *js.ConsumerInfo) bool {
 		return info.NumAckPending == 2
 	})
 	// A worker acks the older call on its retry (the client library

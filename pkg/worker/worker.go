@@ -166,10 +166,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 		select {
 		case <-pulled:
 		case <-ctx.Done():
-			stopPull()
-			<-pulled
 		}
-		stopPull()
+		stopPull() // cuts drains still running short; releases the context otherwise
+		<-pulled
 	}
 	// Only now, with no pull of this worker left at the server, may queued
 	// calls go back: a call handed back earlier could be delivered to this

@@ -1,0 +1,106 @@
+package faults_test
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The fault hits once this fraction of the load's calls have their
+// results; a restart follows after restartAfter.
+const (
+	faultAtFraction = 3 // a third
+	restartAfter    = time.Second
+)
+
+// underLoad starts the default load on p, calls fault once a third of the
+// calls are answered, and returns what the agents saw.
+func underLoad(t *testing.T, p *pool, name string, fault func()) outcome {
+	t.Helper()
+	l := defaultLoad
+	total := l.agents * l.turns * l.callsPerTurn
+	progress, wait := l.run(t, name, p.apiURL)
+	deadline := time.Now().Add(waitLong)
+	for progress() < total/faultAtFraction {
+		if time.Now().After(deadline) {
+			t.Errorf("only %d of %d results within %v of the start; injecting the fault anyway", progress(), total, waitLong)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("fault at %d of %d results", progress(), total)
+	fault()
+	return wait()
+}
+
+// Scenario 1. One of three workers is killed with SIGKILL mid-load. The
+// calls it held (running, or pulled and queued for a slot) were neither
+// acked nor handed back; they must come back to the other workers within
+// the liveness window, although the tool's timeout (and so today's
+// AckWait) is minutes. The tool is idempotent: a call that had started on
+// the dead worker runs again (at-least-once), so duplicate executions
+// are expected and counted, not bounded.
+func TestWorkerKilledUnderLoad(t *testing.T) {
+	p := startPool(t, 3)
+	var before map[string]int
+	out := underLoad(t, p, "wkill", func() {
+		_, before = p.executions()
+		p.workers[0].signal(syscall.SIGKILL, 10*time.Second)
+	})
+	_, perWorker := p.executions()
+	t.Logf("executions started on the killed worker w1: %d before the kill, %d in all", before["w1"], perWorker["w1"])
+	check(t, p, "worker kill -9 (1 of 3) under load", out)
+}
+
+// Scenario 2. The orchestrator is killed with SIGKILL mid-load and started
+// again (same command line, so a new instance id, same HTTP address).
+// Every request in flight fails; the agents post the same messages again,
+// and each call must be answered from its stored result if it ran, or run
+// if it never did. No worker died, and docs/http-api.md says the same
+// tool call ids run at most once: no call may run twice.
+func TestOrchestratorKilledUnderLoad(t *testing.T) {
+	p := startPool(t, 3)
+	out := underLoad(t, p, "okill", func() {
+		p.orch.signal(syscall.SIGKILL, 10*time.Second)
+		time.Sleep(restartAfter)
+		p.startOrchestrator()
+	})
+	r, perMarker := check(t, p, "orchestrator kill -9 and restart under load", out)
+	if r.dupExecs > 0 {
+		var twice []string
+		for m, n := range perMarker {
+			if n > 1 {
+				twice = append(twice, m)
+			}
+		}
+		t.Errorf("%d duplicate executions after an orchestrator restart (no worker died; the same ids must run at most once): %s",
+			r.dupExecs, firstN(twice, 20))
+	}
+}
+
+// Scenario 3. The nats-server is stopped with SIGTERM mid-load and started
+// again on the same store and port. Orchestrator and workers reconnect;
+// calls published just before the stop, and calls delivered but not yet
+// acknowledged, must all be answered.
+func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
+	p := startPool(t, 3)
+	out := underLoad(t, p, "natsterm", func() {
+		p.nats.signal(syscall.SIGTERM, 30*time.Second)
+		time.Sleep(restartAfter)
+		p.startNATS()
+	})
+	check(t, p, "nats-server SIGTERM and restart under load", out)
+}
+
+// Scenario 4. The nats-server is killed with SIGKILL mid-load and started
+// again on the same store and port: as scenario 3, without the server's
+// orderly shutdown (what it had not yet written to its store is gone).
+func TestNATSServerSIGKILLUnderLoad(t *testing.T) {
+	p := startPool(t, 3)
+	out := underLoad(t, p, "natskill", func() {
+		p.nats.signal(syscall.SIGKILL, 10*time.Second)
+		time.Sleep(restartAfter)
+		p.startNATS()
+	})
+	check(t, p, "nats-server SIGKILL and restart under load", out)
+}

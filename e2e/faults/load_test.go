@@ -110,6 +110,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 	transport := &http.Transport{MaxIdleConnsPerHost: l.agents, DisableCompression: true}
 	client := &http.Client{Transport: transport}
 	k := &tracker{}
+	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	out := outcome{received: map[string]time.Time{}, errs: map[string]int{}}
 	start := time.Now()
@@ -126,7 +127,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 			out.calls = append(out.calls, turn...)
 		}
 		ag := &agent{
-			id: a, session: fmt.Sprintf("%s-agent-%02d", name, a), client: client, url: apiURL,
+			ctx: ctx, id: a, session: fmt.Sprintf("%s-agent-%02d", name, a), client: client, url: apiURL,
 			deadline: start.Add(l.budget), postTimeout: l.postTimeout, k: k,
 		}
 		wg.Go(func() {
@@ -146,7 +147,13 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 			}
 		})
 	}
-	t.Cleanup(transport.CloseIdleConnections)
+	// A test that ends early (a fatal error) stops its agents before its
+	// processes are killed.
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		transport.CloseIdleConnections()
+	})
 	return k.done, func() outcome {
 		wg.Wait()
 		transport.CloseIdleConnections()
@@ -160,6 +167,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 
 // agent is one agent's conversation.
 type agent struct {
+	ctx         context.Context // cancelled when the test ends
 	id          int
 	session     string
 	client      *http.Client
@@ -233,7 +241,11 @@ func (ag *agent) turn(calls []call) bool {
 		if time.Now().Add(wait).After(ag.deadline) {
 			return false
 		}
-		time.Sleep(wait)
+		select {
+		case <-ag.ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
 	}
 }
 
@@ -248,7 +260,7 @@ func (ag *agent) post(body []byte, calls []call) (time.Duration, string) {
 	if timeout < time.Second {
 		return 0, "budget spent"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
+	ctx, cancel := context.WithTimeout(ag.ctx, timeout+10*time.Second)
 	defer cancel()
 	url := fmt.Sprintf("%s/v1/tool_calls?timeout=%dms", ag.url, timeout.Milliseconds())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -347,8 +359,10 @@ func resultText(raw json.RawMessage) string {
 // errorKind shortens an is_error content to its first sentence, so that
 // the log groups errors by kind.
 func errorKind(text string) string {
-	if i := strings.IndexAny(text, ".:("); i > 0 {
-		text = text[:i]
+	for _, end := range []string{". ", "; ", ": "} {
+		if i := strings.Index(text, end); i > 0 {
+			text = text[:i]
+		}
 	}
 	if len(text) > 100 {
 		text = text[:100]

@@ -33,7 +33,7 @@ type load struct {
 
 // defaultLoad is the load of every scenario: 16 agents × 20 turns × 2
 // calls, 640 calls.
-var defaultLoad = load{agents: 16, turns: 20, callsPerTurn: 2, budget: 100 * time.Second, postTimeout: 45 * time.Second}
+var defaultLoad = load{agents: 16, turns: 20, callsPerTurn: 2, budget: 75 * time.Second, postTimeout: 45 * time.Second}
 
 // call is one tool call an agent makes.
 type call struct {
@@ -398,7 +398,7 @@ func (r result) row() string {
 func check(t *testing.T, p *pool, name string, out outcome) (result, map[string]int) {
 	t.Helper()
 	drained := false
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if p.callsQueued() == 0 {
 			drained = true
 			break
@@ -443,7 +443,7 @@ func check(t *testing.T, p *pool, name string, out outcome) (result, map[string]
 	if len(neverRan) > 0 {
 		t.Errorf("%d calls answered with a success the tool never produced: %s", len(neverRan), firstN(neverRan, 20))
 	}
-	if t.Failed() {
+	if t.Failed() || !drained {
 		t.Logf("NATS state:\n%s", p.natsState())
 	}
 	return r, perMarker

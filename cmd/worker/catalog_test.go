@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +21,8 @@ import (
 )
 
 // TestWorkerServesExampleCatalog runs the worker binary with the example
-// catalog: it starts, announces every tool of the catalog (and the
-// built-ins), and withdraws them when it stops on SIGTERM.
+// catalog: it starts, announces every tool of the catalog (its builtin
+// entries included), and withdraws them when it stops on SIGTERM.
 func TestWorkerServesExampleCatalog(t *testing.T) {
 	t.Parallel()
 	bin := buildWorker(t)
@@ -104,6 +107,70 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), token) {
 		t.Errorf("the worker's logs hold the token:\n%s", logs.String())
+	}
+}
+
+// TestCatalogWorkerServesOnlyItsCatalog: a worker started as the README
+// shows (--nats-url and --tools, nothing else) serves the catalog's tools
+// and no built-in tool on a workspace of its own, which other workers
+// would not share.
+func TestCatalogWorkerServesOnlyItsCatalog(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	catalog := filepath.Join(dir, "tools.yaml")
+	yaml := "tools:\n  - name: shout\n    description: Upper-cases its input.\n" +
+		"    input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n" +
+		"    timeout: 5s\n    backend: exec\n    exec: {command: [tr, \"[:lower:]\", \"[:upper:]\"]}\n"
+	if err := os.WriteFile(catalog, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", catalog, "--metrics", metricsAddr, "--id", "shouter")
+	cmd.Dir = dir // where a default ./workspace would be made
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	// Ready once its tools are announced.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if code, _ := httpGet(t, "http://"+metricsAddr+"/readyz"); code == http.StatusOK {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited (%v):\n%s", err, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker never got ready:\n%s", logs.String())
+		}
+	}
+	bucket, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister, err := bucket.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	if want := []string{discovery.Key("shout", "shouter")}; !slices.Equal(keys, want) {
+		t.Errorf("announced %v, want only the catalog's tool %v", keys, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "workspace")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the worker made a workspace of its own (%v)", err)
 	}
 }
 
@@ -208,4 +275,30 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestUsageSaysDefaultOnce: no flag of the worker says its default twice.
+func TestUsageSaysDefaultOnce(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	if code := run(t.Context(), []string{"-h"}, &stderr); code != 0 {
+		t.Errorf("-h: exit %d", code)
+	}
+	var entries []string
+	for line := range strings.SplitSeq(stderr.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "  -"):
+			entries = append(entries, line)
+		case strings.HasPrefix(line, "    \t") && len(entries) > 0:
+			entries[len(entries)-1] += "\n" + line
+		}
+	}
+	if len(entries) < 10 {
+		t.Fatalf("too few flags in the usage:\n%s", stderr.String())
+	}
+	for _, e := range entries {
+		if n := strings.Count(strings.ToLower(e), "default"); n > 1 {
+			t.Errorf("a flag says default %d times:\n%s", n, e)
+		}
+	}
 }

@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	)
 	natsFlags.Register(fs)
 	logFlags.Register(fs)
-	builtinFlags.Register(fs)
+	builtinFlags.Register(fs, cli.BuiltinNone)
 	catalogFlags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/pkg/discovery"
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // TestWorkerServesExampleCatalog runs the worker binary with the example
@@ -300,5 +303,94 @@ func TestUsageSaysDefaultOnce(t *testing.T) {
 		if n := strings.Count(strings.ToLower(e), "default"); n > 1 {
 			t.Errorf("a flag says default %d times:\n%s", n, e)
 		}
+	}
+}
+
+// TestKilledWorkerAnsweredNoWorker: after a kill -9 of the only worker of a
+// tool, a long-running orchestrator's catalog stops counting it well before
+// its announcement expires (here the bucket's TTL is an hour), so a new call
+// to the tool is answered at once with no_worker instead of waiting for its
+// deadline.
+func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: live, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	call := func(id string, timeout time.Duration) envelope.Result {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		res, err := d.Dispatch(cctx, "", []envelope.ToolUseBlock{{Type: "tool_use", ID: id, Name: "echo", Input: json.RawMessage(`{"text":"hi"}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+
+	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--demo-tools", "--id", "only-echo")
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, ok := live.Lookup(ctx, "echo"); ok {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited (%v):\n%s", err, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("echo never announced:\n%s", logs.String())
+		}
+	}
+	if r := call("toolu_before", time.Minute); r.IsError || r.Content.Text() != "hi" {
+		t.Fatalf("echo before the kill: %+v", r)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	killed := time.Now()
+	// Generous: the catalog needs discovery.GoneAfterDefault and a probe.
+	const bound = time.Minute
+	for {
+		if info, ok := live.Lookup(ctx, "echo"); !ok && info.NoWorker {
+			break
+		}
+		if time.Since(killed) > bound {
+			t.Fatalf("echo still counted as served %v after its only worker was killed", bound)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the killed worker stopped counting after %v", time.Since(killed).Round(time.Millisecond))
+	// Well within its timeout: answered, not waited for.
+	r := call("toolu_after", 2*time.Minute)
+	if !r.IsError || r.Code != dispatch.CodeNoWorker || !strings.HasPrefix(r.Content.Text(), "No worker serves the tool echo right now") {
+		t.Errorf("a call after the kill: %+v %q", r, r.Content.Text())
 	}
 }

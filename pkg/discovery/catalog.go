@@ -216,13 +216,18 @@ func (c *Catalog) probe(ctx context.Context) {
 	now = c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for subject := range c.unheard {
-		if !nobody[subject] {
-			if u := c.unheard[subject]; u.gone {
-				c.cfg.Logger.Info("a worker is connected again; its tools count again", "worker_id", workers[subject])
-			}
-			delete(c.unheard, subject) // it answered, or it is not counted any more
+	// A probe that failed otherwise (a timeout, our own connection away)
+	// restarts the subject's clock: after an outage, workers get all of
+	// GoneAfter to reconnect from when this catalog is back.
+	for subject, u := range c.unheard {
+		none, probed := nobody[subject]
+		if none {
+			continue
 		}
+		if probed && u.gone {
+			c.cfg.Logger.Info("a worker is connected again; its tools count again", "worker_id", workers[subject])
+		}
+		delete(c.unheard, subject) // it is there, or not announced any more
 	}
 	for subject, none := range nobody {
 		if !none {

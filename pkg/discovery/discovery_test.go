@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -571,4 +572,55 @@ func TestLivenessRefusedFallsBackToTTL(t *testing.T) {
 	if _, ok := c.Lookup(ctx, "search"); !ok {
 		t.Error("a worker without a liveness subject was dropped")
 	}
+}
+
+// TestServerRestartKeepsWorkers: a restart of the server cuts every
+// connection; a worker that reconnects later than the catalog (its
+// reconnect wait is longer) keeps counting, because the catalog's clock
+// for a silent liveness subject starts only once it is back itself.
+func TestServerRestartKeepsWorkers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := func(listen string) *jetstream.Embedded {
+		srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: listen, DataDir: dir, Logger: natstest.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Shutdown)
+		return srv
+	}
+	srv := start("127.0.0.1:0")
+	url := srv.ClientURL()
+	if _, _, err := OpenBucket(t.Context(), connect(t, url), BucketConfig{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := probingCatalog(t, connect(t, url), GoneAfterDefault)
+	wnc, err := jetstream.Connect(jetstream.ConnectOptions{
+		URL: url, Name: "slow-reconnect", Logger: natstest.Logger(t),
+		ReconnectWait: time.Second, ReconnectJitter: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wnc.Close)
+	wjs, err := js.New(wnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := announce(t, wjs, "reconnecting", registry(t, "search"))
+	ctx := t.Context()
+	eventually(t, "search announced", func() bool { _, ok := c.Lookup(ctx, "search"); return ok })
+
+	srv.Shutdown()
+	start(strings.TrimPrefix(url, "nats://"))
+	eventually(t, "the worker reconnected", wnc.IsConnected)
+	// Past GoneAfter after both are back, the worker still counts.
+	until := time.Now().Add(GoneAfterDefault + 2*time.Second)
+	for time.Now().Before(until) {
+		if _, ok := c.Lookup(ctx, "search"); !ok {
+			t.Fatal("a worker that reconnected after a server restart stopped counting")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = a.Stop(ctx) // while the second server runs (its cleanup comes first)
 }

@@ -8,6 +8,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -38,16 +40,37 @@ commands:
   status  per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers
   bench   load the whole path, with a raw-JetStream baseline in the same run: orchestrator bench --calls 50000
 
-Run "orchestrator COMMAND -h" for a command's flags.
+Run "orchestrator COMMAND -h" (or "orchestrator help COMMAND") for a command's flags.
 `
 
+// printHelp writes the commands, then serve's flags (serve is what runs
+// when no command is given).
+func printHelp(w io.Writer) {
+	fmt.Fprint(w, usage)
+	var fs *flag.FlagSet
+	if _, err := parsePoolFlags("orchestrator serve", nil, io.Discard, func(s *flag.FlagSet) { fs = s }); err != nil || fs == nil {
+		return
+	}
+	fmt.Fprint(w, "\nserve's flags (orchestrator [serve] [flags]):\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmd := "serve"
+	cmd, explicit := "serve", false
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+		cmd, args, explicit = args[0], args[1:], true
 	}
 	switch cmd {
 	case "serve":
+		if !explicit {
+			// "orchestrator -h" (or --help) asks about the binary, not only
+			// serve: the commands, then serve's flags.
+			if _, err := parsePoolFlags("orchestrator", args, io.Discard, nil); errors.Is(err, flag.ErrHelp) {
+				printHelp(stderr)
+				return cli.ExitOK
+			}
+		}
 		return serve(ctx, args, stderr)
 	case "call":
 		return call(ctx, args, stdout, stderr)
@@ -62,7 +85,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "bench":
 		return benchCmd(ctx, args, stdout, stderr)
 	case "help":
-		fmt.Fprint(stdout, usage)
+		if len(args) > 0 && args[0] != "help" { // orchestrator help COMMAND
+			return run(ctx, []string{args[0], "-h"}, stdout, stderr)
+		}
+		printHelp(stdout)
 		return cli.ExitOK
 	default:
 		fmt.Fprintf(stderr, "orchestrator: unknown command %q\n\n%s", cmd, usage)

@@ -27,6 +27,9 @@ import (
 	"github.com/toolpool/toolpool/pkg/worker"
 )
 
+// workersEmbeddedDefault is --workers with the embedded server.
+const workersEmbeddedDefault = 4
+
 // serveFlags are serve's flags.
 type serveFlags struct {
 	nats         cli.NATSFlags
@@ -69,12 +72,14 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 	fs.StringVar(&f.dataDir, "data-dir", "data", "embedded server: where JetStream keeps its store")
 	fs.StringVar(&f.natsListen, "nats-listen", jetstream.EmbeddedListenDefault, "embedded server: client address, so separate worker processes can join")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address (agent API, /metrics, /healthz, /readyz); empty to disable")
-	f.builtin.Register(fs)
+	f.builtin.Register(fs, cli.BuiltinAll)
 	f.catalog.Register(fs)
 	fs.StringVar(&f.instance, "instance", "", "this orchestrator's id in result subjects (default random)")
-	fs.IntVar(&f.workers, "workers", 4, "in-process workers (default 4 with the embedded server, 0 with --nats-url)")
+	// Mode-dependent defaults: the flags' own defaults are zero (which flag
+	// does not print) and the usage says what applies; set after parsing.
+	fs.IntVar(&f.workers, "workers", 0, "in-process workers (default 4 with the embedded server, 0 with --nats-url)")
 	fs.IntVar(&f.concurrency, "concurrency", worker.ConcurrencyDefault, "calls each in-process worker executes at once")
-	fs.BoolVar(&f.demoTools, "demo-tools", true, "serve the diagnostic tools echo, sleep and flaky (default on with the embedded server, off with --nats-url)")
+	fs.BoolVar(&f.demoTools, "demo-tools", false, "serve the diagnostic tools echo, sleep and flaky (default on with the embedded server, off with --nats-url)")
 	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
 	fs.DurationVar(&f.retryFor, "publish-retry-for", dispatch.PublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
@@ -90,12 +95,12 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 	}
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
-	if f.nats.URL() != "" {
+	if f.nats.URL() == "" {
 		if !f.set["workers"] {
-			f.workers = 0
+			f.workers = workersEmbeddedDefault
 		}
 		if !f.set["demo-tools"] {
-			f.demoTools = false
+			f.demoTools = true
 		}
 	}
 	if f.workers < 0 {

@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,11 +19,13 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/pkg/discovery"
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // TestWorkerServesExampleCatalog runs the worker binary with the example
-// catalog: it starts, announces every tool of the catalog (and the
-// built-ins), and withdraws them when it stops on SIGTERM.
+// catalog: it starts, announces every tool of the catalog (its builtin
+// entries included), and withdraws them when it stops on SIGTERM.
 func TestWorkerServesExampleCatalog(t *testing.T) {
 	t.Parallel()
 	bin := buildWorker(t)
@@ -104,6 +110,70 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), token) {
 		t.Errorf("the worker's logs hold the token:\n%s", logs.String())
+	}
+}
+
+// TestCatalogWorkerServesOnlyItsCatalog: a worker started as the README
+// shows (--nats-url and --tools, nothing else) serves the catalog's tools
+// and no built-in tool on a workspace of its own, which other workers
+// would not share.
+func TestCatalogWorkerServesOnlyItsCatalog(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	catalog := filepath.Join(dir, "tools.yaml")
+	yaml := "tools:\n  - name: shout\n    description: Upper-cases its input.\n" +
+		"    input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n" +
+		"    timeout: 5s\n    backend: exec\n    exec: {command: [tr, \"[:lower:]\", \"[:upper:]\"]}\n"
+	if err := os.WriteFile(catalog, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", catalog, "--metrics", metricsAddr, "--id", "shouter")
+	cmd.Dir = dir // where a default ./workspace would be made
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	// Ready once its tools are announced.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if code, _ := httpGet(t, "http://"+metricsAddr+"/readyz"); code == http.StatusOK {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited (%v):\n%s", err, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker never got ready:\n%s", logs.String())
+		}
+	}
+	bucket, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister, err := bucket.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	if want := []string{discovery.Key("shout", "shouter")}; !slices.Equal(keys, want) {
+		t.Errorf("announced %v, want only the catalog's tool %v", keys, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "workspace")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the worker made a workspace of its own (%v)", err)
 	}
 }
 
@@ -208,4 +278,119 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestUsageSaysDefaultOnce: no flag of the worker says its default twice.
+func TestUsageSaysDefaultOnce(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	if code := run(t.Context(), []string{"-h"}, &stderr); code != 0 {
+		t.Errorf("-h: exit %d", code)
+	}
+	var entries []string
+	for line := range strings.SplitSeq(stderr.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "  -"):
+			entries = append(entries, line)
+		case strings.HasPrefix(line, "    \t") && len(entries) > 0:
+			entries[len(entries)-1] += "\n" + line
+		}
+	}
+	if len(entries) < 10 {
+		t.Fatalf("too few flags in the usage:\n%s", stderr.String())
+	}
+	for _, e := range entries {
+		if n := strings.Count(strings.ToLower(e), "default"); n > 1 {
+			t.Errorf("a flag says default %d times:\n%s", n, e)
+		}
+	}
+}
+
+// TestKilledWorkerAnsweredNoWorker: after a kill -9 of the only worker of a
+// tool, a long-running orchestrator's catalog stops counting it well before
+// its announcement expires (here the bucket's TTL is an hour), so a new call
+// to the tool is answered at once with no_worker instead of waiting for its
+// deadline.
+func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: live, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	call := func(id string, timeout time.Duration) envelope.Result {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		res, err := d.Dispatch(cctx, "", []envelope.ToolUseBlock{{Type: "tool_use", ID: id, Name: "echo", Input: json.RawMessage(`{"text":"hi"}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+
+	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--demo-tools", "--id", "only-echo")
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, ok := live.Lookup(ctx, "echo"); ok {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited (%v):\n%s", err, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("echo never announced:\n%s", logs.String())
+		}
+	}
+	if r := call("toolu_before", time.Minute); r.IsError || r.Content.Text() != "hi" {
+		t.Fatalf("echo before the kill: %+v", r)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	killed := time.Now()
+	// Generous: the catalog needs discovery.GoneAfterDefault and a probe.
+	const bound = time.Minute
+	for {
+		if info, ok := live.Lookup(ctx, "echo"); !ok && info.NoWorker {
+			break
+		}
+		if time.Since(killed) > bound {
+			t.Fatalf("echo still counted as served %v after its only worker was killed", bound)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the killed worker stopped counting after %v", time.Since(killed).Round(time.Millisecond))
+	// Well within its timeout: answered, not waited for.
+	r := call("toolu_after", 2*time.Minute)
+	if !r.IsError || r.Code != dispatch.CodeNoWorker || !strings.HasPrefix(r.Content.Text(), "No worker serves the tool echo right now") {
+		t.Errorf("a call after the kill: %+v %q", r, r.Content.Text())
+	}
 }

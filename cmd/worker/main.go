@@ -1,7 +1,7 @@
 // Command worker is a toolpool worker process: it pulls tool calls from
 // NATS JetStream, executes them and publishes their results.
 //
-//	worker [--nats-url URL] [--tools FILE] [--concurrency N] [--demo-tools] [--metrics ADDR]
+//	worker [--nats-url URL] [--tools FILE] [--builtin-tools LIST] [--concurrency N] [--demo-tools] [--metrics ADDR]
 package main
 
 import (
@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	)
 	natsFlags.Register(fs)
 	logFlags.Register(fs)
-	builtinFlags.Register(fs)
+	builtinFlags.Register(fs, cli.BuiltinNone)
 	catalogFlags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	defer closeBuiltins.Close()
 	if len(reg.Names()) == 0 {
-		fmt.Fprintln(stderr, "worker: no tools to serve: pass --tools FILE, --demo-tools or --builtin-tools")
+		fmt.Fprintln(stderr, "worker: no tools to serve: pass --tools FILE, --demo-tools or --builtin-tools all (or names)")
 		return cli.ExitUsage
 	}
 

@@ -10,7 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dlq"
 )
 
@@ -65,6 +67,63 @@ func TestPermissions(t *testing.T) {
 		if _, err := j.Publish(ctx, subject, []byte(`{}`)); err == nil {
 			t.Error("a worker's JetStream publish of a call was acknowledged")
 		}
+	})
+
+	t.Run("liveness subjects are allowed", func(t *testing.T) {
+		// The worker may subscribe to its liveness subject, the orchestrator
+		// and ops may probe it: without that, a killed worker would count
+		// until its announcements expire.
+		w := startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--id", "alive-check")
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: p.j, Logger: natstest.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Close()
+		var subject string
+		natstest.Eventually(t, 90*time.Second, "the worker's announcement", func() bool {
+			for _, a := range live.Workers(ctx, "echo") {
+				if a.WorkerID == "alive-check" {
+					subject = a.Liveness
+					return true
+				}
+			}
+			return false
+		})
+		if subject == "" {
+			t.Fatalf("the worker announced no liveness subject (refused?):\n%s", w.out.String())
+		}
+		for _, u := range []struct{ user, password string }{{"orchestrator", orchPassword}, {"ops", opsPassword}} {
+			violations := make(chan error, 4)
+			nc, err := nats.Connect(c.urls(), nats.UserInfo(u.user, u.password),
+				nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+					select {
+					case violations <- err:
+					default:
+					}
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Someone subscribes and nothing answers: a timeout, neither "no
+			// responders" nor a refusal.
+			if _, err := nc.Request(subject, nil, 500*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+				t.Errorf("%s probing a live worker: %v, want a timeout", u.user, err)
+			}
+			_ = nc.Flush()
+			select {
+			case err := <-violations:
+				t.Errorf("%s may not probe liveness subjects: %v", u.user, err)
+			default:
+			}
+			nc.Close()
+		}
+		w.kill()
+		natstest.Eventually(t, 60*time.Second, "the killed worker's liveness subject without subscriber", func() bool {
+			_, err := p.j.Conn().Request(subject, nil, 500*time.Millisecond)
+			return errors.Is(err, nats.ErrNoResponders)
+		})
 	})
 
 	t.Run("worker without consumer permissions fails at start", func(t *testing.T) {

@@ -42,11 +42,11 @@ func (c *CatalogFlags) Bucket() discovery.BucketConfig {
 }
 
 // RegisterTools adds to reg the tools of the catalog file at c.Path (none
-// when it is empty) and the built-in tools b enables. A builtin entry of
-// the catalog is the built-in tool of that name with the catalog's settings
-// laid over it, and is served even when b disables the built-ins; the
-// built-ins the catalog does not mention are added as they are when b
-// enables them. The returned Closer (never nil) releases the built-ins. A
+// when it is empty) and the built-in tools b selects (--builtin-tools). A
+// builtin entry of the catalog is the built-in tool of that name with the
+// catalog's settings laid over it, and is served whatever b selects; the
+// built-ins b selects that the catalog does not mention are added as they
+// are. The returned Closer (never nil) releases the built-ins. A
 // bad catalog is an error naming the file, the tool and the field.
 func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.Closer, error) {
 	var f *catalog.File
@@ -57,7 +57,7 @@ func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.C
 		}
 	}
 	mentioned := map[string]bool{}
-	wantBuiltins := b.Enabled
+	wantBuiltins := !b.Tools.None()
 	if f != nil {
 		for _, e := range f.Entries {
 			mentioned[e.Name] = true
@@ -91,14 +91,19 @@ func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.C
 			return fail(err)
 		}
 	}
-	if b.Enabled {
+	for _, name := range b.Tools.Names() {
+		if _, ok := builtins[name]; !ok {
+			return fail(Usagef("--builtin-tools names %s, which needs --search-url", name))
+		}
+	}
+	if !b.Tools.None() {
 		for _, name := range slices.Sorted(maps.Keys(builtins)) {
-			if mentioned[name] {
+			if mentioned[name] || !b.Tools.Includes(name) {
 				continue
 			}
 			if err := reg.Register(builtins[name]); err != nil {
 				if errors.Is(err, tools.ErrDuplicateTool) {
-					err = fmt.Errorf("the built-in tool %s clashes with another tool of that name (pass --builtin-tools=false, or rename the other)", name)
+					err = fmt.Errorf("the built-in tool %s clashes with another tool of that name (leave it out of --builtin-tools, or rename the other)", name)
 				}
 				return fail(err)
 			}

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -42,12 +45,18 @@ type AnnouncerConfig struct {
 // Announcer keeps a worker's tools announced in the live-tools bucket:
 // Start writes one key per tool, a heartbeat rewrites them every TTL/3 so
 // they do not expire, and Stop deletes them. A worker that dies without
-// Stop disappears when its keys expire, one TTL after its last heartbeat.
+// Stop disappears when its keys expire, one TTL after its last heartbeat,
+// or sooner for the catalogs that probe its liveness subject (see
+// LivenessPrefix): Start subscribes to it on the worker's connection, so
+// the subscription ends with the connection.
 type Announcer struct {
-	cfg    AnnouncerConfig
-	values map[string][]byte // key → announcement JSON
+	cfg      AnnouncerConfig
+	anns     map[string]Announcement // key → announcement
+	liveness string                  // the subject Start subscribes to
+	values   map[string][]byte       // key → announcement JSON; set by Start
 
 	mu      sync.Mutex
+	sub     *nats.Subscription // on liveness; nil when it could not be made
 	kv      js.KeyValue
 	ttl     time.Duration
 	started bool
@@ -82,19 +91,70 @@ func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
 		return nil, errors.New("discovery: the registry has no tools to announce")
 	}
 	startedAt := time.Now().UTC()
-	values := make(map[string][]byte, len(names))
+	anns := make(map[string]Announcement, len(names))
 	for _, name := range names {
 		rt, ok := cfg.Registry.Lookup(name)
 		if !ok {
 			return nil, fmt.Errorf("discovery: AnnouncerConfig.Tools names %q, which is not in the registry", name)
 		}
-		data, err := json.Marshal(AnnouncementOf(rt, cfg.WorkerID, startedAt))
-		if err != nil {
-			return nil, fmt.Errorf("discovery: announcement of %q: %w", name, err)
-		}
-		values[Key(name, cfg.WorkerID)] = data
+		anns[Key(name, cfg.WorkerID)] = AnnouncementOf(rt, cfg.WorkerID, startedAt)
 	}
-	return &Announcer{cfg: cfg, values: values, done: make(chan struct{})}, nil
+	a := &Announcer{cfg: cfg, anns: anns, liveness: LivenessPrefix + nuid.Next(), done: make(chan struct{})}
+	if _, err := a.encode(""); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// encode marshals the announcements, naming the liveness subject when it
+// is not empty.
+func (a *Announcer) encode(liveness string) (map[string][]byte, error) {
+	values := make(map[string][]byte, len(a.anns))
+	for key, ann := range a.anns {
+		ann.Liveness = liveness
+		data, err := json.Marshal(ann)
+		if err != nil {
+			return nil, fmt.Errorf("discovery: announcement of %q: %w", ann.Tool.Name, err)
+		}
+		values[key] = data
+	}
+	return values, nil
+}
+
+// subscribeLiveness subscribes to the liveness subject on the worker's
+// connection and returns the subject to announce: empty when the
+// subscription could not be made or the server refused it (a user not
+// allowed to subscribe there), so that no catalog takes the missing
+// subscriber for a dead worker.
+func (a *Announcer) subscribeLiveness(ctx context.Context) string {
+	nc := a.cfg.JetStream.Conn()
+	if nc == nil {
+		return ""
+	}
+	// Catalogs only ask whether anyone subscribes (a request with no
+	// subscriber is answered "no responders" by the server): nothing is
+	// sent back, so the worker needs no permission to reply.
+	sub, err := nc.Subscribe(a.liveness, func(*nats.Msg) {})
+	if err == nil {
+		fctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
+		err = nc.FlushWithContext(fctx) // a refusal arrives before the flush's PONG
+		cancel()
+		if err == nil {
+			if last := nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), a.liveness) {
+				err = last
+			}
+		}
+		if err != nil {
+			_ = sub.Unsubscribe()
+		}
+	}
+	if err != nil {
+		a.cfg.Logger.Warn("no liveness subject: a crash of this worker is noticed when its announcements expire",
+			"worker_id", a.cfg.WorkerID, "subject", a.liveness, "err", err)
+		return ""
+	}
+	a.sub = sub
+	return a.liveness
 }
 
 // Start opens (or creates) the bucket, announces every tool once and starts
@@ -110,6 +170,12 @@ func (a *Announcer) Start(ctx context.Context) error {
 	if a.started {
 		return errors.New("discovery: announcer already started")
 	}
+	values, err := a.encode(a.subscribeLiveness(ctx))
+	if err != nil {
+		a.unsubscribe()
+		return err
+	}
+	a.values = values
 	kv, ttl, err := OpenBucket(ctx, a.cfg.JetStream, a.cfg.Bucket)
 	if err == nil {
 		err = a.putAll(ctx, kv)
@@ -129,6 +195,7 @@ func (a *Announcer) Start(ctx context.Context) error {
 			_ = a.withdraw(wctx, kv)
 			cancel()
 		}
+		a.unsubscribe()
 		return err
 	}
 	a.started = true
@@ -223,17 +290,27 @@ func (a *Announcer) Stop(ctx context.Context) error {
 		return nil
 	}
 	a.stopped = true
-	kv := a.kv
 	a.mu.Unlock()
 	a.cancel()
 	<-a.done
 	a.mu.Lock()
-	kv = a.kv // the heartbeat may have (re)opened the bucket
+	kv := a.kv // the heartbeat may have (re)opened the bucket
 	a.mu.Unlock()
+	// Withdrawn first, then the liveness subject: a catalog never sees the
+	// announcements of a worker without its subscriber.
+	defer a.unsubscribe()
 	if kv == nil {
 		return nil // never announced
 	}
 	return a.withdraw(ctx, kv)
+}
+
+// unsubscribe ends the liveness subscription, if any.
+func (a *Announcer) unsubscribe() {
+	if a.sub != nil {
+		_ = a.sub.Unsubscribe()
+		a.sub = nil
+	}
 }
 
 // withdraw deletes every announcement of the worker, all at once: a worker

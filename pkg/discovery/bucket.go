@@ -130,6 +130,39 @@ type Announcement struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// StartedAt is when the worker started announcing.
 	StartedAt time.Time `json:"started_at"`
+	// Liveness is the subject the worker subscribes to on its NATS
+	// connection while it runs (LivenessPrefix and a random token), so
+	// that a catalog can tell a worker whose connection is gone (killed,
+	// or cut off) long before its announcement expires. Empty: the worker
+	// has none, and only the TTL tells.
+	Liveness string `json:"liveness,omitempty"`
+}
+
+// LivenessPrefix begins every liveness subject. Workers subscribe to their
+// own (permission: subscribe "toolpool.alive.>"), catalogs publish empty
+// requests to it (permission: publish "toolpool.alive.>") and only look
+// for the server's "no responders" answer; nothing is sent back.
+const LivenessPrefix = "toolpool.alive."
+
+// maxLivenessToken bounds the token after LivenessPrefix.
+const maxLivenessToken = 64
+
+// validLiveness reports whether subject is a liveness subject a catalog
+// may publish to: LivenessPrefix and one token of letters, digits, '-' or
+// '_'. An announcement is message data; anything else is ignored.
+func validLiveness(subject string) bool {
+	token, ok := strings.CutPrefix(subject, LivenessPrefix)
+	if !ok || token == "" || len(token) > maxLivenessToken {
+		return false
+	}
+	for _, r := range token {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // AnnouncementOf describes a registered tool served by workerID.

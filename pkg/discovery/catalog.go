@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/pkg/dispatch"
@@ -32,13 +33,42 @@ type CatalogConfig struct {
 	Known dispatch.Catalog
 	// Logger receives the catalog's warnings. Default slog.Default().
 	Logger *slog.Logger
+	// ProbeInterval is how often the catalog asks the server whether the
+	// workers it counts still subscribe to their liveness subjects
+	// (Announcement.Liveness). Default ProbeIntervalDefault; negative:
+	// never, and a dead worker counts until its announcement expires.
+	ProbeInterval time.Duration
+	// GoneAfter is how long a worker's liveness subject must have had no
+	// subscriber before the catalog stops counting the worker. Default
+	// GoneAfterDefault.
+	GoneAfter time.Duration
 }
 
+// Defaults of CatalogConfig's liveness probes.
+const (
+	// ProbeIntervalDefault is how often a Catalog probes the liveness
+	// subjects of the workers it counts.
+	ProbeIntervalDefault = time.Second
+	// GoneAfterDefault is how long a liveness subject must have had no
+	// subscriber before its worker stops counting: longer than a worker
+	// takes to reconnect to another server of a cluster (its subscription
+	// moves with it), far shorter than the announcements' TTL.
+	GoneAfterDefault = 5 * time.Second
+	// probeTimeout bounds one probe. A probe that times out (a worker whose
+	// server has not yet noticed a dead connection, a catalog not allowed
+	// to publish there) counts as alive: only the server's "no responders"
+	// says a worker is gone.
+	probeTimeout = 500 * time.Millisecond
+)
+
 // Catalog is the set of live tools: those announced in the bucket by at
-// least one worker whose announcement has not expired. It watches the
-// bucket, so lookups are answered from memory. It implements
-// dispatch.Catalog; Lookup of a known tool with no live worker answers
-// false with ToolInfo.NoWorker set.
+// least one worker whose announcement has not expired and whose liveness
+// subject, when it announced one, has not been without a subscriber for
+// GoneAfter (a worker killed, or its connection gone for good). It watches
+// the bucket and probes the liveness subjects in the background, so
+// lookups are answered from memory. It implements dispatch.Catalog; Lookup
+// of a known tool with no live worker answers false with ToolInfo.NoWorker
+// set.
 type Catalog struct {
 	cfg     CatalogConfig
 	ttl     time.Duration
@@ -46,9 +76,20 @@ type Catalog struct {
 	done    chan struct{}
 	now     func() time.Time
 
-	mu    sync.RWMutex
-	live  map[string]map[string]entry // tool → key → entry
-	known map[string]struct{}         // tools ever announced
+	nc         *nats.Conn         // probes the liveness subjects; nil: no probes
+	stopProbes context.CancelFunc // ends the probe loop
+	probesDone chan struct{}      // closed when the probe loop has ended
+
+	mu      sync.RWMutex
+	live    map[string]map[string]entry // tool → key → entry
+	known   map[string]struct{}         // tools ever announced
+	unheard map[string]*unheard         // liveness subject → since when no one subscribes
+}
+
+// unheard is a liveness subject the server answered "no responders" for.
+type unheard struct {
+	since time.Time // the first such answer in a row
+	gone  bool      // since GoneAfter or longer: the worker does not count
 }
 
 var _ dispatch.Catalog = (*Catalog)(nil)
@@ -81,9 +122,19 @@ func NewCatalog(ctx context.Context, cfg CatalogConfig) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery: watch bucket: %w", err)
 	}
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = ProbeIntervalDefault
+	}
+	if cfg.GoneAfter <= 0 {
+		cfg.GoneAfter = GoneAfterDefault
+	}
 	c := &Catalog{
 		cfg: cfg, ttl: ttl, watcher: w, done: make(chan struct{}), now: time.Now,
-		live: map[string]map[string]entry{}, known: map[string]struct{}{},
+		live: map[string]map[string]entry{}, known: map[string]struct{}{}, unheard: map[string]*unheard{},
+		probesDone: make(chan struct{}),
+	}
+	if cfg.ProbeInterval > 0 {
+		c.nc = cfg.JetStream.Conn()
 	}
 	// Read the current announcements before answering anything.
 	for initial := true; initial; {
@@ -103,7 +154,96 @@ func NewCatalog(ctx context.Context, cfg CatalogConfig) (*Catalog, error) {
 		}
 	}
 	go c.run()
+	probeCtx, stop := context.WithCancel(context.Background())
+	c.stopProbes = stop
+	if c.nc != nil {
+		go c.probeLoop(probeCtx)
+	} else {
+		close(c.probesDone)
+	}
 	return c, nil
+}
+
+// probeLoop probes the liveness subjects every ProbeInterval until ctx
+// ends.
+func (c *Catalog) probeLoop(ctx context.Context) {
+	defer close(c.probesDone)
+	t := time.NewTicker(c.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.probe(ctx)
+	}
+}
+
+// probe asks the server, once for each worker counted now, whether anyone
+// subscribes to its liveness subject, and records the answers.
+func (c *Catalog) probe(ctx context.Context) {
+	now := c.now()
+	workers := map[string]string{} // liveness subject → worker id
+	c.mu.RLock()
+	for _, byKey := range c.live {
+		for _, e := range byKey {
+			if now.Sub(e.seen) < c.ttl && validLiveness(e.ann.Liveness) {
+				workers[e.ann.Liveness] = e.ann.WorkerID
+			}
+		}
+	}
+	c.mu.RUnlock()
+	var (
+		mu     sync.Mutex
+		nobody = map[string]bool{} // subject → the server said no responders
+		wg     sync.WaitGroup
+	)
+	for subject := range workers {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			_, err := c.nc.RequestWithContext(pctx, subject, nil)
+			cancel()
+			mu.Lock()
+			nobody[subject] = errors.Is(err, nats.ErrNoResponders)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	now = c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A probe that failed otherwise (a timeout, our own connection away)
+	// restarts the subject's clock: after an outage, workers get all of
+	// GoneAfter to reconnect from when this catalog is back.
+	for subject, u := range c.unheard {
+		none, probed := nobody[subject]
+		if none {
+			continue
+		}
+		if probed && u.gone {
+			c.cfg.Logger.Info("a worker is connected again; its tools count again", "worker_id", workers[subject])
+		}
+		delete(c.unheard, subject) // it is there, or not announced any more
+	}
+	for subject, none := range nobody {
+		if !none {
+			continue
+		}
+		u := c.unheard[subject]
+		if u == nil {
+			u = &unheard{since: now}
+			c.unheard[subject] = u
+		}
+		if !u.gone && now.Sub(u.since) >= c.cfg.GoneAfter {
+			u.gone = true
+			c.cfg.Logger.Warn("a worker's NATS connection is gone; its tools no longer count it",
+				"worker_id", workers[subject], "for", now.Sub(u.since).Round(time.Millisecond))
+		}
+	}
 }
 
 // run applies the bucket's updates until the watch ends.
@@ -147,8 +287,10 @@ func (c *Catalog) apply(e js.KeyValueEntry) {
 	c.known[tool] = struct{}{}
 }
 
-// Close stops watching the bucket.
+// Close stops watching the bucket and probing the workers.
 func (c *Catalog) Close() {
+	c.stopProbes()
+	<-c.probesDone
 	_ = c.watcher.Stop()
 	<-c.done
 }
@@ -159,8 +301,12 @@ func (c *Catalog) TTL() time.Duration { return c.ttl }
 // alive reports whether e is still live: its worker refreshes it every
 // TTL/3, and the server removes it one TTL after the last refresh; this
 // clock check covers a server that keeps no expiry markers, or a watch
-// that stalled.
+// that stalled. An entry whose worker's liveness subject has been without
+// a subscriber for GoneAfter is not live either.
 func (c *Catalog) alive(e entry, now time.Time) bool {
+	if u := c.unheard[e.ann.Liveness]; u != nil && u.gone {
+		return false
+	}
 	return now.Sub(e.seen) < c.ttl
 }
 

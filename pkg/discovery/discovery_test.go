@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -415,4 +417,210 @@ func TestStartCancelledHalfwayWithdraws(t *testing.T) {
 		return
 	}
 	t.Fatal("Start was never cut off halfway in 5 tries")
+}
+
+// probingCatalog is newCatalog with quick liveness probes and a bucket
+// TTL longer than the test: only a probe or a withdrawal removes a tool.
+func probingCatalog(t *testing.T, j js.JetStream, goneAfter time.Duration) *Catalog {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	c, err := NewCatalog(ctx, CatalogConfig{
+		JetStream: j, Bucket: BucketConfig{TTL: time.Hour}, Logger: natstest.Logger(t),
+		ProbeInterval: 50 * time.Millisecond, GoneAfter: goneAfter,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestDeadConnectionNoticedBeforeTTL: a worker whose NATS connection is
+// gone (a kill -9 closes it) stops counting once its liveness subject has
+// had no subscriber for GoneAfter, long before its announcement's TTL; a
+// call to its tool is then answered with no_worker. A worker whose
+// connection stays keeps counting however long the probes go on.
+func TestDeadConnectionNoticedBeforeTTL(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	if _, _, err := OpenBucket(t.Context(), connect(t, srv.ClientURL()), BucketConfig{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	const goneAfter = 300 * time.Millisecond
+	c := probingCatalog(t, connect(t, srv.ClientURL()), goneAfter)
+	wnc := natstest.Connect(t, srv.ClientURL())
+	wjs, err := js.New(wnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed := announce(t, wjs, "doomed", registry(t, "search"))
+	announce(t, connect(t, srv.ClientURL()), "survivor", registry(t, "fetch"))
+	ctx := t.Context()
+	eventually(t, "both announced", func() bool { return len(c.Names(ctx)) == 2 })
+	if ws := c.Workers(ctx, "search"); len(ws) != 1 || !strings.HasPrefix(ws[0].Liveness, LivenessPrefix) {
+		t.Fatalf("search's workers %+v: want one with a liveness subject", ws)
+	}
+	// Many probes, all answered: nobody is dropped.
+	time.Sleep(10 * goneAfter)
+	if got := c.Names(ctx); !slices.Equal(got, []string{"fetch", "search"}) {
+		t.Fatalf("live workers dropped: %v", got)
+	}
+
+	wnc.Close() // the worker dies: its subscription goes with its connection
+	eventually(t, "the dead worker no longer counted", func() bool {
+		return slices.Equal(c.Names(ctx), []string{"fetch"})
+	})
+	if info, ok := c.Lookup(ctx, "search"); ok || !info.NoWorker {
+		t.Errorf("Lookup(search) = %+v, %v; want known with no worker", info, ok)
+	}
+	if got := workerIDs(c.Workers(ctx, "search")); len(got) != 0 {
+		t.Errorf("search still served by %v", got)
+	}
+	// The announcement is still in the bucket (TTL an hour): only the probe
+	// tells.
+	kv, _, err := OpenBucket(ctx, connect(t, srv.ClientURL()), BucketConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, Key("search", "doomed")); err != nil {
+		t.Errorf("the announcement is not in the bucket any more (%v): the test does not test the probe", err)
+	}
+	_ = doomed.Stop(ctx) // its connection is closed: nothing to withdraw with
+}
+
+// TestLivenessSubjectChecked: an announcement is message data; one whose
+// liveness subject is not LivenessPrefix and one plain token is not probed
+// (it counts until its TTL), so nothing another subject names is published
+// to.
+func TestLivenessSubjectChecked(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{
+		LivenessPrefix + "abc_DEF-123",
+	} {
+		if !validLiveness(s) {
+			t.Errorf("validLiveness(%q) = false", s)
+		}
+	}
+	for _, s := range []string{
+		"", LivenessPrefix, "tools.call.echo", LivenessPrefix + "a.b", LivenessPrefix + "*", LivenessPrefix + ">",
+		LivenessPrefix + "a b", LivenessPrefix + strings.Repeat("x", 65), "x" + LivenessPrefix + "a",
+	} {
+		if validLiveness(s) {
+			t.Errorf("validLiveness(%q) = true", s)
+		}
+	}
+
+	srv := natstest.Start(t)
+	j := connect(t, srv.ClientURL())
+	kv, _, err := OpenBucket(t.Context(), j, BucketConfig{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := registry(t, "search").Lookup("search")
+	ann := AnnouncementOf(rt, "w1", time.Now())
+	ann.Liveness = "tools.call.search" // no subscriber: a probe would say "gone"
+	data, err := json.Marshal(ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), Key("search", "w1"), data); err != nil {
+		t.Fatal(err)
+	}
+	const goneAfter = 100 * time.Millisecond
+	c := probingCatalog(t, connect(t, srv.ClientURL()), goneAfter)
+	time.Sleep(10 * goneAfter)
+	if got := c.Names(t.Context()); !slices.Equal(got, []string{"search"}) {
+		t.Errorf("Names = %v: an announcement with a bad liveness subject was probed", got)
+	}
+}
+
+// TestLivenessRefusedFallsBackToTTL: a worker the server does not allow to
+// subscribe to its liveness subject (an older accounts file) announces
+// none, so no catalog takes the missing subscriber for a dead worker.
+func TestLivenessRefusedFallsBackToTTL(t *testing.T) {
+	t.Parallel()
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		Users: []*server.User{
+			{Username: "worker", Password: "w", Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: []string{">"}},
+				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+			}},
+			{Username: "orchestrator", Password: "o"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(waitLong) {
+		t.Fatal("server not ready")
+	}
+	url := func(user, pass string) string {
+		return "nats://" + user + ":" + pass + "@" + srv.Addr().String()
+	}
+	c := probingCatalog(t, connect(t, url("orchestrator", "o")), 100*time.Millisecond)
+	announce(t, connect(t, url("worker", "w")), "old-perms", registry(t, "search"))
+	ctx := t.Context()
+	eventually(t, "search announced", func() bool { _, ok := c.Lookup(ctx, "search"); return ok })
+	if ws := c.Workers(ctx, "search"); len(ws) != 1 || ws[0].Liveness != "" {
+		t.Fatalf("workers %+v: want one without a liveness subject", ws)
+	}
+	time.Sleep(time.Second) // ten GoneAfters
+	if _, ok := c.Lookup(ctx, "search"); !ok {
+		t.Error("a worker without a liveness subject was dropped")
+	}
+}
+
+// TestServerRestartKeepsWorkers: a restart of the server cuts every
+// connection; a worker that reconnects later than the catalog (its
+// reconnect wait is longer) keeps counting, because the catalog's clock
+// for a silent liveness subject starts only once it is back itself.
+func TestServerRestartKeepsWorkers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := func(listen string) *jetstream.Embedded {
+		srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: listen, DataDir: dir, Logger: natstest.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Shutdown)
+		return srv
+	}
+	srv := start("127.0.0.1:0")
+	url := srv.ClientURL()
+	if _, _, err := OpenBucket(t.Context(), connect(t, url), BucketConfig{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := probingCatalog(t, connect(t, url), GoneAfterDefault)
+	wnc, err := jetstream.Connect(jetstream.ConnectOptions{
+		URL: url, Name: "slow-reconnect", Logger: natstest.Logger(t),
+		ReconnectWait: time.Second, ReconnectJitter: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wnc.Close)
+	wjs, err := js.New(wnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := announce(t, wjs, "reconnecting", registry(t, "search"))
+	ctx := t.Context()
+	eventually(t, "search announced", func() bool { _, ok := c.Lookup(ctx, "search"); return ok })
+
+	srv.Shutdown()
+	start(strings.TrimPrefix(url, "nats://"))
+	eventually(t, "the worker reconnected", wnc.IsConnected)
+	// Past GoneAfter after both are back, the worker still counts.
+	until := time.Now().Add(GoneAfterDefault + 2*time.Second)
+	for time.Now().Before(until) {
+		if _, ok := c.Lookup(ctx, "search"); !ok {
+			t.Fatal("a worker that reconnected after a server restart stopped counting")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = a.Stop(ctx) // while the second server runs (its cleanup comes first)
 }

@@ -5,7 +5,11 @@
 // started. The bucket's max age is the announcements' TTL (30s by default):
 // a worker rewrites its keys every TTL/3, deletes them when it stops
 // cleanly, and a worker that dies simply stops refreshing them, so they
-// expire one TTL later.
+// expire one TTL later. Each announcement also names the worker's liveness
+// subject (LivenessPrefix and a token), which the worker subscribes to on
+// its NATS connection: a Catalog probes it every second and stops counting
+// a worker whose subject has had no subscriber for GoneAfter (5s), so a
+// killed worker is noticed long before its announcements expire.
 //
 // A worker announces around its own start and stop:
 //

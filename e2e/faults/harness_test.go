@@ -240,7 +240,7 @@ func startPool(t *testing.T, workers int) *pool {
 		id := fmt.Sprintf("w%d", i+1)
 		w := newProc(t, "worker "+id, workerBin,
 			append(base, "TALLY_LOG="+p.execLog, "TALLY_WORKER="+id),
-			"--nats-url", p.natsURL, "--tools", cat, "--builtin-tools=false", "--id", id, "--concurrency", "32")
+			"--nats-url", p.natsURL, "--tools", cat, "--builtin-tools=none", "--id", id, "--concurrency", "32")
 		w.start()
 		p.workers = append(p.workers, w)
 	}

@@ -307,9 +307,9 @@ func TestDispatchResultDeliveredTwice(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	startWorker(t, b, "echo", func(_ *fakeWorker, c *envelope.Call, _ nats.Header, r reply) {
-		r(&envelope.Result{Content: envelope.Text("first")}, c.ID)
-		r(&envelope.Result{Content: envelope.Text("first, again")}, c.ID) // deduplicated by the stream
-		r(&envelope.Result{Content: envelope.Text("second")}, "")         // a re-execution past the dedup window
+		r(&envelope.Result{Content: envelope.Text("first")}, msgID(c))
+		r(&envelope.Result{Content: envelope.Text("first, again")}, msgID(c)) // deduplicated by the stream
+		r(&envelope.Result{Content: envelope.Text("second")}, "")             // a re-execution past the dedup window
 	})
 	res, err := b.d.Dispatch(timeout(t, 5*time.Second), "", []envelope.ToolUseBlock{use("toolu_dup", "echo", `{}`)})
 	if err != nil {
@@ -347,7 +347,7 @@ func TestDispatchDeadline(t *testing.T) {
 				w.Go(func(done <-chan struct{}) {
 					select {
 					case <-late:
-						r(&envelope.Result{Content: envelope.Text("too late")}, c.ID)
+						r(&envelope.Result{Content: envelope.Text("too late")}, msgID(c))
 					case <-done:
 					}
 				})

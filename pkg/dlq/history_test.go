@@ -259,7 +259,7 @@ func (p *pool) call(t *testing.T, tool, input string) (string, envelope.Result) 
 // HTTP 503 and the rest succeed; it counts executions.
 func failing(name string, failFor int, maxAttempts int, execs *atomic.Int64) tools.Tool {
 	return tools.Tool{
-		Name: name, Description: "fails, then works",
+		Name: name, Description: "fails, then works", Idempotent: true,
 		InputSchema: json.RawMessage(`{"type":"object"}`),
 		Timeout:     2 * time.Second,
 		Retry:       classify.Policy{MaxAttempts: maxAttempts, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
@@ -383,6 +383,16 @@ func (b *brokenHistory) Record(context.Context, string, dlq.Attempt) ([]dlq.Atte
 }
 
 func (b *brokenHistory) Load(context.Context, string) ([]dlq.Attempt, error) {
+	b.calls.Add(1)
+	return nil, errors.New("bucket unavailable")
+}
+
+func (b *brokenHistory) Begin(context.Context, string, dlq.Started, time.Time) (*dlq.Started, error) {
+	b.calls.Add(1)
+	return nil, errors.New("bucket unavailable")
+}
+
+func (b *brokenHistory) StartedOf(context.Context, string) (*dlq.Started, error) {
 	b.calls.Add(1)
 	return nil, errors.New("bucket unavailable")
 }

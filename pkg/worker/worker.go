@@ -37,6 +37,9 @@ type Worker struct {
 	ctx    context.Context // parent of every call's context
 	cancel context.CancelCauseFunc
 
+	resultsMu sync.Mutex
+	results   js.Stream // TOOL_RESULTS, once looked up: stored results
+
 	mu       sync.Mutex
 	started  bool
 	stopPull context.CancelFunc // cuts off the pull loops' open pulls

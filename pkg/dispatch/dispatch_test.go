@@ -82,8 +82,8 @@ func TestDispatchResultsInCallOrder(t *testing.T) {
 		t.Fatalf("echo worker saw %d calls, want 3", len(seen))
 	}
 	for i, c := range seen {
-		if hdrs[i].Get(js.MsgIDHeader) != c.ID {
-			t.Errorf("call %s: Nats-Msg-Id %q, want the call id", c.ID, hdrs[i].Get(js.MsgIDHeader))
+		if hdrs[i].Get(js.MsgIDHeader) != c.Key || c.Key != envelope.CallKey("", c.Session, c.ID, c.Tool, c.Input) {
+			t.Errorf("call %s: Nats-Msg-Id %q, key %q; want the call key", c.ID, hdrs[i].Get(js.MsgIDHeader), c.Key)
 		}
 		if c.Session != "sess-order" || c.ReplyTo != "orch-order" || c.Tool != "echo" {
 			t.Errorf("call %s: session %q reply_to %q tool %q", c.ID, c.Session, c.ReplyTo, c.Tool)
@@ -267,15 +267,16 @@ func TestDispatchSameCallTwiceRunsOnce(t *testing.T) {
 		b := setup(t)
 		// Someone (e.g. a previous attempt of this request) queued the call
 		// before any worker runs; Dispatch's publish is then a duplicate.
-		data, err := envelope.EncodeCall(&envelope.Call{
+		call := &envelope.Call{
 			ID: "toolu_q", Tool: "echo", Input: []byte(`{"text":"queued"}`), ReplyTo: b.d.Instance(),
 			CreatedAt: time.Now(), Deadline: time.Now().Add(time.Minute),
-		})
+		}
+		data, err := envelope.EncodeCall(call)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := b.js.PublishMsg(context.Background(), &nats.Msg{
-			Subject: jetstream.CallSubject("echo"), Data: data, Header: nats.Header{js.MsgIDHeader: {"toolu_q"}},
+			Subject: jetstream.CallSubject("echo"), Data: data, Header: nats.Header{js.MsgIDHeader: {call.Key}},
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -679,3 +679,36 @@ func TestStartTwice(t *testing.T) {
 		t.Error("second Start succeeded")
 	}
 }
+
+// The failure run behind the advice sentence is counted per tenant and
+// session: another tenant's session of the same name starts from zero.
+func TestAdviceIsScopedByTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	startWorker(t, b, "maybe", maybeFail)
+	n := 0
+	failIn := func(ctx context.Context) envelope.Result {
+		t.Helper()
+		n++
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		res, err := b.d.Dispatch(ctx, "s1", []envelope.ToolUseBlock{use(fmt.Sprintf("toolu_%d", n), "maybe", `{"ok":false}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	acme := WithTenant(context.Background(), "acme")
+	for range 2 {
+		failIn(acme)
+	}
+	if r := failIn(acme); !strings.Contains(r.Content.Text(), AdviceMessage("maybe", 3)) {
+		t.Errorf("third failure in acme/s1: content %q; want the advice", r.Content.Text())
+	}
+	if r := failIn(WithTenant(context.Background(), "globex")); strings.Contains(r.Content.Text(), "different approach") {
+		t.Errorf("first failure in globex/s1 got advice: %q", r.Content.Text())
+	}
+	if r := failIn(context.Background()); strings.Contains(r.Content.Text(), "different approach") {
+		t.Errorf("first failure in the default tenant's s1 got advice: %q", r.Content.Text())
+	}
+}

@@ -1,12 +1,14 @@
 // Package dispatch is the orchestrator's side of the pool: it turns the
 // tool_use blocks of one assistant turn into call envelopes on
 // tools.call.<tool> (stream TOOL_CALLS), waits for their results on
-// tools.result.<instance> (stream TOOL_RESULTS) and hands them back in the
-// calls' order.
+// tools.result.<instance>.<key> (stream TOOL_RESULTS) and hands them back in
+// the calls' order. A call is identified by its key (envelope.CallKey of the
+// tenant, session, id, tool and input): the same call dispatched again runs
+// once and gets the first one's result, also from another instance.
 //
 //	d, err := dispatch.New(dispatch.Config{
 //		JS:       js,                                   // a nats.go jetstream.JetStream
-//		Instance: "orch-1",                             // results come on tools.result.orch-1
+//		Instance: "orch-1",                             // results come on tools.result.orch-1.<key>
 //		Catalog:  dispatch.ConsumerCatalog(js, 0),      // tools with a tool_<name> consumer
 //		Logger:   logger,
 //	})

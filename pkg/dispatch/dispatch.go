@@ -67,6 +67,9 @@ type Dispatcher struct {
 	subject  string    // tools.result.<instance>.>
 	results  js.Stream // TOOL_RESULTS: stored results of re-posted calls
 	watching sync.Map  // call key → struct{}: keys whose result a duplicate watch looks for
+	watches  sync.WaitGroup
+	life     context.Context // ends at Stop: bounds the duplicate watches' requests
+	endLife  context.CancelFunc
 	calls    *callTable
 	sessions *sessionTracker
 	inflight chan struct{} // publish slots: MaxPublishInFlight
@@ -102,7 +105,10 @@ func New(cfg Config) (*Dispatcher, error) {
 		}
 		cfg.JS = j
 	}
+	life, endLife := context.WithCancel(context.Background())
 	return &Dispatcher{
+		life:     life,
+		endLife:  endLife,
 		cfg:      cfg,
 		js:       cfg.JS,
 		nc:       cfg.JS.Conn(),
@@ -182,8 +188,10 @@ func (d *Dispatcher) Stop() {
 		d.mu.Lock()
 		d.running.Store(false)
 		close(d.stopped)
+		d.endLife()
 		watchDone := d.watchDone
 		d.mu.Unlock()
+		defer d.watches.Wait() // they end on stopped
 		if watchDone != nil {
 			<-watchDone // every wait of the watchdog is bounded; it may have swapped d.sub
 		}

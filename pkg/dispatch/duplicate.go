@@ -33,7 +33,22 @@ func (d *Dispatcher) watchDuplicate(key string) {
 	if _, running := d.watching.LoadOrStore(key, struct{}{}); running {
 		return
 	}
-	go d.runDuplicateWatch(key)
+	// Stop closes stopped under mu and then waits for the watches: none
+	// may be added after that.
+	d.mu.Lock()
+	select {
+	case <-d.stopped:
+		d.mu.Unlock()
+		d.watching.Delete(key)
+		return
+	default:
+	}
+	d.watches.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.watches.Done()
+		d.runDuplicateWatch(key)
+	}()
 }
 
 func (d *Dispatcher) runDuplicateWatch(key string) {
@@ -70,7 +85,7 @@ func (d *Dispatcher) runDuplicateWatch(key string) {
 
 // lookupResult delivers the stored result of key, if TOOL_RESULTS has one.
 func (d *Dispatcher) lookupResult(key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.PublishTimeout)
+	ctx, cancel := context.WithTimeout(d.life, d.cfg.PublishTimeout)
 	defer cancel()
 	m, err := jetstream.LastResult(ctx, d.results, key)
 	switch {

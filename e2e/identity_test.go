@@ -294,6 +294,17 @@ func TestWorkerDiesMidCall(t *testing.T) {
 			if n := bt.execs.Load(); n != 1 {
 				t.Errorf("executions = %d; want 1", n)
 			}
+			// Operators see it in TOOL_DLQ.
+			letters := streamMsgs(t, p.js, jetstream.StreamDLQ, "")
+			if len(letters) != 1 || letters[0].Header.Get(dlq.HeaderReason) != "outcome_unknown" {
+				t.Errorf("TOOL_DLQ holds %d letters (first reason %q); want one, reason outcome_unknown",
+					len(letters), func() string {
+						if len(letters) == 0 {
+							return ""
+						}
+						return letters[0].Header.Get(dlq.HeaderReason)
+					}())
+			}
 		})
 	}
 }

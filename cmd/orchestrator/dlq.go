@@ -122,9 +122,9 @@ func (f *dlqFlags) parse(args []string, stderr io.Writer) ([]string, *int) {
 		args = args[1:]
 	}
 	switch dlq.Reason(f.reason) {
-	case "", dlq.ReasonExhausted, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonExpired:
+	case "", dlq.ReasonExhausted, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonExpired, dlq.ReasonOutcomeUnknown:
 	default:
-		fmt.Fprintf(stderr, "%s: --reason %q: want exhausted, malformed, poison or expired\n", f.fs.Name(), f.reason)
+		fmt.Fprintf(stderr, "%s: --reason %q: want exhausted, malformed, poison, expired or outcome_unknown\n", f.fs.Name(), f.reason)
 		code := cli.ExitUsage
 		return nil, &code
 	}

@@ -5,8 +5,9 @@
 //
 //   - a worker dead-letters a call whose transient failures outlived its
 //     attempts (ReasonExhausted), a call message it cannot decode
-//     (ReasonMalformed), and a call whose deadline passed before it started
-//     (ReasonExpired);
+//     (ReasonMalformed), a call whose deadline passed before it started
+//     (ReasonExpired), and a call of a tool that is not idempotent whose
+//     earlier attempt started and never reported (ReasonOutcomeUnknown);
 //   - a PoisonWatcher, run by the orchestrator, dead-letters a call that
 //     reached its consumer's MaxDeliver without any worker reporting on it
 //     — it kills the worker running it (ReasonPoison) — answers its caller

@@ -122,7 +122,7 @@ func (m *Worker) initTool(tool string) {
 	}
 	m.inFlight.WithLabelValues(tool)
 	m.queued.WithLabelValues(tool)
-	for _, r := range []dlq.Reason{dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed} {
+	for _, r := range []dlq.Reason{dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed, dlq.ReasonOutcomeUnknown} {
 		m.deadLetters.WithLabelValues(tool, string(r))
 	}
 }
@@ -149,7 +149,7 @@ func (m *Worker) Observe(ev worker.Event) {
 	case worker.OutcomeRetry:
 		m.retryDelay.WithLabelValues(tool).Observe(ev.RetryDelay.Seconds())
 	}
-	if ev.Outcome == worker.OutcomeDeadLetter {
+	if ev.Outcome == worker.OutcomeDeadLetter || ev.Outcome == worker.OutcomeUnknown {
 		m.deadLetters.WithLabelValues(tool, reasonLabel(ev.DLQReason)).Inc()
 	}
 	if class == "validation" {
@@ -179,7 +179,7 @@ func (m *Worker) InFlight(tool string, delta int) {
 // reasonLabel bounds the reason label to the known reasons.
 func reasonLabel(r dlq.Reason) string {
 	switch r {
-	case dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed, dlq.ReasonPoison:
+	case dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonOutcomeUnknown:
 		return string(r)
 	}
 	return "other"

@@ -137,9 +137,21 @@ func OutcomeUnknownMessage(tool string) string {
 		"change or create); call it again only if it did not.", tool, tool)
 }
 
-// outcomeUnknown answers the call with an is_error of class permanent,
-// code outcome_unknown, and acks it.
+// outcomeUnknown dead-letters the call (reason outcome_unknown, for
+// operators to check), answers it with an is_error of class permanent, code
+// outcome_unknown, and acks it.
 func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *dlq.Started, ev Event, log *slog.Logger) {
+	entry := dlq.NewEntry(dlq.ReasonOutcomeUnknown, call.Tool, call.ID, j.msg.Data())
+	entry.Error = fmt.Sprintf("attempt %d started on worker %s at %s and never reported; the tool is not idempotent, so the call was not run again",
+		prior.N, prior.WorkerID, prior.At.UTC().Format(time.RFC3339))
+	if md, err := j.msg.Metadata(); err == nil {
+		entry.SourceSeq, entry.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
+	}
+	entry.Attempts = w.loadAttempts(call, &ev, log)
+	entry.FirstFailure, entry.LastFailure = prior.At, time.Now()
+	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.Key) }) {
+		return
+	}
 	res := w.result(call, j.attempt, ev)
 	res.IsError = true
 	res.Class, res.Code = envelope.ClassPermanent, classify.CodeOutcomeUnknown
@@ -149,6 +161,6 @@ func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *dlq.Started,
 	}
 	log.Warn("an earlier attempt of the call started and never reported; not running a tool that is not idempotent again",
 		"started_attempt", prior.N, "started_by", prior.WorkerID, "started_at", prior.At)
-	ev.Outcome, ev.Class, ev.Code = OutcomeUnknown, envelope.ClassPermanent, classify.CodeOutcomeUnknown
+	ev.Outcome, ev.Class, ev.Code, ev.DLQReason = OutcomeUnknown, envelope.ClassPermanent, classify.CodeOutcomeUnknown, dlq.ReasonOutcomeUnknown
 	w.cfg.Metrics.Observe(ev)
 }

@@ -338,3 +338,57 @@ func TestShutdownHandBackIsNotStartedAgain(t *testing.T) {
 	}
 	close(bt.release)
 }
+
+// A call of a tool that is not idempotent sent again after the duplicate
+// window (a new message in TOOL_CALLS) is answered from the result its first
+// run stored, also when that was for another orchestrator instance; a stored
+// transient error of such an earlier run is not reused: the call runs.
+func TestRepostPastDuplicateWindow(t *testing.T) {
+	t.Parallel()
+	bt, tool := newBlockingTool("send_mail", false)
+	close(bt.release)
+	p := newPool(t, tool)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	history, err := dlq.OpenHistory(ctx, p.js, dlq.HistoryConfig{Storage: js.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.startWorker(func(c *worker.Config) { c.History = history })
+
+	stored := func(b envelope.ToolUseBlock, res *envelope.Result) {
+		t.Helper()
+		call := &envelope.Call{ID: b.ID, Tool: b.Name, Input: b.Input, ReplyTo: "orch-before-restart"}
+		call.Key = call.CallKey()
+		m := resultMsg(t, call, res.Content.Text())
+		if res.IsError {
+			res.CallID, res.Key, res.Tool = call.ID, call.Key, call.Tool
+			data, err := envelope.EncodeResult(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Data = data
+		}
+		if _, err := p.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := toolUse("send_mail", `{"to":"ops"}`)
+	stored(ran, &envelope.Result{Content: envelope.Text("sent before the restart")})
+	if r := p.callBlock(ran); r.IsError || r.Content.Text() != "sent before the restart" {
+		t.Errorf("re-post of a call that ran: result %q (is_error %v); want the stored one", r.Content.Text(), r.IsError)
+	}
+	if n := bt.execs.Load(); n != 0 {
+		t.Errorf("executions = %d after the re-post of a call that ran; want 0", n)
+	}
+
+	failed := toolUse("send_mail", `{"to":"dev"}`)
+	stored(failed, &envelope.Result{IsError: true, Class: envelope.ClassTransient, Code: "http_503",
+		Content: envelope.Text("The mail service was unavailable.")})
+	if r := p.callBlock(failed); r.IsError || r.Content.Text() != "done" {
+		t.Errorf("re-post of a call that failed transiently: result %q (is_error %v); want a new run's %q", r.Content.Text(), r.IsError, "done")
+	}
+	if n := bt.execs.Load(); n != 1 {
+		t.Errorf("executions = %d; want 1", n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // duplicateRecheck is how often a duplicate watch looks the stored result
@@ -94,6 +95,14 @@ func (d *Dispatcher) lookupResult(key string) {
 	case err != nil:
 		d.log.Debug("looking up the stored result of a call failed", slog.String("call_key", key), slog.Any("error", err))
 		return
+	}
+	if window := d.results.CachedInfo().Config.Duplicates; m.Time.Before(time.Now().Add(-window)) {
+		// Stored before the call message JetStream matched was published:
+		// an earlier message of the same call. Its transient error said
+		// that one did not get through; the call in flight now answers.
+		if res, err := envelope.DecodeResult(m.Data); err != nil || res.Class == envelope.ClassTransient {
+			return
+		}
 	}
 	d.deliverResult(m.Subject, m.Data, true)
 }

@@ -44,11 +44,12 @@ func (w *Worker) resultsStream(ctx context.Context) (js.Stream, error) {
 // one for its key, and reports whether it did (then the message is settled
 // or handed back). A stored result published for another orchestrator
 // instance (the call was re-posted to this one) is handed on to the call's
-// reply_to. On the first delivery (a tool that is not idempotent: a re-post
-// after the duplicate window), a stored transient error is not used: it
-// says the call did not get through then, and this is the retry. A look-up
-// that fails is logged and the call runs as usual.
-func (w *Worker) answerStored(j *job, call *envelope.Call, ev Event, log *slog.Logger) bool {
+// reply_to. A stored transient error stored before this call message was
+// published is not used: it is the answer of an earlier message of the same
+// call (a re-post after the duplicate window), it says that one did not get
+// through, and this is the retry. A look-up that fails is logged and the
+// call runs as usual.
+func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Event, log *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)
 	defer cancel()
 	s, err := w.resultsStream(ctx)
@@ -63,7 +64,7 @@ func (w *Worker) answerStored(j *job, call *envelope.Call, ev Event, log *slog.L
 		log.Warn("looking up a stored result failed; running the call", "err", err)
 		return false
 	}
-	if j.attempt == 1 {
+	if m.Time.Before(meta.Timestamp) {
 		if res, err := envelope.DecodeResult(m.Data); err != nil || res.Class == envelope.ClassTransient {
 			return false
 		}

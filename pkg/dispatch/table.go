@@ -171,7 +171,7 @@ func (t *callTable) deliver(key string, res *envelope.Result, size int64, now ti
 		s.evict(now, t)
 		return outcomeDelivered, e.tool, e.start
 	case stateGone:
-		// Keep the late result: a retry of the same call id gets it at once.
+		// Keep the late result: a retry of the same call gets it at once.
 		s.unsettle(e)
 		s.settle(e, key, stateDone, res, size, now, t)
 		s.evict(now, t)

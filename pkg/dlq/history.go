@@ -77,10 +77,11 @@ func (c HistoryConfig) validate() error {
 }
 
 // History keeps the failed attempts of each call in a JetStream KV bucket,
-// one key per call id (see HistoryKey), so that a dead letter carries every
-// attempt's error even when the attempts ran on different workers. Only
-// failed attempts are written; the bucket's max age removes a call's record
-// one TTL after its last failure. It is safe for concurrent use.
+// one key per call key (see HistoryKey), so that a dead letter carries every
+// attempt's error even when the attempts ran on different workers, and the
+// start marker of an attempt of a tool that is not idempotent (see Begin).
+// Otherwise only failed attempts are written; the bucket's max age removes a
+// call's record one TTL after its last write. It is safe for concurrent use.
 type History struct {
 	kv  js.KeyValue
 	ttl time.Duration

@@ -47,7 +47,7 @@
 // session of a tenant, its is_error content gains a sentence telling the
 // model to stop retrying it and use a different approach; a success resets
 // the count.
-
+//
 // Dispatch returns an error only when the turn cannot be handled: the
 // calls could not be stored (ErrUnavailable), the dispatcher stopped
 // (ErrStopped, also ErrUnavailable) or the caller cancelled ctx.

@@ -61,7 +61,13 @@ func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata,
 	case errors.Is(err, js.ErrMsgNotFound):
 		return false
 	case err != nil:
-		log.Warn("looking up a stored result failed; running the call", "err", err)
+		// Once at warning level: a server that refuses every look-up (a
+		// user without the permission) would otherwise flood the log.
+		if w.lookupFailed.CompareAndSwap(false, true) {
+			log.Warn("looking up a stored result failed; running the call (further failures are logged at debug level)", "err", err)
+		} else {
+			log.Debug("looking up a stored result failed; running the call", "err", err)
+		}
 		return false
 	}
 	if m.Time.Before(meta.Timestamp) {

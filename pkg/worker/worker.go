@@ -39,6 +39,8 @@ type Worker struct {
 
 	resultsMu sync.Mutex
 	results   js.Stream // TOOL_RESULTS, once looked up: stored results
+	// lookupFailed is set at the first failed look-up of a stored result.
+	lookupFailed atomic.Bool
 
 	mu       sync.Mutex
 	started  bool

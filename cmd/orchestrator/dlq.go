@@ -93,7 +93,7 @@ func newDLQFlags(name, usage string, stderr io.Writer, filters bool) *dlqFlags {
 	f.nats.Register(f.fs)
 	if filters {
 		f.fs.StringVar(&f.tool, "tool", "", "only the dead letters of this tool")
-		f.fs.StringVar(&f.reason, "reason", "", "only the dead letters with this reason: exhausted, malformed, poison or expired")
+		f.fs.StringVar(&f.reason, "reason", "", "only the dead letters with this reason: exhausted, malformed, poison, expired or outcome_unknown")
 	}
 	return f
 }

@@ -80,7 +80,7 @@ func TestCrashedWorkerCallRedelivered(t *testing.T) {
 	}
 	mu.Unlock()
 	t.Logf("redelivered %v after the crash", time.Since(crashed).Round(time.Millisecond))
-	if n := len(streamMsgs(t, p.js, jetstream.StreamResults, jetstream.ResultSubject(p.d.Instance()))); n != 1 {
+	if n := len(streamMsgs(t, p.js, jetstream.StreamResults, jetstream.ResultFilter(p.d.Instance()))); n != 1 {
 		t.Errorf("TOOL_RESULTS holds %d results for the caller, want 1", n)
 	}
 	eventually(t, "TOOL_CALLS to be empty", func() bool { return streamState(t, p.js, jetstream.StreamCalls).Msgs == 0 })
@@ -175,7 +175,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 			info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.NumPending, info.Delivered, info.AckFloor)
 	}
 
-	resMsgs := streamMsgs(t, p.js, jetstream.StreamResults, jetstream.ResultSubject(p.d.Instance()))
+	resMsgs := streamMsgs(t, p.js, jetstream.StreamResults, jetstream.ResultFilter(p.d.Instance()))
 	seen := map[string]int{}
 	for _, m := range resMsgs {
 		r, err := envelope.DecodeResult(m.Data)

@@ -108,7 +108,7 @@ func TestDuplicatePublishRunsOnce(t *testing.T) {
 	if !publish() {
 		t.Error("the second publish, while the call runs, was not recognised as a duplicate")
 	}
-	resultSubject := jetstream.ResultSubject(instance)
+	resultSubject := jetstream.ResultFilter(instance)
 	eventually(t, "the result", func() bool { return len(streamMsgs(t, p.js, jetstream.StreamResults, resultSubject)) > 0 })
 	if !publish() {
 		t.Error("the third publish, after the call ran, was not recognised as a duplicate")

@@ -176,7 +176,8 @@ func streamState(t *testing.T, j js.JetStream, name string) js.StreamState {
 }
 
 // streamMsgs returns the messages stored in stream name, oldest first,
-// whose subject is subject (all when subject is "").
+// whose subject is subject (all when subject is ""; a subject ending in
+// ".>" matches what it starts with).
 func streamMsgs(t *testing.T, j js.JetStream, name, subject string) []*js.RawStreamMsg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -201,7 +202,8 @@ func streamMsgs(t *testing.T, j js.JetStream, name, subject string) []*js.RawStr
 		if err != nil {
 			t.Fatalf("stream %s message %d: %v", name, seq, err)
 		}
-		if subject == "" || m.Subject == subject {
+		if subject == "" || m.Subject == subject ||
+			strings.HasSuffix(subject, ".>") && strings.HasPrefix(m.Subject, strings.TrimSuffix(subject, ">")) {
 			msgs = append(msgs, m)
 		}
 	}

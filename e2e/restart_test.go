@@ -105,7 +105,7 @@ func TestCallsSurviveServerRestart(t *testing.T) {
 
 	var raw *envelope.Result
 	eventually(t, "the queued call's result in TOOL_RESULTS", func() bool {
-		msgs := streamMsgs(t, j2, jetstream.StreamResults, jetstream.ResultSubject(instance))
+		msgs := streamMsgs(t, j2, jetstream.StreamResults, jetstream.ResultFilter(instance))
 		if len(msgs) == 0 {
 			return false
 		}

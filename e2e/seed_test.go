@@ -108,7 +108,7 @@ func TestSeedTimeoutsExhaustedToDLQ(t *testing.T) {
 		t.Errorf("dead letter subject = %q, want %q", m.Subject, jetstream.DLQSubject("search"))
 	}
 	for h, want := range map[string]string{
-		nats.MsgIdHdr:      b.ID,
+		nats.MsgIdHdr:      envelope.CallKey("", "", b.ID, b.Name, b.Input),
 		dlq.HeaderReason:   string(dlq.ReasonExhausted),
 		dlq.HeaderTool:     "search",
 		dlq.HeaderCallID:   b.ID,

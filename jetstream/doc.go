@@ -10,7 +10,7 @@
 //
 //	stream        subjects                     retention  limits (defaults)                       discard
 //	TOOL_CALLS    tools.call.<tool>            workqueue  no max age, no size cap, 2 MiB per msg  new
-//	TOOL_RESULTS  tools.result.<orchestrator>  limits     max age 1h, 2 MiB per msg               old
+//	TOOL_RESULTS  tools.result.<orch>.<key>    limits     max age 1h, 2 MiB per msg               old
 //	TOOL_DLQ      tools.dlq.<tool>             limits     max age 30 days, 1 GiB in all           old
 //
 // All three use file storage, 1 replica (Config.Replicas: 3 on a cluster)
@@ -24,11 +24,15 @@
 //     "new" makes a full queue refuse new calls instead of dropping queued
 //     ones: the dispatcher publishes a refused call again while its retry
 //     budget lasts (workers make room) and then answers 503.
-//     Publishers set Nats-Msg-Id to the call id, so a call published twice
+//     Publishers set Nats-Msg-Id to the call key (envelope.CallKey: tenant,
+//     session, call id, tool and input), so the same call published twice
 //     within the window is stored once.
 //   - TOOL_RESULTS keeps results for an hour, long enough for an
-//     orchestrator to collect them after a restart. Workers publish each
-//     result with Nats-Msg-Id = call id, so a result published twice (a
+//     orchestrator to collect them after a restart, or another one to find
+//     the result of a re-posted call (last by subject tools.result.*.<key>,
+//     see LastResult). Workers publish each result on
+//     tools.result.<instance>.<key> with Nats-Msg-Id = <instance>.<key>
+//     (ResultMsgID), so a result published twice (a
 //     worker crashed between publishing and acking, and the redelivered
 //     call ran again) is stored once. The window must cover that redelivery:
 //     with the defaults (AckWait 35 s, 30 s timeout) it does; tools with

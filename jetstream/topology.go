@@ -32,8 +32,33 @@ const (
 // CallSubject is the subject a call to tool is published on.
 func CallSubject(tool string) string { return CallSubjectPrefix + tool }
 
-// ResultSubject is the subject results for orchestrator instance are published on.
-func ResultSubject(instance string) string { return ResultSubjectPrefix + instance }
+// ResultSubject is the subject the result of the call with key key (see
+// envelope.CallKey) is published on for orchestrator instance:
+// tools.result.<instance>.<key>.
+func ResultSubject(instance, key string) string { return ResultSubjectPrefix + instance + "." + key }
+
+// ResultFilter is the filter subject of instance's result consumer:
+// tools.result.<instance>.>.
+func ResultFilter(instance string) string { return ResultSubjectPrefix + instance + ".>" }
+
+// ResultKeySubject matches the result of the call with key key whichever
+// instance it was published for: tools.result.*.<key>. A last-by-subject
+// get on TOOL_RESULTS with it (the server accepts wildcards there) finds a
+// stored result; a core NATS subscription to it sees one published later.
+func ResultKeySubject(key string) string { return ResultSubjectPrefix + "*." + key }
+
+// LastResult returns the stored result of the call with key key, whichever
+// instance it was published for, from results (the TOOL_RESULTS stream); an
+// error wrapping js.ErrMsgNotFound when there is none.
+func LastResult(ctx context.Context, results js.Stream, key string) (*js.RawStreamMsg, error) {
+	return results.GetLastMsgForSubject(ctx, ResultKeySubject(key))
+}
+
+// ResultMsgID is the Nats-Msg-Id of a result for instance: the instance and
+// the call key. Results are deduplicated per instance, not per key alone, so
+// that a stored result handed on to another instance (a call re-posted there
+// after its duplicate window) is not dropped as a duplicate of the first.
+func ResultMsgID(instance, key string) string { return instance + "." + key }
 
 // DLQSubject is the subject dead letters of tool are published on.
 func DLQSubject(tool string) string { return DLQSubjectPrefix + tool }
@@ -84,7 +109,7 @@ type Config struct {
 	// nats-server's is 1 MiB). Default MaxMsgSizeDefault (2 MiB).
 	MaxMsgSize int32
 	// DuplicateWindow is how long the streams remember a Nats-Msg-Id (the
-	// call id) to drop a second publish of the same call, result or dead
+	// call key) to drop a second publish of the same call, result or dead
 	// letter. At least DuplicateWindowMin. Default DuplicateWindowDefault (2m).
 	DuplicateWindow time.Duration
 	// ResultsMaxAge is how long TOOL_RESULTS keeps a result.
@@ -181,7 +206,7 @@ func StreamConfigs(cfg Config) []js.StreamConfig {
 
 	results := base
 	results.Name = StreamResults
-	results.Description = "toolpool: tool results by orchestrator instance, deduplicated by call id"
+	results.Description = "toolpool: tool results by orchestrator instance and call key"
 	results.Subjects = []string{ResultSubjectPrefix + ">"}
 	results.Retention = js.LimitsPolicy
 	results.MaxAge = cfg.ResultsMaxAge
@@ -472,14 +497,14 @@ const ResultConsumerInactive = 5 * time.Minute
 // ResultConsumerConfig is the configuration of an ephemeral consumer, named
 // name, that reads the results for orchestrator instance from stream
 // sequence from on: no acks (results need none: a result seen twice is
-// recognised by its call id), one replica in memory (a replicated consumer
+// recognised by its call key), one replica in memory (a replicated consumer
 // would replicate its state on every result), and deleted by the server
 // after ResultConsumerInactive without pulls.
 func ResultConsumerConfig(name, instance string, from uint64) js.ConsumerConfig {
 	return js.ConsumerConfig{
 		Name:              name,
 		Description:       "results for orchestrator instance " + instance,
-		FilterSubject:     ResultSubject(instance),
+		FilterSubject:     ResultFilter(instance),
 		DeliverPolicy:     js.DeliverByStartSequencePolicy,
 		OptStartSeq:       from,
 		AckPolicy:         js.AckNonePolicy,

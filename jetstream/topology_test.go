@@ -27,7 +27,9 @@ func TestNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ got, want string }{
 		{jetstream.CallSubject("web_search"), "tools.call.web_search"},
-		{jetstream.ResultSubject("orch-1"), "tools.result.orch-1"},
+		{jetstream.ResultSubject("orch-1", "abcd"), "tools.result.orch-1.abcd"},
+		{jetstream.ResultFilter("orch-1"), "tools.result.orch-1.>"},
+		{jetstream.ResultKeySubject("abcd"), "tools.result.*.abcd"},
 		{jetstream.DLQSubject("web_search"), "tools.dlq.web_search"},
 		{jetstream.ConsumerName("web_search"), "tool_web_search"},
 		{jetstream.MaxDeliveriesAdvisorySubject("echo"), "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOL_CALLS.tool_echo"},
@@ -388,8 +390,8 @@ func TestStreamSemantics(t *testing.T) {
 	_, nc, j := natstest.StartProvisioned(t)
 	ctx := testContext(t)
 
-	t.Run("calls and results are deduplicated by call id", func(t *testing.T) {
-		for _, subject := range []string{jetstream.CallSubject("echo"), jetstream.ResultSubject("orch-1"), jetstream.DLQSubject("echo")} {
+	t.Run("calls and results are deduplicated by message id", func(t *testing.T) {
+		for _, subject := range []string{jetstream.CallSubject("echo"), jetstream.ResultSubject("orch-1", "abcd"), jetstream.DLQSubject("echo")} {
 			first, err := j.Publish(ctx, subject, []byte("x"), js.WithMsgID("toolu_01"))
 			if err != nil {
 				t.Fatal(err)

@@ -93,7 +93,7 @@ func newDLQFlags(name, usage string, stderr io.Writer, filters bool) *dlqFlags {
 	f.nats.Register(f.fs)
 	if filters {
 		f.fs.StringVar(&f.tool, "tool", "", "only the dead letters of this tool")
-		f.fs.StringVar(&f.reason, "reason", "", "only the dead letters with this reason: exhausted, malformed, poison or expired")
+		f.fs.StringVar(&f.reason, "reason", "", "only the dead letters with this reason: exhausted, malformed, poison, expired or outcome_unknown")
 	}
 	return f
 }
@@ -122,9 +122,9 @@ func (f *dlqFlags) parse(args []string, stderr io.Writer) ([]string, *int) {
 		args = args[1:]
 	}
 	switch dlq.Reason(f.reason) {
-	case "", dlq.ReasonExhausted, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonExpired:
+	case "", dlq.ReasonExhausted, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonExpired, dlq.ReasonOutcomeUnknown:
 	default:
-		fmt.Fprintf(stderr, "%s: --reason %q: want exhausted, malformed, poison or expired\n", f.fs.Name(), f.reason)
+		fmt.Fprintf(stderr, "%s: --reason %q: want exhausted, malformed, poison, expired or outcome_unknown\n", f.fs.Name(), f.reason)
 		code := cli.ExitUsage
 		return nil, &code
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // The accounts of jetstream/server/accounts.conf: a worker cannot publish
@@ -124,6 +125,70 @@ func TestPermissions(t *testing.T) {
 			_, err := p.j.Conn().Request(subject, nil, 500*time.Millisecond)
 			return errors.Is(err, nats.ErrNoResponders)
 		})
+	})
+
+	t.Run("stored results can be looked up and awaited by key", func(t *testing.T) {
+		// A worker answers a redelivered call from its stored result, and an
+		// orchestrator a re-posted one: both read TOOL_RESULTS by subject
+		// tools.result.*.<key>; the orchestrator also subscribes to it.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		wj, err := js.New(c.connect(t, "worker", workerPassword))
+		if err != nil {
+			t.Fatal(err)
+		}
+		violations := make(chan error, 4)
+		onc, err := nats.Connect(c.urls(), nats.UserInfo("orchestrator", orchPassword),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				select {
+				case violations <- err:
+				default:
+				}
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer onc.Close()
+		oj, err := js.New(onc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := envelope.CallKey("", "", "call_perm_1", "echo", []byte(`{}`))
+		later := envelope.CallKey("", "", "call_perm_2", "echo", []byte(`{}`))
+		got := make(chan *nats.Msg, 1)
+		sub, err := onc.ChanSubscribe(jetstream.ResultKeySubject(later), got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := onc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{stored, later} {
+			if _, err := wj.Publish(ctx, jetstream.ResultSubject("orch-gone", key), []byte(`{"v":1,"call_id":"x"}`)); err != nil {
+				t.Fatalf("worker publishes a result: %v", err)
+			}
+		}
+		for user, j := range map[string]js.JetStream{"worker": wj, "orchestrator": oj} {
+			s, err := j.Stream(ctx, jetstream.StreamResults)
+			if err != nil {
+				t.Fatalf("%s: stream %s: %v", user, jetstream.StreamResults, err)
+			}
+			m, err := jetstream.LastResult(ctx, s, stored)
+			if err != nil || m.Subject != jetstream.ResultSubject("orch-gone", stored) {
+				t.Errorf("%s: stored result look-up = %v; want the result on %s", user, err, jetstream.ResultSubject("orch-gone", stored))
+			}
+		}
+		select {
+		case m := <-got:
+			if m.Subject != jetstream.ResultSubject("orch-gone", later) {
+				t.Errorf("orchestrator subscription got %s", m.Subject)
+			}
+		case err := <-violations:
+			t.Errorf("orchestrator subscription to %s: %v", jetstream.ResultKeySubject(later), err)
+		case <-time.After(20 * time.Second):
+			t.Error("the orchestrator's subscription to a result key saw nothing")
+		}
 	})
 
 	t.Run("worker without consumer permissions fails at start", func(t *testing.T) {

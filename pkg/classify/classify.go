@@ -41,6 +41,7 @@ const (
 	CodeCanceled        = "canceled"          // the attempt's context was canceled: the worker was stopping
 	CodeNetwork         = "network"           // another network failure: unreachable host or network, closed connection
 	CodePoison          = "poison"            // every delivery of the call killed its worker (ErrPoison)
+	CodeOutcomeUnknown  = "outcome_unknown"   // an attempt of a tool that is not idempotent started and never reported
 )
 
 // Decision is what Classify concludes about an error.

@@ -40,15 +40,15 @@ func startEchoWorker(b *testing.B, tb *testBundle, tool string) {
 			_ = m.Term()
 			return
 		}
-		data, err := envelope.EncodeResult(&envelope.Result{CallID: c.ID, Tool: c.Tool, Content: envelope.Text(string(c.Input))})
+		data, err := envelope.EncodeResult(&envelope.Result{CallID: c.ID, Key: c.Key, Tool: c.Tool, Content: envelope.Text(string(c.Input))})
 		if err != nil {
 			_ = m.Term()
 			return
 		}
 		_, _ = j.PublishMsgAsync(&nats.Msg{
-			Subject: jetstream.ResultSubject(c.ReplyTo),
+			Subject: jetstream.ResultSubject(c.ReplyTo, c.Key),
 			Data:    data,
-			Header:  nats.Header{js.MsgIDHeader: []string{c.ID}},
+			Header:  nats.Header{js.MsgIDHeader: []string{jetstream.ResultMsgID(c.ReplyTo, c.Key)}},
 		})
 		_ = m.Ack()
 	}, js.PullMaxMessages(512))
@@ -140,7 +140,7 @@ func BenchmarkRawRoundTrip(b *testing.B) {
 			const instance = "raw"
 			var waiting sync.Map // call id → chan *envelope.Result
 			cons, err := tb.js.OrderedConsumer(context.Background(), jetstream.StreamResults, js.OrderedConsumerConfig{
-				FilterSubjects: []string{jetstream.ResultSubject(instance)},
+				FilterSubjects: []string{jetstream.ResultFilter(instance)},
 				DeliverPolicy:  js.DeliverNewPolicy,
 			})
 			if err != nil {

@@ -49,7 +49,7 @@ const (
 	SessionTTLDefault = time.Hour
 	// RecentTTLDefault is how long a settled call (answered, expired or
 	// abandoned) is remembered to tell late and duplicate results apart and
-	// to answer a repeated call id from the cached result.
+	// to answer a repeated call from the cached result.
 	RecentTTLDefault = 10 * time.Minute
 	// RecentMaxDefault caps the settled calls remembered.
 	RecentMaxDefault = 100_000
@@ -118,10 +118,10 @@ type Config struct {
 	// SessionTTL forgets a session's failure counts after this long without
 	// a call. Default SessionTTLDefault.
 	SessionTTL time.Duration
-	// RecentTTL is how long settled call ids are remembered. Default
+	// RecentTTL is how long settled calls (by call key) are remembered. Default
 	// RecentTTLDefault.
 	RecentTTL time.Duration
-	// RecentMax caps the settled call ids remembered. Default
+	// RecentMax caps the settled calls remembered. Default
 	// RecentMaxDefault.
 	RecentMax int
 	// RecentMaxBytes caps the bytes of results cached for settled calls.
@@ -223,7 +223,7 @@ func newInstanceID() string {
 // Catalog, so their number is bounded.
 type Metrics interface {
 	// CallDispatched counts a call stored in TOOL_CALLS (a duplicate publish
-	// of the same call id included).
+	// of the same call included).
 	CallDispatched(tool string)
 	// ResultReceived counts a result that reached its waiting caller;
 	// elapsed runs from the dispatch to the result's arrival. class is

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,7 +64,12 @@ type Dispatcher struct {
 	nc       *nats.Conn // js's connection: its last error tells of permission violations
 	log      *slog.Logger
 	metrics  Metrics
-	subject  string // tools.result.<instance>
+	subject  string    // tools.result.<instance>.>
+	results  js.Stream // TOOL_RESULTS: stored results of re-posted calls
+	watching sync.Map  // call key → struct{}: keys whose result a duplicate watch looks for
+	watches  sync.WaitGroup
+	life     context.Context // ends at Stop: bounds the duplicate watches' requests
+	endLife  context.CancelFunc
 	calls    *callTable
 	sessions *sessionTracker
 	inflight chan struct{} // publish slots: MaxPublishInFlight
@@ -99,13 +105,16 @@ func New(cfg Config) (*Dispatcher, error) {
 		}
 		cfg.JS = j
 	}
+	life, endLife := context.WithCancel(context.Background())
 	return &Dispatcher{
+		life:     life,
+		endLife:  endLife,
 		cfg:      cfg,
 		js:       cfg.JS,
 		nc:       cfg.JS.Conn(),
 		log:      cfg.Logger.With(slog.String("instance", cfg.Instance)),
 		metrics:  cfg.Metrics,
-		subject:  jetstream.ResultSubject(cfg.Instance),
+		subject:  jetstream.ResultFilter(cfg.Instance),
 		calls:    newCallTable(cfg.RecentTTL, cfg.RecentMax, cfg.RecentMaxBytes),
 		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
@@ -115,11 +124,11 @@ func New(cfg Config) (*Dispatcher, error) {
 }
 
 // Instance is the orchestrator instance id: results come on
-// tools.result.<Instance>.
+// tools.result.<Instance>.<key>.
 func (d *Dispatcher) Instance() string { return d.cfg.Instance }
 
 // Start begins consuming results from TOOL_RESULTS on
-// tools.result.<instance>. It returns once the consumer exists, so a call
+// tools.result.<instance>.>. It returns once the consumer exists, so a call
 // dispatched after Start cannot miss its result.
 //
 // The consumer is an ephemeral consumer without acks starting after the
@@ -151,6 +160,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dispatch: start: stream %s: %w: %w", jetstream.StreamResults, ErrUnavailable, err)
 	}
+	d.results = stream
 	info := stream.CachedInfo()
 	d.lastSeq.Store(info.State.LastSeq)
 	s, err := d.subscribeResults(ctx, info.State.LastSeq+1)
@@ -178,8 +188,10 @@ func (d *Dispatcher) Stop() {
 		d.mu.Lock()
 		d.running.Store(false)
 		close(d.stopped)
+		d.endLife()
 		watchDone := d.watchDone
 		d.mu.Unlock()
+		defer d.watches.Wait() // they end on stopped
 		if watchDone != nil {
 			<-watchDone // every wait of the watchdog is bounded; it may have swapped d.sub
 		}
@@ -216,17 +228,31 @@ func (d *Dispatcher) notRunningErr() error {
 // except for the moment the watchdog replaces the consumer, when the old
 // one may still finish a message: everything it touches is safe for that.
 func (d *Dispatcher) handleResult(msg js.Msg) {
-	data := msg.Data()
+	d.lastResult.Store(time.Now().UnixNano())
+	d.deliverResult(msg.Subject(), msg.Data(), false)
+}
+
+// deliverResult decodes a result that came on subject and hands it to the
+// waiters of its call key. watched says it came from a duplicate watch:
+// then a result already delivered is not counted as a duplicate (the
+// consumer may well have brought it too).
+func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 	res, err := envelope.DecodeResult(data)
 	if err != nil {
-		d.log.Warn("dropping a malformed result", slog.String("subject", msg.Subject()), slog.Any("error", err))
+		d.log.Warn("dropping a malformed result", slog.String("subject", subject), slog.Any("error", err))
 		return
 	}
+	key := res.Key
+	if key == "" { // a writer that left it out: the subject's last token
+		key = subject[strings.LastIndexByte(subject, '.')+1:]
+	}
 	now := time.Now()
-	d.lastResult.Store(now.UnixNano())
-	outcome, tool, _ := d.calls.deliver(res, int64(len(data)), now, func(tool string, start time.Time) {
+	outcome, tool, _ := d.calls.deliver(key, res, int64(len(data)), now, func(tool string, start time.Time) {
 		d.metrics.ResultReceived(tool, res.Class, now.Sub(start))
 	})
+	if watched && outcome != outcomeDelivered {
+		return
+	}
 	switch outcome {
 	case outcomeLate:
 		d.metrics.LateResult(tool)
@@ -246,11 +272,18 @@ func (d *Dispatcher) handleResult(msg js.Msg) {
 // writes itself for a call without an id, an unknown tool (nothing is
 // published), an input that is not a JSON object or is too large, or a call
 // with no result by the deadline (the ctx deadline, else DefaultTimeout).
-// Calls are published with Nats-Msg-Id = call id, so a call id dispatched
-// twice runs once: a repeated id waits for, or is answered from the cache
-// with, the first one's result. When a tool has failed FailureThreshold
-// times in a row in session, its is_error content tells the model to use a
-// different approach; an empty session is not tracked.
+// A call is identified by its key (envelope.CallKey): the tenant (see
+// WithTenant), the session, the call id, the tool and the input. Calls are
+// published with Nats-Msg-Id = key, so the same call dispatched twice runs
+// once: a repeat waits for, or is answered from the cache with, the first
+// one's result, and nothing else shares it (the same id with another input,
+// session or tenant is another call). A call JetStream reports as a
+// duplicate was published before, possibly by another orchestrator or by
+// this one before a restart: its result is looked up in TOOL_RESULTS and
+// awaited on tools.result.*.<key> (see watchDuplicate). When a tool has
+// failed FailureThreshold times in a row in a session of a tenant, its
+// is_error content tells the model to use a different approach; an empty
+// session is not tracked.
 //
 // A call whose publish JetStream did not acknowledge (no responders while a
 // stream leader is elected, a lost PubAck, a disconnect) is published again,
@@ -263,8 +296,8 @@ func (d *Dispatcher) handleResult(msg js.Msg) {
 // not acknowledge it within PublishRetryFor or before the deadline), the
 // dispatcher is not started or was stopped (errors wrapping ErrUnavailable),
 // or ctx was cancelled. Calls published before such an error still run;
-// their results are kept a while, so dispatching the same ids again does not
-// run them twice.
+// their results are kept a while, so dispatching the same calls again does
+// not run them twice.
 func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
 	if !d.running.Load() {
 		return nil, d.notRunningErr()
@@ -310,8 +343,10 @@ const (
 type turn struct {
 	d        *Dispatcher
 	ctx      context.Context
+	tenant   string
 	session  string
 	calls    []envelope.ToolUseBlock
+	keys     []string // call keys; "" for calls answered without publishing
 	results  []envelope.Result
 	slots    []uint8
 	payloads [][]byte
@@ -332,8 +367,10 @@ func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelo
 	t := &turn{
 		d:        d,
 		ctx:      ctx,
+		tenant:   TenantFrom(ctx),
 		session:  session,
 		calls:    calls,
+		keys:     make([]string, len(calls)),
 		results:  make([]envelope.Result, len(calls)),
 		slots:    make([]uint8, len(calls)),
 		payloads: make([][]byte, len(calls)),
@@ -388,10 +425,13 @@ func (t *turn) prepare() {
 			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
+		key := envelope.CallKey(t.tenant, t.session, c.ID, c.Name, input)
 		payload, err := envelope.EncodeCall(&envelope.Call{
 			ID:          c.ID,
 			Tool:        c.Name,
 			Input:       input,
+			Key:         key,
+			Tenant:      t.tenant,
 			Session:     t.session,
 			ReplyTo:     d.cfg.Instance,
 			CreatedAt:   t.now,
@@ -403,12 +443,13 @@ func (t *turn) prepare() {
 			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
-		if cached, ok := d.calls.register(c.ID, c.Name, waiter{ch: t.ch, idx: i}, t.now); ok {
+		if cached, ok := d.calls.register(key, c.Name, waiter{ch: t.ch, idx: i}, t.now); ok {
 			t.results[i] = *cached
 			t.results[i].Content = slices.Clone(cached.Content)
 			continue
 		}
 		t.slots[i] = slotWaiting
+		t.keys[i] = key
 		t.payloads[i] = payload
 		t.waiting++
 	}
@@ -507,7 +548,7 @@ func (t *turn) expire() {
 func (t *turn) leaveAll(now time.Time) {
 	for i := range t.calls {
 		if t.slots[i] != slotAnswered {
-			t.d.calls.leave(t.calls[i].ID, waiter{ch: t.ch, idx: i}, now)
+			t.d.calls.leave(t.keys[i], waiter{ch: t.ch, idx: i}, now)
 		}
 	}
 }
@@ -525,6 +566,15 @@ func (t *turn) release() {
 	}
 }
 
+// sessionScope is the session tracker's name for session of tenant. A NUL
+// cannot occur in a tenant (the envelope refuses control characters).
+func sessionScope(tenant, session string) string {
+	if tenant == "" {
+		return session
+	}
+	return tenant + "\x00" + session
+}
+
 // advise updates the session's failure counts in the calls' order and adds
 // the advice sentence to results of a tool that has failed too often.
 func (t *turn) advise() {
@@ -535,7 +585,7 @@ func (t *turn) advise() {
 	for i := range t.results {
 		outs[i] = outcome{tool: t.calls[i].Name, isError: t.results[i].IsError}
 	}
-	t.d.sessions.record(t.session, time.Now(), outs)
+	t.d.sessions.record(sessionScope(t.tenant, t.session), time.Now(), outs)
 	for i := range outs {
 		if o := outs[i]; o.isError && o.run >= t.d.cfg.FailureThreshold {
 			t.results[i].Content = withSentence(t.results[i].Content, AdviceMessage(o.tool, o.run))

@@ -82,8 +82,8 @@ func TestDispatchResultsInCallOrder(t *testing.T) {
 		t.Fatalf("echo worker saw %d calls, want 3", len(seen))
 	}
 	for i, c := range seen {
-		if hdrs[i].Get(js.MsgIDHeader) != c.ID {
-			t.Errorf("call %s: Nats-Msg-Id %q, want the call id", c.ID, hdrs[i].Get(js.MsgIDHeader))
+		if hdrs[i].Get(js.MsgIDHeader) != c.Key || c.Key != envelope.CallKey("", c.Session, c.ID, c.Tool, c.Input) {
+			t.Errorf("call %s: Nats-Msg-Id %q, key %q; want the call key", c.ID, hdrs[i].Get(js.MsgIDHeader), c.Key)
 		}
 		if c.Session != "sess-order" || c.ReplyTo != "orch-order" || c.Tool != "echo" {
 			t.Errorf("call %s: session %q reply_to %q tool %q", c.ID, c.Session, c.ReplyTo, c.Tool)
@@ -267,15 +267,16 @@ func TestDispatchSameCallTwiceRunsOnce(t *testing.T) {
 		b := setup(t)
 		// Someone (e.g. a previous attempt of this request) queued the call
 		// before any worker runs; Dispatch's publish is then a duplicate.
-		data, err := envelope.EncodeCall(&envelope.Call{
+		call := &envelope.Call{
 			ID: "toolu_q", Tool: "echo", Input: []byte(`{"text":"queued"}`), ReplyTo: b.d.Instance(),
 			CreatedAt: time.Now(), Deadline: time.Now().Add(time.Minute),
-		})
+		}
+		data, err := envelope.EncodeCall(call)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := b.js.PublishMsg(context.Background(), &nats.Msg{
-			Subject: jetstream.CallSubject("echo"), Data: data, Header: nats.Header{js.MsgIDHeader: {"toolu_q"}},
+			Subject: jetstream.CallSubject("echo"), Data: data, Header: nats.Header{js.MsgIDHeader: {call.Key}},
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -307,9 +308,9 @@ func TestDispatchResultDeliveredTwice(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	startWorker(t, b, "echo", func(_ *fakeWorker, c *envelope.Call, _ nats.Header, r reply) {
-		r(&envelope.Result{Content: envelope.Text("first")}, c.ID)
-		r(&envelope.Result{Content: envelope.Text("first, again")}, c.ID) // deduplicated by the stream
-		r(&envelope.Result{Content: envelope.Text("second")}, "")         // a re-execution past the dedup window
+		r(&envelope.Result{Content: envelope.Text("first")}, msgID(c))
+		r(&envelope.Result{Content: envelope.Text("first, again")}, msgID(c)) // deduplicated by the stream
+		r(&envelope.Result{Content: envelope.Text("second")}, "")             // a re-execution past the dedup window
 	})
 	res, err := b.d.Dispatch(timeout(t, 5*time.Second), "", []envelope.ToolUseBlock{use("toolu_dup", "echo", `{}`)})
 	if err != nil {
@@ -347,7 +348,7 @@ func TestDispatchDeadline(t *testing.T) {
 				w.Go(func(done <-chan struct{}) {
 					select {
 					case <-late:
-						r(&envelope.Result{Content: envelope.Text("too late")}, c.ID)
+						r(&envelope.Result{Content: envelope.Text("too late")}, msgID(c))
 					case <-done:
 					}
 				})
@@ -676,5 +677,38 @@ func TestStartTwice(t *testing.T) {
 	b := setup(t)
 	if err := b.d.Start(context.Background()); err == nil {
 		t.Error("second Start succeeded")
+	}
+}
+
+// The failure run behind the advice sentence is counted per tenant and
+// session: another tenant's session of the same name starts from zero.
+func TestAdviceIsScopedByTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	startWorker(t, b, "maybe", maybeFail)
+	n := 0
+	failIn := func(ctx context.Context) envelope.Result {
+		t.Helper()
+		n++
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		res, err := b.d.Dispatch(ctx, "s1", []envelope.ToolUseBlock{use(fmt.Sprintf("toolu_%d", n), "maybe", `{"ok":false}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	acme := WithTenant(context.Background(), "acme")
+	for range 2 {
+		failIn(acme)
+	}
+	if r := failIn(acme); !strings.Contains(r.Content.Text(), AdviceMessage("maybe", 3)) {
+		t.Errorf("third failure in acme/s1: content %q; want the advice", r.Content.Text())
+	}
+	if r := failIn(WithTenant(context.Background(), "globex")); strings.Contains(r.Content.Text(), "different approach") {
+		t.Errorf("first failure in globex/s1 got advice: %q", r.Content.Text())
+	}
+	if r := failIn(context.Background()); strings.Contains(r.Content.Text(), "different approach") {
+		t.Errorf("first failure in the default tenant's s1 got advice: %q", r.Content.Text())
 	}
 }

@@ -1,12 +1,14 @@
 // Package dispatch is the orchestrator's side of the pool: it turns the
 // tool_use blocks of one assistant turn into call envelopes on
 // tools.call.<tool> (stream TOOL_CALLS), waits for their results on
-// tools.result.<instance> (stream TOOL_RESULTS) and hands them back in the
-// calls' order.
+// tools.result.<instance>.<key> (stream TOOL_RESULTS) and hands them back in
+// the calls' order. A call is identified by its key (envelope.CallKey of the
+// tenant, session, id, tool and input): the same call dispatched again runs
+// once and gets the first one's result, also from another instance.
 //
 //	d, err := dispatch.New(dispatch.Config{
 //		JS:       js,                                   // a nats.go jetstream.JetStream
-//		Instance: "orch-1",                             // results come on tools.result.orch-1
+//		Instance: "orch-1",                             // results come on tools.result.orch-1.<key>
 //		Catalog:  dispatch.ConsumerCatalog(js, 0),      // tools with a tool_<name> consumer
 //		Logger:   logger,
 //	})
@@ -31,15 +33,20 @@
 // transient is_error (code deadline_exceeded) that names the tool and the
 // wait; its result, if it comes later, is counted as late.
 //
-// The call id (the model's tool_use id) is the Nats-Msg-Id of the call
-// message, so JetStream stores a call id once within its duplicate window:
-// dispatching the same id again waits for the first call's result, or gets
-// it at once from a bounded cache of recent results. A result delivered
-// twice reaches the caller once.
+// A call's key (envelope.CallKey of the tenant from WithTenant, the
+// session, the model's tool_use id, the tool and the input) is the
+// Nats-Msg-Id of the call message, so JetStream stores a call once within
+// its duplicate window: dispatching the same call again waits for the first
+// one's result, or gets it at once from a bounded cache of recent results,
+// or, when the first one was dispatched by another instance (or by this
+// process before a restart), from TOOL_RESULTS. The same id with other
+// content or in another scope is another call. A result delivered twice
+// reaches the caller once.
 //
 // When one tool has failed Config.FailureThreshold (3) times in a row in a
-// session, its is_error content gains a sentence telling the model to stop
-// retrying it and use a different approach; a success resets the count.
+// session of a tenant, its is_error content gains a sentence telling the
+// model to stop retrying it and use a different approach; a success resets
+// the count.
 //
 // Dispatch returns an error only when the turn cannot be handled: the
 // calls could not be stored (ErrUnavailable), the dispatcher stopped

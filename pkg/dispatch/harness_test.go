@@ -67,7 +67,8 @@ type handler func(w *fakeWorker, c *envelope.Call, h nats.Header, reply reply)
 
 // fakeWorker stands in for pkg/worker: a durable pull consumer tool_<tool>
 // on TOOL_CALLS, on its own connection, publishing results to
-// tools.result.<reply_to> with Nats-Msg-Id = call id, then acking.
+// tools.result.<reply_to>.<key> with Nats-Msg-Id = <reply_to>.<key>, then
+// acking.
 type fakeWorker struct {
 	t     testing.TB
 	js    js.JetStream
@@ -143,11 +144,14 @@ func (w *fakeWorker) publish(c *envelope.Call, r *envelope.Result, msgID string)
 	if r.Tool == "" {
 		r.Tool = c.Tool
 	}
+	if r.Key == "" {
+		r.Key = c.Key
+	}
 	data, err := envelope.EncodeResult(r)
 	if err != nil {
 		panic("encode result: " + err.Error())
 	}
-	m := &nats.Msg{Subject: jetstream.ResultSubject(c.ReplyTo), Data: data, Header: nats.Header{}}
+	m := &nats.Msg{Subject: jetstream.ResultSubject(c.ReplyTo, c.Key), Data: data, Header: nats.Header{}}
 	if msgID != "" {
 		m.Header.Set(js.MsgIDHeader, msgID)
 	}
@@ -155,6 +159,9 @@ func (w *fakeWorker) publish(c *envelope.Call, r *envelope.Result, msgID string)
 	defer cancel()
 	_, _ = w.js.PublishMsg(ctx, m) // a failure shows as a missing result
 }
+
+// msgID is the Nats-Msg-Id of a result of c, as pkg/worker sets it.
+func msgID(c *envelope.Call) string { return jetstream.ResultMsgID(c.ReplyTo, c.Key) }
 
 func (w *fakeWorker) seen() ([]*envelope.Call, []nats.Header) {
 	w.mu.Lock()
@@ -168,7 +175,7 @@ func echoText(_ *fakeWorker, c *envelope.Call, _ nats.Header, reply reply) {
 		Text string `json:"text"`
 	}
 	_ = json.Unmarshal(c.Input, &in)
-	reply(&envelope.Result{Content: envelope.Text(in.Text)}, c.ID)
+	reply(&envelope.Result{Content: envelope.Text(in.Text)}, msgID(c))
 }
 
 // alwaysFail answers with a permanent is_error.
@@ -176,7 +183,7 @@ func alwaysFail(_ *fakeWorker, c *envelope.Call, _ nats.Header, reply reply) {
 	reply(&envelope.Result{
 		Content: envelope.Text("The tool fail failed on purpose."), IsError: true,
 		Class: envelope.ClassPermanent, Code: "permanent", Attempts: 1,
-	}, c.ID)
+	}, msgID(c))
 }
 
 // maybeFail fails unless the input is {"ok": true}.
@@ -186,13 +193,13 @@ func maybeFail(_ *fakeWorker, c *envelope.Call, _ nats.Header, reply reply) {
 	}
 	_ = json.Unmarshal(c.Input, &in)
 	if in.OK {
-		reply(&envelope.Result{Content: envelope.Text("fine")}, c.ID)
+		reply(&envelope.Result{Content: envelope.Text("fine")}, msgID(c))
 		return
 	}
 	reply(&envelope.Result{
 		Content: envelope.Text("The tool maybe failed."), IsError: true,
 		Class: envelope.ClassTransient, Code: "timeout", Attempts: 3,
-	}, c.ID)
+	}, msgID(c))
 }
 
 func use(id, tool, input string) envelope.ToolUseBlock {

@@ -66,7 +66,7 @@ type publisher struct {
 // publish stores the waiting calls in TOOL_CALLS, at most MaxPublishInFlight
 // unacknowledged at a time across the dispatcher, and waits for the
 // PubAcks. A call whose PubAck fails or times out is published again, with
-// the same Nats-Msg-Id so that TOOL_CALLS stores it once, after a jittered
+// the same Nats-Msg-Id (the call key) so that TOOL_CALLS stores it once, after a jittered
 // exponential backoff while the turn's retry budget lasts (see
 // Config.PublishRetryFor); an error that another publish cannot cure fails
 // the turn at once.
@@ -104,7 +104,7 @@ func (t *turn) publish() error {
 		p.queue = append(p.queue, pubWait{idx: i, msg: &nats.Msg{
 			Subject: jetstream.CallSubject(c.Name),
 			Data:    t.payloads[i],
-			Header:  nats.Header{js.MsgIDHeader: []string{c.ID}, HeaderTraceparent: []string{t.traceparent}},
+			Header:  nats.Header{js.MsgIDHeader: []string{t.keys[i]}, HeaderTraceparent: []string{t.traceparent}},
 		}})
 		t.payloads[i] = nil // the message holds the payload until its PubAck
 		if err := p.send(&p.queue[len(p.queue)-1], p.sendAt); err != nil {
@@ -264,9 +264,15 @@ func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 	e.done, e.paf, e.msg = true, nil, nil
 	<-d.inflight
 	d.metrics.CallDispatched(c.Name)
-	if ack.Duplicate && e.attempts == 1 { // after a re-publish a duplicate is expected
-		d.log.Debug("call already queued; waiting for its result",
-			slog.String("call_id", c.ID), slog.String("tool", c.Name), slog.String("session", t.session))
+	if ack.Duplicate {
+		// Published before: by this turn's lost first attempt, or by
+		// another orchestrator, or by this one before a restart, whose
+		// result subject this one does not consume.
+		if e.attempts == 1 {
+			d.log.Debug("call already queued or run; looking for its result",
+				slog.String("call_id", c.ID), slog.String("tool", c.Name), slog.String("session", t.session))
+		}
+		d.watchDuplicate(t.keys[e.idx])
 	}
 }
 

@@ -98,7 +98,11 @@ type scriptedJS struct {
 func (s *scriptedJS) Conn() *nats.Conn { return nil }
 
 func (s *scriptedJS) PublishMsgAsync(m *nats.Msg, _ ...js.PublishOpt) (js.PubAckFuture, error) {
-	id := m.Header.Get(js.MsgIDHeader)
+	c, err := envelope.DecodeCall(m.Data, envelope.DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	id := c.ID
 	s.mu.Lock()
 	s.sent[id] = append(s.sent[id], m)
 	a := s.script(id, len(s.sent[id]))
@@ -114,11 +118,7 @@ func (s *scriptedJS) PublishMsgAsync(m *nats.Msg, _ ...js.PublishOpt) (js.PubAck
 	case a.err != nil:
 		f.err <- a.err
 	case a.ack:
-		c, err := envelope.DecodeCall(m.Data, envelope.DefaultLimits)
-		if err != nil {
-			return nil, err
-		}
-		data, err := envelope.EncodeResult(&envelope.Result{CallID: c.ID, Tool: c.Tool, Content: envelope.Text("ok " + c.ID)})
+		data, err := envelope.EncodeResult(&envelope.Result{CallID: c.ID, Key: c.Key, Tool: c.Tool, Content: envelope.Text("ok " + c.ID)})
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +201,7 @@ func TestPublishRetriesCallsIndependently(t *testing.T) {
 		first := s.sent[id][0]
 		for _, m := range s.sent[id][1:] {
 			if m.Subject != first.Subject || !bytes.Equal(m.Data, first.Data) ||
-				m.Header.Get(js.MsgIDHeader) != id || m.Header.Get(HeaderTraceparent) != first.Header.Get(HeaderTraceparent) {
+				m.Header.Get(js.MsgIDHeader) != first.Header.Get(js.MsgIDHeader) || m.Header.Get(HeaderTraceparent) != first.Header.Get(HeaderTraceparent) {
 				t.Errorf("%s published again differently: %+v, first %+v", id, m, first)
 			}
 		}

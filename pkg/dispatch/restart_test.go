@@ -48,11 +48,12 @@ func TestDispatchSurvivesServerRestart(t *testing.T) {
 	// Store the result at once on a fresh connection, most likely before the
 	// dispatcher's connection is back (it waits ReconnectWait first).
 	nc := natstest.Connect(t, srv2.ClientURL())
-	data, err := envelope.EncodeResult(&envelope.Result{CallID: "toolu_r", Tool: "slow", Content: envelope.Text("after the restart")})
+	key := envelope.CallKey("", "", "toolu_r", "slow", []byte(`{}`))
+	data, err := envelope.EncodeResult(&envelope.Result{CallID: "toolu_r", Key: key, Tool: "slow", Content: envelope.Text("after the restart")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nc.PublishMsg(&nats.Msg{Subject: jetstream.ResultSubject(b.d.Instance()), Data: data}); err != nil {
+	if err := nc.PublishMsg(&nats.Msg{Subject: jetstream.ResultSubject(b.d.Instance(), key), Data: data}); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {

@@ -7,12 +7,13 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// The call table is the dispatcher's memory of call ids. It is sharded by a
-// hash of the id so that thousands of calls a second from many goroutines
+// The call table is the dispatcher's memory of calls, by call key (see
+// envelope.CallKey: scope, id, tool and input), so that only the same call
+// coalesces. It is sharded by a hash of the key so that thousands of calls a second from many goroutines
 // and the single result-consuming goroutine rarely meet on one mutex; each
-// operation on an id takes exactly one shard lock.
+// operation on a key takes exactly one shard lock.
 //
-// An id is in one of three states:
+// A key is in one of three states:
 //
 //	pending: one or more waiters (Dispatch calls) wait for its result;
 //	done:    its result arrived; the result is cached while it fits;
@@ -21,7 +22,7 @@ import (
 //
 // Settled ids (done, gone) are kept in a per-shard FIFO bounded by age,
 // count and cached bytes. They let the table tell a late result (gone) from
-// a duplicate (done) and from an unknown id, and let a repeated call id be
+// a duplicate (done) and from an unknown key, and let a repeated call be
 // answered from the cache without executing the tool again.
 const tableShards = 64
 
@@ -139,17 +140,17 @@ const (
 	outcomeUnknown                         // no record of the id
 )
 
-// deliver hands res to every waiter of its call id. size is what caching the
+// deliver hands res to every waiter of the call key. size is what caching the
 // result costs. When the call was pending, received (if not nil) is called
 // with its tool and start before any waiter is woken, so what it counts is
 // counted by the time Dispatch returns. deliver returns the outcome, the
 // call's tool and when the call became pending.
-func (t *callTable) deliver(res *envelope.Result, size int64, now time.Time, received func(tool string, start time.Time)) (deliverOutcome, string, time.Time) {
-	s := t.shard(res.CallID)
+func (t *callTable) deliver(key string, res *envelope.Result, size int64, now time.Time, received func(tool string, start time.Time)) (deliverOutcome, string, time.Time) {
+	s := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.evict(now, t)
-	e := s.calls[res.CallID]
+	e := s.calls[key]
 	if e == nil {
 		return outcomeUnknown, "", time.Time{}
 	}
@@ -166,13 +167,13 @@ func (t *callTable) deliver(res *envelope.Result, size int64, now time.Time, rec
 		}
 		clear(e.waiters)
 		e.waiters = e.waiters[:0]
-		s.settle(e, res.CallID, stateDone, res, size, now, t)
+		s.settle(e, key, stateDone, res, size, now, t)
 		s.evict(now, t)
 		return outcomeDelivered, e.tool, e.start
 	case stateGone:
-		// Keep the late result: a retry of the same call id gets it at once.
+		// Keep the late result: a retry of the same call gets it at once.
 		s.unsettle(e)
-		s.settle(e, res.CallID, stateDone, res, size, now, t)
+		s.settle(e, key, stateDone, res, size, now, t)
 		s.evict(now, t)
 		return outcomeLate, e.tool, e.start
 	default:
@@ -204,6 +205,15 @@ func (t *callTable) leave(id string, w waiter, now time.Time) {
 		s.settle(e, id, stateGone, nil, 0, now, t)
 		s.evict(now, t)
 	}
+}
+
+// pending reports whether key has waiters.
+func (t *callTable) pending(key string) bool {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.calls[key]
+	return e != nil && e.state == statePending
 }
 
 // stats returns the number of pending and settled ids, for tests.

@@ -25,7 +25,7 @@ func TestCallTableOutcomes(t *testing.T) {
 	w2 := waiter{ch: ch, idx: 1} // a second waiter of the same id: fan-out
 	tb.register("a", "echo", w2, now)
 
-	out, tool, start := tb.deliver(result("a", "one"), 10, now.Add(time.Second), nil)
+	out, tool, start := tb.deliver("a", result("a", "one"), 10, now.Add(time.Second), nil)
 	if out != outcomeDelivered || tool != "echo" || !start.Equal(now) {
 		t.Fatalf("deliver = %v %q %v", out, tool, start)
 	}
@@ -37,7 +37,7 @@ func TestCallTableOutcomes(t *testing.T) {
 	if got[0] != "one" || got[1] != "one" {
 		t.Errorf("deliveries = %v, want both waiters to get the result", got)
 	}
-	if out, _, _ := tb.deliver(result("a", "two"), 10, now, nil); out != outcomeDuplicate {
+	if out, _, _ := tb.deliver("a", result("a", "two"), 10, now, nil); out != outcomeDuplicate {
 		t.Errorf("second delivery = %v, want duplicate", out)
 	}
 	if len(ch) != 0 {
@@ -46,14 +46,14 @@ func TestCallTableOutcomes(t *testing.T) {
 	if r, ok := tb.register("a", "echo", w, now); !ok || r.Content.Text() != "one" {
 		t.Errorf("register of an answered id = %v, %v; want the cached result", r, ok)
 	}
-	if out, _, _ := tb.deliver(result("zzz", "x"), 10, now, nil); out != outcomeUnknown {
+	if out, _, _ := tb.deliver("zzz", result("zzz", "x"), 10, now, nil); out != outcomeUnknown {
 		t.Errorf("unknown id = %v", out)
 	}
 
 	// A call whose waiter left is gone; its result is late, then cached.
 	tb.register("b", "slow", w, now)
 	tb.leave("b", w, now)
-	if out, tool, _ := tb.deliver(result("b", "late"), 10, now, nil); out != outcomeLate || tool != "slow" {
+	if out, tool, _ := tb.deliver("b", result("b", "late"), 10, now, nil); out != outcomeLate || tool != "slow" {
 		t.Errorf("deliver after leave = %v %q, want late slow", out, tool)
 	}
 	if len(ch) != 0 {
@@ -69,7 +69,7 @@ func TestCallTableOutcomes(t *testing.T) {
 	if _, ok := tb.register("c", "slow", w2, now); ok {
 		t.Fatal("gone call had a cached result")
 	}
-	if out, _, _ := tb.deliver(result("c", "back"), 10, now, nil); out != outcomeDelivered {
+	if out, _, _ := tb.deliver("c", result("c", "back"), 10, now, nil); out != outcomeDelivered {
 		t.Errorf("deliver to a re-registered call = %v", out)
 	}
 	if d := <-ch; d.idx != 1 || d.res.Content.Text() != "back" {
@@ -80,7 +80,7 @@ func TestCallTableOutcomes(t *testing.T) {
 	tb.register("d", "echo", w, now)
 	tb.register("d", "echo", w2, now)
 	tb.leave("d", w, now)
-	if out, _, _ := tb.deliver(result("d", "x"), 10, now, nil); out != outcomeDelivered {
+	if out, _, _ := tb.deliver("d", result("d", "x"), 10, now, nil); out != outcomeDelivered {
 		t.Errorf("deliver = %v", out)
 	}
 	if d := <-ch; d.idx != 1 {
@@ -98,10 +98,10 @@ func TestCallTableEviction(t *testing.T) {
 	t.Run("by age", func(t *testing.T) {
 		tb := newCallTable(time.Minute, 1000, 1<<20)
 		settle(tb, "old", now)
-		if out, _, _ := tb.deliver(result("old", "again"), 1, now.Add(30*time.Second), nil); out != outcomeDuplicate {
+		if out, _, _ := tb.deliver("old", result("old", "again"), 1, now.Add(30*time.Second), nil); out != outcomeDuplicate {
 			t.Errorf("within ttl: %v, want duplicate", out)
 		}
-		if out, _, _ := tb.deliver(result("old", "again"), 1, now.Add(2*time.Minute), nil); out != outcomeUnknown {
+		if out, _, _ := tb.deliver("old", result("old", "again"), 1, now.Add(2*time.Minute), nil); out != outcomeUnknown {
 			t.Errorf("after ttl: %v, want unknown", out)
 		}
 	})
@@ -126,7 +126,7 @@ func TestCallTableEviction(t *testing.T) {
 		for i := range 2000 {
 			id := fmt.Sprint(i)
 			tb.register(id, "echo", waiter{ch: make(chan delivery, 1)}, now)
-			tb.deliver(result(id, "x"), 40, now, nil)
+			tb.deliver(id, result(id, "x"), 40, now, nil)
 		}
 		var bytes int64
 		for i := range tb.shards {
@@ -143,7 +143,7 @@ func TestCallTableEviction(t *testing.T) {
 	t.Run("result over budget is not cached", func(t *testing.T) {
 		tb := newCallTable(time.Hour, 1000, tableShards*100)
 		tb.register("big", "echo", waiter{ch: make(chan delivery, 1)}, now)
-		tb.deliver(result("big", "x"), 1000, now, nil)
+		tb.deliver("big", result("big", "x"), 1000, now, nil)
 		if _, ok := tb.register("big", "echo", waiter{ch: make(chan delivery, 1)}, now); ok {
 			t.Error("a result over the byte budget was cached")
 		}
@@ -154,5 +154,5 @@ func TestCallTableEviction(t *testing.T) {
 func settle(tb *callTable, id string, now time.Time) {
 	ch := make(chan delivery, 1)
 	tb.register(id, "echo", waiter{ch: ch}, now)
-	tb.deliver(result(id, "x"), 1, now, nil)
+	tb.deliver(id, result(id, "x"), 1, now, nil)
 }

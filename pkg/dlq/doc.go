@@ -5,8 +5,9 @@
 //
 //   - a worker dead-letters a call whose transient failures outlived its
 //     attempts (ReasonExhausted), a call message it cannot decode
-//     (ReasonMalformed), and a call whose deadline passed before it started
-//     (ReasonExpired);
+//     (ReasonMalformed), a call whose deadline passed before it started
+//     (ReasonExpired), and a call of a tool that is not idempotent whose
+//     earlier attempt started and never reported (ReasonOutcomeUnknown);
 //   - a PoisonWatcher, run by the orchestrator, dead-letters a call that
 //     reached its consumer's MaxDeliver without any worker reporting on it
 //     — it kills the worker running it (ReasonPoison) — answers its caller
@@ -29,9 +30,11 @@
 //
 // Attempts of one call may run on different workers, so each failed
 // attempt is appended to a History: a JetStream KV bucket
-// (toolpool_attempts, 24h TTL) with one key per call id. A worker given a
+// (toolpool_attempts, 24h TTL) with one key per call key. A worker given a
 // History (worker.Config.History) records every failed attempt and reads
-// them all into the dead letter; successes write nothing.
+// them all into the dead letter, and marks the start of each attempt of a
+// tool that is not idempotent (History.Begin); successes of idempotent
+// tools write nothing.
 //
 //	h, err := dlq.OpenHistory(ctx, js, dlq.HistoryConfig{})
 //	w, err := worker.New(worker.Config{JetStream: js, Registry: reg, History: h})

@@ -28,6 +28,11 @@ const (
 	ReasonPoison Reason = "poison"
 	// ReasonExpired: the call's deadline passed before a worker started it.
 	ReasonExpired Reason = "expired"
+	// ReasonOutcomeUnknown: an attempt of a call of a tool that is not
+	// idempotent started and never reported (its worker died or was stopped
+	// mid-call), so the call was not run again; it may or may not have
+	// taken effect. Replaying it runs it again.
+	ReasonOutcomeUnknown Reason = "outcome_unknown"
 )
 
 // Header names carried by dead-letter messages, so that someone with only the

@@ -77,21 +77,43 @@ func (c HistoryConfig) validate() error {
 }
 
 // History keeps the failed attempts of each call in a JetStream KV bucket,
-// one key per call id (see HistoryKey), so that a dead letter carries every
-// attempt's error even when the attempts ran on different workers. Only
-// failed attempts are written; the bucket's max age removes a call's record
-// one TTL after its last failure. It is safe for concurrent use.
+// one key per call key (see HistoryKey), so that a dead letter carries every
+// attempt's error even when the attempts ran on different workers, and the
+// start marker of an attempt of a tool that is not idempotent (see Begin).
+// Otherwise only failed attempts are written; the bucket's max age removes a
+// call's record one TTL after its last write. It is safe for concurrent use.
 type History struct {
 	kv  js.KeyValue
 	ttl time.Duration
 	max int
+	// keyTTL: the bucket supports per-key TTLs (created with limit
+	// markers), so start markers go away with their call's deadline
+	// rather than after ttl.
+	keyTTL bool
 }
 
 // historyValue is the value of one key.
 type historyValue struct {
 	CallID   string    `json:"call_id"`
 	Attempts []Attempt `json:"attempts"`
+	// Started is the attempt of a tool that is not idempotent that began
+	// and has not reported an outcome yet (see History.Begin).
+	Started *Started `json:"started,omitempty"`
 }
+
+// Started marks an attempt of a call that began executing: a delivery of
+// the call's message (its stream sequence in TOOL_CALLS and its delivery
+// number) on a worker.
+type Started struct {
+	Seq      uint64    `json:"seq"`
+	N        int       `json:"n"`
+	WorkerID string    `json:"worker_id,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// startedMinTTL is the shortest life of a start marker, where the bucket
+// supports per-key TTLs.
+const startedMinTTL = time.Minute
 
 // OpenHistory binds to the attempts bucket, creating it when it does not
 // exist.
@@ -104,11 +126,13 @@ func OpenHistory(ctx context.Context, j js.JetStream, cfg HistoryConfig) (*Histo
 	if errors.Is(err, js.ErrBucketNotFound) {
 		kv, err = j.CreateKeyValue(ctx, js.KeyValueConfig{
 			Bucket:      cfg.Bucket,
-			Description: "toolpool: failed attempts of calls, one key per call id",
+			Description: "toolpool: failed and started attempts of calls, one key per call key",
 			History:     1,
 			TTL:         cfg.TTL,
 			Storage:     cfg.Storage,
 			Replicas:    cfg.Replicas,
+			// Per-key TTLs for start markers.
+			LimitMarkerTTL: time.Minute,
 		})
 		if errors.Is(err, js.ErrBucketExists) {
 			kv, err = j.KeyValue(ctx, cfg.Bucket) // created meanwhile by another process
@@ -117,19 +141,24 @@ func OpenHistory(ctx context.Context, j js.JetStream, cfg HistoryConfig) (*Histo
 	if err != nil {
 		return nil, fmt.Errorf("dlq: open attempts bucket %s: %w", cfg.Bucket, err)
 	}
-	ttl := cfg.TTL
-	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
-		ttl = st.TTL()
+	ttl, keyTTL := cfg.TTL, false
+	if st, err := kv.Status(ctx); err == nil {
+		if st.TTL() > 0 {
+			ttl = st.TTL()
+		}
+		keyTTL = st.LimitMarkerTTL() > 0
 	}
-	return &History{kv: kv, ttl: ttl, max: cfg.MaxAttempts}, nil
+	return &History{kv: kv, ttl: ttl, max: cfg.MaxAttempts, keyTTL: keyTTL}, nil
 }
 
 // TTL is how long the bucket keeps a call's attempts after its last write.
 func (h *History) TTL() time.Duration { return h.ttl }
 
-// HistoryKey is the bucket key of callID: the id itself when it consists of
-// letters, digits, '-' and '_' only (tool_use ids do), else '=' followed by
-// the id in unpadded URL-safe base64. The two forms cannot collide.
+// HistoryKey is the bucket key of a call, given its call key
+// (envelope.CallKey; those are bucket keys as they are) or, for older
+// records, its id: the string itself when it consists of letters, digits,
+// '-' and '_' only, else '=' followed by it in unpadded URL-safe base64.
+// The two forms cannot collide.
 func HistoryKey(callID string) string {
 	plain := callID != ""
 	for i := 0; i < len(callID) && plain; i++ {
@@ -142,10 +171,12 @@ func HistoryKey(callID string) string {
 	return "=" + base64.RawURLEncoding.EncodeToString([]byte(callID))
 }
 
-// Record appends a to the attempts of callID and returns them all, oldest
-// first. Attempts of one call are sequential, so concurrent writers are
-// rare; a conflicting write is retried from a fresh read. Recording the
-// same attempt twice (same N and start time) keeps one.
+// Record appends a to the attempts of the call callID (its call key) and
+// returns them all, oldest first. It clears the call's start marker of the
+// same attempt (see Begin): that attempt has reported. Attempts of one call
+// are sequential, so concurrent writers are rare; a conflicting write is
+// retried from a fresh read. Recording the same attempt twice (same N and
+// start time) keeps one.
 func (h *History) Record(ctx context.Context, callID string, a Attempt) ([]Attempt, error) {
 	key := HistoryKey(callID)
 	if len(a.Message) > historyMaxMessage {
@@ -158,6 +189,9 @@ func (h *History) Record(ctx context.Context, callID string, a Attempt) ([]Attem
 		}
 		if v.CallID == "" {
 			v.CallID = callID
+		}
+		if v.Started != nil && v.Started.N == a.N {
+			v.Started = nil
 		}
 		if !hasAttempt(v.Attempts, a) {
 			v.Attempts = append(v.Attempts, a)
@@ -190,6 +224,64 @@ func (h *History) Record(ctx context.Context, callID string, a Attempt) ([]Attem
 		}
 	}
 	return nil, fmt.Errorf("dlq: record attempt %d of call %q: the record kept changing under us", a.N, callID)
+}
+
+// Begin records that attempt s of the call with key key starts executing,
+// before a worker runs a tool that is not idempotent. When another attempt
+// began earlier and never reported (its worker died mid-call or was stopped
+// while running it), Begin records nothing and returns that attempt: the
+// call may have taken effect, and must not start again. A marker of the same
+// delivery (s.Seq and s.N) does not count. until is the call's deadline:
+// where the bucket supports per-key TTLs, a new marker lives until a while
+// after it, else for the bucket's TTL.
+func (h *History) Begin(ctx context.Context, key string, s Started, until time.Time) (*Started, error) {
+	hk := HistoryKey(key)
+	for try := range historyConflictRetries {
+		v, rev, err := h.load(ctx, hk)
+		if err != nil {
+			return nil, err
+		}
+		if p := v.Started; p != nil && (p.Seq != s.Seq || p.N != s.N) {
+			return p, nil
+		}
+		v.Started = &s
+		data, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("dlq: encode attempts: %w", err)
+		}
+		if rev == 0 {
+			var opts []js.KVCreateOpt
+			if h.keyTTL {
+				opts = append(opts, js.KeyTTL(max(time.Until(until)+startedMinTTL, startedMinTTL)))
+			}
+			_, err = h.kv.Create(ctx, hk, data, opts...)
+		} else {
+			_, err = h.kv.Update(ctx, hk, data, rev)
+		}
+		if err == nil {
+			return nil, nil
+		}
+		if !errors.Is(err, js.ErrKeyExists) && !errors.Is(err, js.ErrKeyRevisionMismatch) {
+			return nil, fmt.Errorf("dlq: record the start of attempt %d of call %s: %w", s.N, key, err)
+		}
+		wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<try, 50*time.Millisecond)))) + 1
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dlq: record the start of attempt %d of call %s: %w", s.N, key, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	return nil, fmt.Errorf("dlq: record the start of attempt %d of call %s: the record kept changing under us", s.N, key)
+}
+
+// StartedOf returns the start marker of the call with key key: an attempt
+// that began and has not reported, or nil.
+func (h *History) StartedOf(ctx context.Context, key string) (*Started, error) {
+	v, _, err := h.load(ctx, HistoryKey(key))
+	if err != nil {
+		return nil, err
+	}
+	return v.Started, nil
 }
 
 // Load returns the recorded attempts of callID, oldest first; none (and no

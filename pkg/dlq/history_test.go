@@ -259,7 +259,7 @@ func (p *pool) call(t *testing.T, tool, input string) (string, envelope.Result) 
 // HTTP 503 and the rest succeed; it counts executions.
 func failing(name string, failFor int, maxAttempts int, execs *atomic.Int64) tools.Tool {
 	return tools.Tool{
-		Name: name, Description: "fails, then works",
+		Name: name, Description: "fails, then works", Idempotent: true,
 		InputSchema: json.RawMessage(`{"type":"object"}`),
 		Timeout:     2 * time.Second,
 		Retry:       classify.Policy{MaxAttempts: maxAttempts, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
@@ -365,7 +365,7 @@ func TestSuccessWritesNoHistory(t *testing.T) {
 	if res.IsError || res.Attempts != 2 {
 		t.Fatalf("wobbly = %+v, want success on attempt 2", res)
 	}
-	got, err := p.history.Load(ctxFor(t), id)
+	got, err := p.history.Load(ctxFor(t), envelope.CallKey("", "", id, "wobbly", []byte(`{}`)))
 	if err != nil || len(got) != 1 || got[0].N != 1 || got[0].Code != "http_503" {
 		t.Errorf("history of wobbly = %+v, %v; want attempt 1's 503", got, err)
 	}
@@ -383,6 +383,16 @@ func (b *brokenHistory) Record(context.Context, string, dlq.Attempt) ([]dlq.Atte
 }
 
 func (b *brokenHistory) Load(context.Context, string) ([]dlq.Attempt, error) {
+	b.calls.Add(1)
+	return nil, errors.New("bucket unavailable")
+}
+
+func (b *brokenHistory) Begin(context.Context, string, dlq.Started, time.Time) (*dlq.Started, error) {
+	b.calls.Add(1)
+	return nil, errors.New("bucket unavailable")
+}
+
+func (b *brokenHistory) StartedOf(context.Context, string) (*dlq.Started, error) {
 	b.calls.Add(1)
 	return nil, errors.New("bucket unavailable")
 }
@@ -408,5 +418,45 @@ func TestBrokenHistoryLosesNothing(t *testing.T) {
 	}
 	if e := ls[0].Entry; len(e.Attempts) != 1 || e.Attempts[0].N != 3 || e.AttemptCount() != 3 {
 		t.Errorf("entry attempts = %+v (count %d), want the last one, count 3", e.Attempts, e.AttemptCount())
+	}
+}
+
+// Begin marks an attempt as started; another delivery finds the mark until
+// the attempt reports (Record of the same attempt clears it).
+func TestHistoryBegin(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := openHistory(t, b.js)
+	ctx := ctxFor(t)
+	key := envelope.CallKey("", "s", "call_0", "send_mail", []byte(`{}`))
+	until := time.Now().Add(time.Minute)
+	first := dlq.Started{Seq: 7, N: 1, WorkerID: "w1", At: time.Now().Truncate(time.Millisecond)}
+	if prior, err := h.Begin(ctx, key, first, until); err != nil || prior != nil {
+		t.Fatalf("first Begin = %+v, %v; want nil, nil", prior, err)
+	}
+	if prior, err := h.Begin(ctx, key, first, until); err != nil || prior != nil {
+		t.Fatalf("Begin of the same delivery again = %+v, %v; want nil, nil", prior, err)
+	}
+	for _, other := range []dlq.Started{{Seq: 7, N: 2}, {Seq: 9, N: 1}} {
+		prior, err := h.Begin(ctx, key, other, until)
+		if err != nil || prior == nil || prior.Seq != 7 || prior.N != 1 || prior.WorkerID != "w1" {
+			t.Errorf("Begin of delivery %+v = %+v, %v; want the first attempt's marker", other, prior, err)
+		}
+	}
+	if s, err := h.StartedOf(ctx, key); err != nil || s == nil || s.N != 1 {
+		t.Errorf("StartedOf = %+v, %v; want attempt 1", s, err)
+	}
+	// Attempt 1 reports a failure: attempt 2 may start.
+	if _, err := h.Record(ctx, key, dlq.Attempt{N: 1, Code: "http_503", Started: first.At}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := h.StartedOf(ctx, key); err != nil || s != nil {
+		t.Errorf("StartedOf after the attempt reported = %+v, %v; want nil", s, err)
+	}
+	if prior, err := h.Begin(ctx, key, dlq.Started{Seq: 7, N: 2}, until); err != nil || prior != nil {
+		t.Errorf("Begin of attempt 2 after attempt 1 reported = %+v, %v; want nil, nil", prior, err)
+	}
+	if as, err := h.Load(ctx, key); err != nil || len(as) != 1 {
+		t.Errorf("Load = %+v, %v; want attempt 1", as, err)
 	}
 }

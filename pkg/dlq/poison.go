@@ -37,10 +37,10 @@ const (
 	PoisonSweepConfirmDefault = 2 * time.Second
 )
 
-// AttemptLoader reads the attempts recorded for a call. *History
-// implements it.
+// AttemptLoader reads the attempts recorded for a call, by call key.
+// *History implements it.
 type AttemptLoader interface {
-	Load(ctx context.Context, callID string) ([]Attempt, error)
+	Load(ctx context.Context, key string) ([]Attempt, error)
 }
 
 // PoisonConfig configures a PoisonWatcher. Zero fields take the defaults.
@@ -116,7 +116,7 @@ type PoisonCall struct {
 // finds nothing.
 //
 // Every orchestrator may run one: handling is idempotent (the dead letter
-// and the result carry the call id as Nats-Msg-Id, and a call already
+// and the result carry the call key as Nats-Msg-Id, and a call already
 // removed is left alone).
 type PoisonWatcher struct {
 	cfg   PoisonConfig
@@ -273,9 +273,9 @@ func (w *PoisonWatcher) handle(ctx context.Context, tool string, seq uint64, del
 	entry.FirstFailure, entry.LastFailure = m.Time, at
 	msgID := fmt.Sprintf("poison-%s-%d", jetstream.StreamCalls, seq)
 	if decodeErr == nil {
-		pc.CallID, entry.CallID, msgID = call.ID, call.ID, call.ID
+		pc.CallID, entry.CallID, msgID = call.ID, call.ID, call.Key
 		if w.cfg.History != nil {
-			if as, err := w.cfg.History.Load(ctx, call.ID); err != nil {
+			if as, err := w.cfg.History.Load(ctx, call.Key); err != nil {
 				w.cfg.Logger.Warn("reading the poison call's attempts failed; dead-lettering it without them", "call_id", call.ID, "err", err)
 			} else if len(as) > 0 {
 				entry.Attempts = as
@@ -312,7 +312,7 @@ func PoisonMessage(tool string, deliveries int) string {
 // answer publishes the poison call's is_error result to its caller.
 func (w *PoisonWatcher) answer(ctx context.Context, call *envelope.Call, deliveries int) error {
 	res := &envelope.Result{
-		CallID: call.ID, Tool: call.Tool, IsError: true,
+		CallID: call.ID, Key: call.Key, Tool: call.Tool, IsError: true,
 		Class: envelope.ClassInternal, Code: classify.CodePoison, Attempts: deliveries,
 		Content: envelope.Text(PoisonMessage(call.Tool, deliveries)),
 	}
@@ -320,9 +320,9 @@ func (w *PoisonWatcher) answer(ctx context.Context, call *envelope.Call, deliver
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(jetstream.ResultSubject(call.ReplyTo))
+	m := nats.NewMsg(jetstream.ResultSubject(call.ReplyTo, call.Key))
 	m.Data = data
-	m.Header.Set(nats.MsgIdHdr, call.ID)
+	m.Header.Set(nats.MsgIdHdr, jetstream.ResultMsgID(call.ReplyTo, call.Key))
 	_, err = w.cfg.JetStream.PublishMsg(ctx, m)
 	return err
 }

@@ -113,7 +113,7 @@ func lastResult(t *testing.T, j js.JetStream, instance string) *envelope.Result 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.GetLastMsgForSubject(ctxFor(t), jetstream.ResultSubject(instance))
+	m, err := s.GetLastMsgForSubject(ctxFor(t), jetstream.ResultFilter(instance))
 	if errors.Is(err, js.ErrMsgNotFound) {
 		return nil
 	}

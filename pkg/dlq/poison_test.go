@@ -77,7 +77,7 @@ func TestPoisonWatcher(t *testing.T) {
 	d := startDispatcher(t, b.js, "boom")
 	id := newID()
 	// An attempt that failed and reported before the crashes began.
-	if _, err := history.Record(ctxFor(t), id, dlq.Attempt{N: 1, Class: envelope.ClassTransient, Code: "timeout", Started: time.Now()}); err != nil {
+	if _, err := history.Record(ctxFor(t), envelope.CallKey("", "", id, "boom", []byte(`{"x":1}`)), dlq.Attempt{N: 1, Class: envelope.ClassTransient, Code: "timeout", Started: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -34,7 +34,7 @@ type ReplayConfig struct {
 	// Timeout is each replayed call's deadline, counted from its publish.
 	// Default ReplayTimeoutDefault.
 	Timeout time.Duration
-	// ReplyTo is the instance whose result subject (tools.result.<ReplyTo>)
+	// ReplyTo is the instance whose result subjects (tools.result.<ReplyTo>.>)
 	// gets the replayed calls' results. Default "": no results are
 	// published.
 	ReplyTo string
@@ -71,15 +71,15 @@ type Replayed struct {
 
 // ReplayID is the id of the replay of the call originalID from the dead
 // letter at seq: "<originalID>-r<seq>". It depends on nothing else, so a
-// replay run again after a crash publishes the same id, which TOOL_CALLS
-// deduplicates within its duplicate window.
+// replay run again after a crash publishes the same id and so the same call
+// key, which TOOL_CALLS deduplicates within its duplicate window.
 func ReplayID(originalID string, seq uint64) string {
 	return originalID + "-r" + strconv.FormatUint(seq, 10)
 }
 
 // ReplayCall is the call that replays the call in e, dead-lettered at seq:
-// the same tool, input, session and trace, a new id (ReplayID of the
-// original id), OriginalID set, created now with the deadline now+timeout,
+// the same tool, input, tenant, session and trace, a new id (ReplayID of the
+// original id) and so a new key, OriginalID set, created now with the deadline now+timeout,
 // and replyTo as its reply_to.
 func ReplayCall(e *Entry, seq uint64, now time.Time, timeout time.Duration, replyTo string, lim envelope.Limits) (*envelope.Call, error) {
 	if e == nil || len(e.Call) == 0 {
@@ -94,6 +94,7 @@ func ReplayCall(e *Entry, seq uint64, now time.Time, timeout time.Duration, repl
 		orig = call.ID
 	}
 	call.ID = ReplayID(orig, seq)
+	call.Key = call.CallKey() // a new id is a new call
 	call.OriginalID = orig
 	call.CreatedAt = now
 	call.Deadline = now.Add(timeout)
@@ -199,7 +200,7 @@ func (s *Store) replayOne(ctx context.Context, seq uint64, cfg ReplayConfig) (r 
 	}
 	m := nats.NewMsg(jetstream.CallSubject(call.Tool))
 	m.Data = data
-	m.Header.Set(nats.MsgIdHdr, call.ID)
+	m.Header.Set(nats.MsgIdHdr, call.Key)
 	pctx, cancel := context.WithTimeout(ctx, cfg.PublishTimeout)
 	ack, err := s.js.PublishMsg(pctx, m)
 	cancel()

@@ -59,8 +59,8 @@ func callsOn(t *testing.T, j js.JetStream, tool string) map[string]*envelope.Cal
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Header.Get(nats.MsgIdHdr) != c.ID {
-			t.Errorf("call %s published with Nats-Msg-Id %q", c.ID, m.Header.Get(nats.MsgIdHdr))
+		if m.Header.Get(nats.MsgIdHdr) != c.Key || c.Key != c.CallKey() {
+			t.Errorf("call %s published with Nats-Msg-Id %q, key %q; want its call key", c.ID, m.Header.Get(nats.MsgIdHdr), c.Key)
 		}
 		out[c.ID] = c
 	}
@@ -104,7 +104,7 @@ func TestReplay(t *testing.T) {
 	data, _ := envelope.EncodeCall(c)
 	pm := nats.NewMsg(jetstream.CallSubject("echo"))
 	pm.Data = data
-	pm.Header.Set(nats.MsgIdHdr, c.ID)
+	pm.Header.Set(nats.MsgIdHdr, c.Key)
 	if _, err := b.js.PublishMsg(ctxFor(t), pm); err != nil {
 		t.Fatal(err)
 	}

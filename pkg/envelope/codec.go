@@ -195,8 +195,11 @@ func (c *Call) validateFields() *DecodeError {
 	if !ValidToolName(c.Tool) {
 		return malformed("tool", toolNameRule+", got "+quoteShort(c.Tool))
 	}
+	if c.Key != "" && !ValidKey(c.Key) {
+		return malformed("key", "must be a call key: "+formatCount(KeyLen)+" characters of a-z and 2-7, got "+quoteShort(c.Key))
+	}
 	for _, f := range [...]struct{ name, v string }{
-		{"id", c.ID}, {"session", c.Session}, {"reply_to", c.ReplyTo},
+		{"id", c.ID}, {"tenant", c.Tenant}, {"session", c.Session}, {"reply_to", c.ReplyTo},
 		{"traceparent", c.Traceparent}, {"original_id", c.OriginalID},
 	} {
 		if hasControl(f.v) {
@@ -241,10 +244,12 @@ const (
 	callDeadline
 	callTraceparent
 	callOriginalID
+	callKey
+	callTenant
 	numCallFields
 )
 
-var callFieldNames = [numCallFields]string{"v", "id", "tool", "input", "session", "reply_to", "created_at", "deadline", "traceparent", "original_id"}
+var callFieldNames = [numCallFields]string{"v", "id", "tool", "input", "session", "reply_to", "created_at", "deadline", "traceparent", "original_id", "key", "tenant"}
 
 func callField(key []byte) int {
 	switch string(key) {
@@ -268,6 +273,10 @@ func callField(key []byte) int {
 		return callTraceparent
 	case "original_id":
 		return callOriginalID
+	case "key":
+		return callKey
+	case "tenant":
+		return callTenant
 	}
 	return -1
 }
@@ -281,7 +290,12 @@ func callField(key []byte) int {
 // tool; a tool name not matching ^[a-zA-Z0-9_-]{1,64}$; input that is missing,
 // not a JSON object, or over lim.MaxInputBytes; a field of the wrong JSON type;
 // times that are not RFC 3339; control characters in string fields; a reply_to
-// that cannot be part of a NATS subject. Keys match exactly (case matters).
+// that cannot be part of a NATS subject; a key that is not of the form of a
+// call key (see ValidKey). Keys match exactly (case matters).
+//
+// A call without a key (written by an older release, e.g. in a dead
+// letter) gets the key its content gives (Call.CallKey). A key present is
+// taken as written: whoever may publish calls may name their identity.
 //
 // Members it does not know are accepted and ignored, so that a later v1 writer
 // may add optional fields without breaking older readers. null counts as the
@@ -305,7 +319,7 @@ func DecodeCallShared(data []byte, lim Limits) (*Call, error) {
 
 // callStrings are the string fields of a call, in the order their errors
 // are reported.
-var callStrings = [...]int{callID, callTool, callSession, callReplyTo, callTraceparent, callOriginalID}
+var callStrings = [...]int{callID, callTool, callKey, callTenant, callSession, callReplyTo, callTraceparent, callOriginalID}
 
 func decodeCall(data []byte, lim Limits, share bool) (*Call, error) {
 	lim = lim.WithDefaults()
@@ -333,7 +347,7 @@ func decodeCall(data []byte, lim Limits, share bool) (*Call, error) {
 	}
 	r.arena.Grow(size)
 	c := &Call{V: Version}
-	for f, p := range []*string{callID: &c.ID, callTool: &c.Tool, callSession: &c.Session, callReplyTo: &c.ReplyTo, callTraceparent: &c.Traceparent, callOriginalID: &c.OriginalID} {
+	for f, p := range []*string{callID: &c.ID, callTool: &c.Tool, callKey: &c.Key, callTenant: &c.Tenant, callSession: &c.Session, callReplyTo: &c.ReplyTo, callTraceparent: &c.Traceparent, callOriginalID: &c.OriginalID} {
 		if p != nil && spans[f].present() {
 			*p, _ = r.string(spans[f]) // checked above
 		}
@@ -365,6 +379,11 @@ func decodeCall(data []byte, lim Limits, share bool) (*Call, error) {
 		c.Input = json.RawMessage(data[in.start:in.end:in.end])
 	} else {
 		c.Input = json.RawMessage(append([]byte(nil), r.raw(in)...))
+	}
+	if c.Key == "" {
+		// Written before calls had keys (a dead letter of an older
+		// release): its key is what its writer would have sent.
+		c.Key = c.CallKey()
 	}
 	return c, nil
 }
@@ -400,14 +419,15 @@ func (r *reader) version(s span) *DecodeError {
 	return nil
 }
 
-// EncodeCall encodes a call, setting c.V to Version. It refuses (with a
+// EncodeCall encodes a call, setting c.V to Version and, when c.Key is
+// empty, c.Key to c.CallKey(). It refuses (with a
 // *DecodeError) a call DecodeCall would refuse, except for the size limit,
 // which is the reader's to set: see Call.Validate.
 func EncodeCall(c *Call) ([]byte, error) {
 	if c == nil {
 		return nil, malformed("", "no call")
 	}
-	n := 200 + len(c.Input) + len(c.ID) + len(c.Tool) + len(c.Session) + len(c.ReplyTo) + len(c.Traceparent) + len(c.OriginalID)
+	n := 250 + len(c.Input) + len(c.ID) + len(c.Tool) + len(c.Tenant) + len(c.Session) + len(c.ReplyTo) + len(c.Traceparent) + len(c.OriginalID)
 	b, err := AppendCall(make([]byte, 0, n), c)
 	if err != nil {
 		return nil, err
@@ -437,9 +457,14 @@ func AppendCall(dst []byte, c *Call) ([]byte, error) {
 	if c.V != Version {
 		c.V = Version
 	}
+	if c.Key == "" {
+		c.Key = c.CallKey()
+	}
 	b := append(dst, `{"v":1`...)
 	b = appendStringField(b, "id", c.ID, false)
 	b = appendStringField(b, "tool", c.Tool, false)
+	b = appendStringField(b, "key", c.Key, false)
+	b = appendStringField(b, "tenant", c.Tenant, true)
 	b = appendStringField(b, "session", c.Session, true)
 	b = appendStringField(b, "reply_to", c.ReplyTo, true)
 	var err error
@@ -470,10 +495,11 @@ const (
 	resWorkerID
 	resQueueWait
 	resExecTime
+	resKey
 	numResFields
 )
 
-var resFieldNames = [numResFields]string{"v", "call_id", "tool", "content", "is_error", "class", "code", "retryable", "retry_after_ns", "attempts", "worker_id", "queue_wait_ns", "exec_time_ns"}
+var resFieldNames = [numResFields]string{"v", "call_id", "tool", "content", "is_error", "class", "code", "retryable", "retry_after_ns", "attempts", "worker_id", "queue_wait_ns", "exec_time_ns", "key"}
 
 func resField(key []byte) int {
 	switch string(key) {
@@ -503,6 +529,8 @@ func resField(key []byte) int {
 		return resQueueWait
 	case "exec_time_ns":
 		return resExecTime
+	case "key":
+		return resKey
 	}
 	return -1
 }
@@ -568,7 +596,7 @@ func DecodeResult(data []byte) (*Result, error) {
 	}
 	res.V = Version
 	var class string
-	for f, p := range []*string{resCallID: &res.CallID, resTool: &res.Tool, resClass: &class, resCode: &res.Code, resWorkerID: &res.WorkerID} {
+	for f, p := range []*string{resCallID: &res.CallID, resKey: &res.Key, resTool: &res.Tool, resClass: &class, resCode: &res.Code, resWorkerID: &res.WorkerID} {
 		if p != nil && spans[f].present() {
 			*p, _ = r.string(spans[f]) // checked above
 		}
@@ -576,6 +604,9 @@ func DecodeResult(data []byte) (*Result, error) {
 	res.Class = Class(class)
 	if strings.TrimSpace(res.CallID) == "" {
 		return nil, malformed("call_id", "missing; it must be the id of the call answered")
+	}
+	if res.Key != "" && !ValidKey(res.Key) {
+		return nil, malformed("key", "must be a call key: "+formatCount(KeyLen)+" characters of a-z and 2-7, got "+quoteShort(res.Key))
 	}
 	for f, p := range []*bool{resIsError: &res.IsError, resRetryable: &res.Retryable} {
 		if p == nil || !spans[f].present() {
@@ -616,7 +647,7 @@ func DecodeResult(data []byte) (*Result, error) {
 
 // resStrings are the string fields of a result, in the order their errors
 // are reported.
-var resStrings = [...]int{resCallID, resTool, resClass, resCode, resWorkerID}
+var resStrings = [...]int{resCallID, resKey, resTool, resClass, resCode, resWorkerID}
 
 // resultAndBlock is a result with room for one content block.
 type resultAndBlock struct {
@@ -648,7 +679,7 @@ func EncodeResult(r *Result) ([]byte, error) {
 	if r == nil {
 		return nil, malformed("", "no result")
 	}
-	b, err := AppendResult(make([]byte, 0, 160+len(r.CallID)+len(r.Tool)+len(r.Code)+len(r.WorkerID)+len(r.Class)+contentSizeHint(r.Content)), r)
+	b, err := AppendResult(make([]byte, 0, 160+len(r.CallID)+len(r.Key)+len(r.Tool)+len(r.Code)+len(r.WorkerID)+len(r.Class)+contentSizeHint(r.Content)), r)
 	if err != nil {
 		return nil, err
 	}
@@ -666,11 +697,15 @@ func AppendResult(dst []byte, r *Result) ([]byte, error) {
 	if strings.TrimSpace(r.CallID) == "" {
 		return dst, malformed("call_id", "missing; it must be the id of the call answered")
 	}
+	if r.Key != "" && !ValidKey(r.Key) {
+		return dst, malformed("key", "must be a call key: "+formatCount(KeyLen)+" characters of a-z and 2-7, got "+quoteShort(r.Key))
+	}
 	if r.V != Version {
 		r.V = Version
 	}
 	b := append(dst, `{"v":1`...)
 	b = appendStringField(b, "call_id", r.CallID, false)
+	b = appendStringField(b, "key", r.Key, true)
 	b = appendStringField(b, "tool", r.Tool, true)
 	if r.IsError {
 		b = append(appendKey(b, "is_error"), "true"...)

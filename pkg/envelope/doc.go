@@ -1,6 +1,6 @@
 // Package envelope is the wire contract of toolpool: the call a worker
 // receives on tools.call.<tool> and the result it sends back on
-// tools.result.<instance>, both JSON with a version field "v" (currently 1),
+// tools.result.<instance>.<key> (the key is CallKey's), both JSON with a version field "v" (currently 1),
 // and their conversions to and from Anthropic Messages API content blocks.
 //
 // # Calls

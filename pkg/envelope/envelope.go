@@ -40,28 +40,36 @@ func (c Class) Valid() bool {
 }
 
 // Call is one tool call travelling from the orchestrator to a worker on
-// tools.call.<tool>. Its ID is the model's tool_use_id and the message's
+// tools.call.<tool>. Its ID is the model's tool_use_id; its Key (CallKey of
+// tenant, session, id, tool and input) is its identity and the message's
 // Nats-Msg-Id.
 type Call struct {
-	V           int             `json:"v"`
-	ID          string          `json:"id"`
-	Tool        string          `json:"tool"`
-	Input       json.RawMessage `json:"input"`
-	Session     string          `json:"session,omitempty"`
-	ReplyTo     string          `json:"reply_to,omitempty"` // orchestrator instance waiting for the result
-	CreatedAt   time.Time       `json:"created_at"`
-	Deadline    time.Time       `json:"deadline"`
-	Traceparent string          `json:"traceparent,omitempty"`
+	V     int             `json:"v"`
+	ID    string          `json:"id"`
+	Tool  string          `json:"tool"`
+	Input json.RawMessage `json:"input"`
+	// Key is CallKey(Tenant, Session, ID, Tool, Input). DecodeCall derives
+	// it for an envelope written without one.
+	Key         string    `json:"key,omitempty"`
+	Tenant      string    `json:"tenant,omitempty"`
+	Session     string    `json:"session,omitempty"`
+	ReplyTo     string    `json:"reply_to,omitempty"` // orchestrator instance waiting for the result
+	CreatedAt   time.Time `json:"created_at"`
+	Deadline    time.Time `json:"deadline"`
+	Traceparent string    `json:"traceparent,omitempty"`
 	// OriginalID is set on a call replayed from the dead-letter stream: the ID of
 	// the call it replays.
 	OriginalID string `json:"original_id,omitempty"`
 }
 
 // Result is the outcome of a call, travelling from a worker (or the
-// orchestrator itself) back on tools.result.<instance>.
+// orchestrator itself) back on tools.result.<instance>.<key>.
 type Result struct {
-	V       int     `json:"v"`
-	CallID  string  `json:"call_id"`
+	V      int    `json:"v"`
+	CallID string `json:"call_id"`
+	// Key is the key of the call answered (see CallKey); empty in results
+	// the orchestrator writes itself for calls it never published.
+	Key     string  `json:"key,omitempty"`
 	Tool    string  `json:"tool,omitempty"`
 	Content Content `json:"content"`
 	IsError bool    `json:"is_error,omitempty"`

@@ -47,7 +47,7 @@ func Example() {
 	block, _ := json.Marshal(back.ToolResult())
 	fmt.Println(string(block))
 	// Output:
-	// {"v":1,"id":"toolu_01","tool":"echo","session":"sess-1","reply_to":"orch-1","created_at":"2025-06-01T10:00:00Z","deadline":"2025-06-01T10:02:00Z","input":{"text":"hi"}}
+	// {"v":1,"id":"toolu_01","tool":"echo","key":"ttczotjtatjw4axeijl4pukfio266qpo","session":"sess-1","reply_to":"orch-1","created_at":"2025-06-01T10:00:00Z","deadline":"2025-06-01T10:02:00Z","input":{"text":"hi"}}
 	// {"type":"tool_result","tool_use_id":"toolu_01","content":[{"type":"text","text":"hi"}]}
 }
 

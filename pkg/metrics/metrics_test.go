@@ -153,7 +153,7 @@ func TestWorkerObserve(t *testing.T) {
 			t.Errorf("%s tools = %v, want [echo flaky]", name, got)
 		}
 	}
-	if got := f.LabelValues("toolpool_worker_dead_letters_total", "reason"); fmt.Sprint(got) != "[exhausted expired malformed]" {
+	if got := f.LabelValues("toolpool_worker_dead_letters_total", "reason"); fmt.Sprint(got) != "[exhausted expired malformed outcome_unknown]" {
 		t.Errorf("dead letter reasons = %v", got)
 	}
 }

@@ -52,7 +52,7 @@ func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
 	m := &Worker{
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: sub, Name: "calls_finished_total",
-			Help: "Calls a worker finished, by outcome (success, error: is_error without retry, dead_letter: moved to TOOL_DLQ) and error class (none on success).",
+			Help: "Calls a worker finished, by outcome (success, error: is_error without retry, dead_letter: moved to TOOL_DLQ, stored: answered from the result already stored, outcome_unknown: not run again after an attempt of a tool that is not idempotent started and never reported) and error class (none on success).",
 		}, []string{"tool", "outcome", "class"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: sub, Name: "attempts_total",
@@ -122,7 +122,7 @@ func (m *Worker) initTool(tool string) {
 	}
 	m.inFlight.WithLabelValues(tool)
 	m.queued.WithLabelValues(tool)
-	for _, r := range []dlq.Reason{dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed} {
+	for _, r := range []dlq.Reason{dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed, dlq.ReasonOutcomeUnknown} {
 		m.deadLetters.WithLabelValues(tool, string(r))
 	}
 }
@@ -138,14 +138,18 @@ func (m *Worker) Observe(ev worker.Event) {
 		return
 	}
 	class := classLabel(ev.Class)
+	if ev.Outcome == worker.OutcomeStored { // not an attempt: the tool did not run
+		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
+		return
+	}
 	m.attempts.WithLabelValues(tool, class).Inc()
 	switch ev.Outcome {
-	case worker.OutcomeSuccess, worker.OutcomeError, worker.OutcomeDeadLetter:
+	case worker.OutcomeSuccess, worker.OutcomeError, worker.OutcomeDeadLetter, worker.OutcomeUnknown:
 		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
 	case worker.OutcomeRetry:
 		m.retryDelay.WithLabelValues(tool).Observe(ev.RetryDelay.Seconds())
 	}
-	if ev.Outcome == worker.OutcomeDeadLetter {
+	if ev.Outcome == worker.OutcomeDeadLetter || ev.Outcome == worker.OutcomeUnknown {
 		m.deadLetters.WithLabelValues(tool, reasonLabel(ev.DLQReason)).Inc()
 	}
 	if class == "validation" {
@@ -175,7 +179,7 @@ func (m *Worker) InFlight(tool string, delta int) {
 // reasonLabel bounds the reason label to the known reasons.
 func reasonLabel(r dlq.Reason) string {
 	switch r {
-	case dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed, dlq.ReasonPoison:
+	case dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonOutcomeUnknown:
 		return string(r)
 	}
 	return "other"

@@ -57,8 +57,12 @@ type Definition struct {
 
 // CallInfo describes the call a handler is executing; see CallInfoFrom.
 type CallInfo struct {
-	ID       string
+	ID string
+	// Key is the call's identity (envelope.CallKey): the same key is the
+	// same call, whichever delivery or re-post runs it.
+	Key      string
 	Tool     string
+	Tenant   string
 	Session  string
 	Attempt  int // 1-based
 	Deadline time.Time

@@ -1,8 +1,12 @@
 // Package worker executes tool calls: it pulls call envelopes from the
 // durable consumers tool_<name> of stream TOOL_CALLS, validates each input
 // against its tool's JSON Schema, runs the tool under its timeout, and
-// publishes a result on tools.result.<instance> (stream TOOL_RESULTS) for
-// the orchestrator that waits for it.
+// publishes a result on tools.result.<instance>.<key> (stream TOOL_RESULTS)
+// for the orchestrator that waits for it. A redelivered call, and every call
+// of a tool that is not idempotent, is first looked up there: a call whose
+// result is stored is answered from it. A tool that is not idempotent is
+// never started after an attempt that started and did not report (see
+// OutcomeUnknown).
 //
 //	reg := tools.NewRegistry()
 //	if err := reg.Register(myTool); err != nil { … }

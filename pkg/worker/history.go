@@ -13,14 +13,22 @@ import (
 )
 
 // History records the failed attempts of calls so that a dead letter
-// carries every attempt, whichever worker ran it. *dlq.History implements
-// it. Implementations must be safe for concurrent use.
+// carries every attempt, whichever worker ran it, and the start of each
+// attempt of a tool that is not idempotent, so that no attempt starts after
+// one that may have run. Calls are named by their call key. *dlq.History
+// implements it. Implementations must be safe for concurrent use.
 type History interface {
-	// Record appends a to the attempts of callID and returns them all,
-	// oldest first.
-	Record(ctx context.Context, callID string, a dlq.Attempt) ([]dlq.Attempt, error)
-	// Load returns the attempts recorded for callID, oldest first.
-	Load(ctx context.Context, callID string) ([]dlq.Attempt, error)
+	// Record appends a to the attempts of the call and returns them all,
+	// oldest first. It clears the start marker of attempt a.N.
+	Record(ctx context.Context, key string, a dlq.Attempt) ([]dlq.Attempt, error)
+	// Load returns the attempts recorded for the call, oldest first.
+	Load(ctx context.Context, key string) ([]dlq.Attempt, error)
+	// Begin marks attempt s as started, unless another attempt started
+	// and never reported: then it marks nothing and returns that one.
+	Begin(ctx context.Context, key string, s dlq.Started, until time.Time) (*dlq.Started, error)
+	// StartedOf returns the marker of an attempt that started and never
+	// reported, or nil.
+	StartedOf(ctx context.Context, key string) (*dlq.Started, error)
 }
 
 // HistoryTimeoutDefault bounds each history read or write: the history is
@@ -44,7 +52,7 @@ func (w *Worker) recordAttempt(call *envelope.Call, a dlq.Attempt, ev *Event, lo
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HistoryTimeout)
 	defer cancel()
-	all, err := w.cfg.History.Record(ctx, call.ID, a)
+	all, err := w.cfg.History.Record(ctx, call.Key, a)
 	if err != nil {
 		ev.HistoryFailed = true
 		log.Warn("recording the failed attempt failed; the dead letter may miss it", "err", err)
@@ -61,7 +69,7 @@ func (w *Worker) loadAttempts(call *envelope.Call, ev *Event, log *slog.Logger) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HistoryTimeout)
 	defer cancel()
-	all, err := w.cfg.History.Load(ctx, call.ID)
+	all, err := w.cfg.History.Load(ctx, call.Key)
 	if err != nil {
 		ev.HistoryFailed = true
 		log.Warn("reading the call's attempts failed; the dead letter goes without them", "err", err)

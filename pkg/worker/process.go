@@ -56,7 +56,21 @@ func (w *Worker) process(j *job) {
 	}
 	log := w.callLogger(rt.Name, call, j.attempt) // attributes added only when it logs
 
+	// A redelivered call may have run to its result already (the worker
+	// died between publishing it and acking); a call of a tool that is not
+	// idempotent is checked on every delivery, which also finds the result
+	// of a re-post that came after the duplicate window.
+	if j.attempt > 1 || !rt.Idempotent {
+		if w.answerStored(j, call, meta, ev, log) {
+			return
+		}
+	}
+	once := !rt.Idempotent && w.cfg.History != nil // at most one start: see begin
+
 	if !call.Deadline.IsZero() && start.After(call.Deadline) {
+		if once && j.attempt > 1 && w.startedBefore(j, call, meta, &ev, log) {
+			return
+		}
 		w.expire(j, call, meta, ev, log)
 		return
 	}
@@ -65,6 +79,8 @@ func (w *Worker) process(j *job) {
 	var d classify.Decision
 	if verr := rt.Validate(call.Input); verr != nil {
 		d = classify.Classify(verr)
+	} else if once && !w.begin(j, call, meta, &ev, log) {
+		return
 	} else {
 		w.cfg.Metrics.InFlight(rt.Name, 1)
 		execStart := time.Now()
@@ -111,7 +127,7 @@ func (w *Worker) process(j *job) {
 		entry.SourceSeq = meta.Sequence.Stream
 		entry.Attempts = w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
 		entry.FirstFailure, entry.LastFailure = entry.Attempts[0].Started, time.Now()
-		if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.ID) }) {
+		if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.Key) }) {
 			return
 		}
 		res := w.errorResult(call, d, j.attempt, true, false, ev)
@@ -164,7 +180,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 	ctx, cancel := context.WithTimeoutCause(w.ctx, timeout, &classify.TimeoutError{After: timeout})
 	defer cancel()
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{
-		ID: call.ID, Tool: rt.Name, Session: call.Session, Attempt: j.attempt,
+		ID: call.ID, Key: call.Key, Tenant: call.Tenant, Tool: rt.Name, Session: call.Session, Attempt: j.attempt,
 		Deadline: call.Deadline, WorkerID: w.cfg.WorkerID, Traceparent: call.Traceparent,
 	})
 
@@ -222,7 +238,7 @@ func (w *Worker) shutdownCancelled(ctx context.Context) bool {
 // result starts a result envelope for call.
 func (w *Worker) result(call *envelope.Call, attempt int, ev Event) *envelope.Result {
 	return &envelope.Result{
-		CallID: call.ID, Tool: call.Tool, Attempts: attempt, WorkerID: w.cfg.WorkerID,
+		CallID: call.ID, Key: call.Key, Tool: call.Tool, Attempts: attempt, WorkerID: w.cfg.WorkerID,
 		QueueWait: ev.QueueWait, ExecTime: ev.ExecTime,
 	}
 }
@@ -301,7 +317,8 @@ func (w *Worker) publishOrHandBack(j *job, log *slog.Logger, what string, publis
 }
 
 // retryLater hands a message back after a publish failed: the call will run
-// again, and its result is deduplicated by call id.
+// again (a tool that is not idempotent does not: it is answered as having
+// an unknown outcome), and its result is deduplicated by call key.
 func (w *Worker) retryLater(j *job, log *slog.Logger, what string, err error) {
 	log.Error("publishing the "+what+" failed; handing the call back", "err", err)
 	if j.settle() {
@@ -312,8 +329,9 @@ func (w *Worker) retryLater(j *job, log *slog.Logger, what string, err error) {
 // resultBufs holds the buffers results are encoded into.
 var resultBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-// publishResult publishes res on the caller's result subject with the call id
-// as Nats-Msg-Id, and waits for the PubAck.
+// publishResult publishes res on the caller's result subject,
+// tools.result.<reply_to>.<key>, deduplicated per instance and call key
+// (jetstream.ResultMsgID), and waits for the PubAck.
 func (w *Worker) publishResult(call *envelope.Call, res *envelope.Result) error {
 	bp := resultBufs.Get().(*[]byte)
 	defer resultBufs.Put(bp)
@@ -322,11 +340,16 @@ func (w *Worker) publishResult(call *envelope.Call, res *envelope.Result) error 
 		return err
 	}
 	*bp = data // keep what it grew to; the publish below copies data out before it returns
-	m := &nats.Msg{Subject: jetstream.ResultSubject(call.ReplyTo), Data: data, Header: nats.Header{}}
-	m.Header.Set(nats.MsgIdHdr, call.ID)
+	return w.publishResultData(call, data)
+}
+
+// publishResultData publishes an encoded result of call to its caller.
+func (w *Worker) publishResultData(call *envelope.Call, data []byte) error {
+	m := &nats.Msg{Subject: jetstream.ResultSubject(call.ReplyTo, call.Key), Data: data, Header: nats.Header{}}
+	m.Header.Set(nats.MsgIdHdr, jetstream.ResultMsgID(call.ReplyTo, call.Key))
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)
 	defer cancel()
-	_, err = w.js.PublishMsg(ctx, m)
+	_, err := w.js.PublishMsg(ctx, m)
 	return err
 }
 
@@ -375,7 +398,7 @@ func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Ev
 	if entry.Attempts = w.loadAttempts(call, &ev, log); len(entry.Attempts) > 0 {
 		entry.FirstFailure = entry.Attempts[0].Started
 	}
-	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.ID) }) {
+	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.Key) }) {
 		return
 	}
 	res := w.result(call, j.attempt, ev)

@@ -73,7 +73,7 @@ func (b *outageBundle) awaitStoredResult(t *testing.T, id string) *envelope.Resu
 		defer cancel()
 		s, err := b.js.Stream(ctx, jetstream.StreamResults)
 		if err == nil {
-			m, err = s.GetLastMsgForSubject(ctx, jetstream.ResultSubject(replyTo))
+			m, err = s.GetLastMsgForSubject(ctx, jetstream.ResultFilter(replyTo))
 		}
 		return err == nil
 	})

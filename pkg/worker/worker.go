@@ -37,6 +37,11 @@ type Worker struct {
 	ctx    context.Context // parent of every call's context
 	cancel context.CancelCauseFunc
 
+	resultsMu sync.Mutex
+	results   js.Stream // TOOL_RESULTS, once looked up: stored results
+	// lookupFailed is set at the first failed look-up of a stored result.
+	lookupFailed atomic.Bool
+
 	mu       sync.Mutex
 	started  bool
 	stopPull context.CancelFunc // cuts off the pull loops' open pulls

@@ -148,7 +148,7 @@ func watchResults(t *testing.T, j js.JetStream) *resultWatcher {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := j.OrderedConsumer(ctx, jetstream.StreamResults, js.OrderedConsumerConfig{
-		FilterSubjects: []string{jetstream.ResultSubject(replyTo)},
+		FilterSubjects: []string{jetstream.ResultFilter(replyTo)},
 	})
 	if err != nil {
 		t.Fatalf("result consumer: %v", err)

@@ -1,0 +1,173 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// OutcomeStored is the outcome of a delivery answered from the result the
+// call already has in TOOL_RESULTS: the tool did not run again.
+const OutcomeStored Outcome = "stored"
+
+// OutcomeUnknown is the outcome of a delivery of a call of a tool that is
+// not idempotent after an attempt that started and never reported: the
+// call is answered with an is_error saying its outcome is unknown, and the
+// tool does not run again.
+const OutcomeUnknown Outcome = "outcome_unknown"
+
+// resultsStream returns the TOOL_RESULTS stream, looked up once.
+func (w *Worker) resultsStream(ctx context.Context) (js.Stream, error) {
+	w.resultsMu.Lock()
+	defer w.resultsMu.Unlock()
+	if w.results != nil {
+		return w.results, nil
+	}
+	s, err := w.js.Stream(ctx, jetstream.StreamResults)
+	if err != nil {
+		return nil, err
+	}
+	w.results = s
+	return s, nil
+}
+
+// answerStored answers the call from its stored result, if TOOL_RESULTS has
+// one for its key, and reports whether it did (then the message is settled
+// or handed back). A stored result published for another orchestrator
+// instance (the call was re-posted to this one) is handed on to the call's
+// reply_to. A stored transient error stored before this call message was
+// published is not used: it is the answer of an earlier message of the same
+// call (a re-post after the duplicate window), it says that one did not get
+// through, and this is the retry. A look-up that fails is logged and the
+// call runs as usual.
+func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Event, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)
+	defer cancel()
+	s, err := w.resultsStream(ctx)
+	var m *js.RawStreamMsg
+	if err == nil {
+		m, err = jetstream.LastResult(ctx, s, call.Key)
+	}
+	switch {
+	case errors.Is(err, js.ErrMsgNotFound):
+		return false
+	case err != nil:
+		// Once at warning level: a server that refuses every look-up (a
+		// user without the permission) would otherwise flood the log.
+		if w.lookupFailed.CompareAndSwap(false, true) {
+			log.Warn("looking up a stored result failed; running the call (further failures are logged at debug level)", "err", err)
+		} else {
+			log.Debug("looking up a stored result failed; running the call", "err", err)
+		}
+		return false
+	}
+	if m.Time.Before(meta.Timestamp) {
+		if res, err := envelope.DecodeResult(m.Data); err != nil || res.Class == envelope.ClassTransient {
+			return false
+		}
+	}
+	if call.ReplyTo != "" && m.Subject != jetstream.ResultSubject(call.ReplyTo, call.Key) {
+		if !w.publishOrHandBack(j, log, "stored result", func() error { return w.publishResultData(call, m.Data) }) {
+			return true
+		}
+	}
+	if !j.settle() {
+		return true
+	}
+	if err := j.msg.Ack(); err != nil {
+		log.Warn("ack failed; the call may be delivered again and is answered from its stored result again", "err", err)
+	}
+	log.Info("call answered from its stored result; not run again")
+	ev.Outcome = OutcomeStored
+	w.cfg.Metrics.Observe(ev)
+	return true
+}
+
+// begin marks the start of this attempt of a call of a tool that is not
+// idempotent, and reports whether the tool may run. It may not when an
+// earlier attempt started and never reported: begin answers the call with
+// outcome unknown. When the mark cannot be written, the call is handed back
+// without running (it is never started unmarked).
+func (w *Worker) begin(j *job, call *envelope.Call, meta *js.MsgMetadata, ev *Event, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HistoryTimeout)
+	defer cancel()
+	prior, err := w.cfg.History.Begin(ctx, call.Key, dlq.Started{
+		Seq: meta.Sequence.Stream, N: j.attempt, WorkerID: w.cfg.WorkerID, At: time.Now(),
+	}, call.Deadline)
+	if err != nil {
+		ev.HistoryFailed = true
+		w.retryLater(j, log, "start marker", err)
+		return false
+	}
+	if prior != nil {
+		w.outcomeUnknown(j, call, prior, *ev, log)
+		return false
+	}
+	return true
+}
+
+// startedBefore answers a redelivered call of a tool that is not idempotent
+// with outcome unknown, and reports true, when an earlier attempt started
+// and never reported. A marker that cannot be read counts as none: the
+// call is not run either way (its deadline passed).
+func (w *Worker) startedBefore(j *job, call *envelope.Call, meta *js.MsgMetadata, ev *Event, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HistoryTimeout)
+	defer cancel()
+	prior, err := w.cfg.History.StartedOf(ctx, call.Key)
+	if err != nil {
+		ev.HistoryFailed = true
+		return false
+	}
+	if prior == nil || prior.Seq == meta.Sequence.Stream && prior.N == j.attempt {
+		return false
+	}
+	w.outcomeUnknown(j, call, prior, *ev, log)
+	return true
+}
+
+// OutcomeUnknownMessage is the is_error content of a call of a tool that is
+// not idempotent whose earlier attempt started and never reported, for the
+// model.
+func OutcomeUnknownMessage(tool string) string {
+	return fmt.Sprintf("The outcome of this call to %s is unknown: the worker running it stopped before it reported "+
+		"whether the call took effect, and %s is not safe to run twice, so it was not run again. "+
+		"Before calling it again, check whether its effect happened (for example, read back what it was meant to "+
+		"change or create); call it again only if it did not.", tool, tool)
+}
+
+// outcomeUnknown dead-letters the call (reason outcome_unknown, for
+// operators to check), answers it with an is_error of class permanent, code
+// outcome_unknown, and acks it.
+func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *dlq.Started, ev Event, log *slog.Logger) {
+	entry := dlq.NewEntry(dlq.ReasonOutcomeUnknown, call.Tool, call.ID, j.msg.Data())
+	entry.Error = fmt.Sprintf("attempt %d started on worker %s at %s and never reported; the tool is not idempotent, so the call was not run again",
+		prior.N, prior.WorkerID, prior.At.UTC().Format(time.RFC3339))
+	if md, err := j.msg.Metadata(); err == nil {
+		entry.SourceSeq, entry.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
+	}
+	entry.Attempts = w.loadAttempts(call, &ev, log)
+	entry.FirstFailure, entry.LastFailure = prior.At, time.Now()
+	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.Key) }) {
+		return
+	}
+	res := w.result(call, j.attempt, ev)
+	res.IsError = true
+	res.Class, res.Code = envelope.ClassPermanent, classify.CodeOutcomeUnknown
+	res.Content = envelope.Text(OutcomeUnknownMessage(call.Tool))
+	if !w.reply(j, call, res, log) {
+		return
+	}
+	log.Warn("an earlier attempt of the call started and never reported; not running a tool that is not idempotent again",
+		"started_attempt", prior.N, "started_by", prior.WorkerID, "started_at", prior.At)
+	ev.Outcome, ev.Class, ev.Code, ev.DLQReason = OutcomeUnknown, envelope.ClassPermanent, classify.CodeOutcomeUnknown, dlq.ReasonOutcomeUnknown
+	w.cfg.Metrics.Observe(ev)
+}

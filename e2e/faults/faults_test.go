@@ -38,8 +38,9 @@ func underLoad(t *testing.T, p *pool, name string, fault func()) outcome {
 // acked nor handed back; they must come back to the other workers within
 // the liveness window, although the tool's timeout (and so today's
 // AckWait) is minutes. The tool is idempotent: a call that had started on
-// the dead worker runs again (at-least-once), so duplicate executions
-// are expected and counted, not bounded.
+// the dead worker runs again (at-least-once, docs/operations.md), so
+// duplicate executions are expected, counted and not bounded, but only of
+// calls that ran on the dead worker.
 func TestWorkerKilledUnderLoad(t *testing.T) {
 	p := startPool(t, 3)
 	var before map[string]int
@@ -49,15 +50,25 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 	})
 	_, perWorker := p.executions()
 	t.Logf("executions started on the killed worker w1: %d before the kill, %d in all", before["w1"], perWorker["w1"])
-	check(t, p, "worker kill -9 (1 of 3) under load", out)
+	// A call runs again only when the worker that ran it died before its
+	// result was stored: every execution but the last is on w1.
+	check(t, p, "worker kill -9 (1 of 3) under load", out, func(ranOn []string, _ bool) bool {
+		for _, w := range ranOn[:len(ranOn)-1] {
+			if w != "w1" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Scenario 2. The orchestrator is killed with SIGKILL mid-load and started
 // again (same command line, so a new instance id, same HTTP address).
 // Every request in flight fails; the agents post the same messages again,
 // and each call must be answered from its stored result if it ran, or run
-// if it never did. No worker died, and docs/http-api.md says the same
-// tool call ids run at most once: no call may run twice.
+// if it never did. No worker died and the server kept its duplicate
+// window: docs/operations.md says such a call runs once, so no call may
+// run twice.
 func TestOrchestratorKilledUnderLoad(t *testing.T) {
 	p := startPool(t, 3)
 	out := underLoad(t, p, "okill", func() {
@@ -65,23 +76,14 @@ func TestOrchestratorKilledUnderLoad(t *testing.T) {
 		time.Sleep(restartAfter)
 		p.startOrchestrator()
 	})
-	r, perMarker := check(t, p, "orchestrator kill -9 and restart under load", out)
-	if r.dupExecs > 0 {
-		var twice []string
-		for m, n := range perMarker {
-			if n > 1 {
-				twice = append(twice, m)
-			}
-		}
-		t.Errorf("%d duplicate executions after an orchestrator restart (no worker died; the same ids must run at most once): %s",
-			r.dupExecs, firstN(twice, 20))
-	}
+	check(t, p, "orchestrator kill -9 and restart under load", out, func([]string, bool) bool { return false })
 }
 
 // Scenario 3. The nats-server is stopped with SIGTERM mid-load and started
 // again on the same store and port. Orchestrator and workers reconnect;
 // calls published just before the stop, and calls delivered but not yet
-// acknowledged, must all be answered.
+// acknowledged, must all be answered. A call runs again only when its
+// agent posted it again (see repostedAfterRestart).
 func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
 	p := startPool(t, 3)
 	out := underLoad(t, p, "natsterm", func() {
@@ -89,7 +91,7 @@ func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
 		time.Sleep(restartAfter)
 		p.startNATS()
 	})
-	check(t, p, "nats-server SIGTERM and restart under load", out)
+	check(t, p, "nats-server SIGTERM and restart under load", out, repostedAfterRestart)
 }
 
 // Scenario 4. The nats-server is killed with SIGKILL mid-load and started
@@ -102,5 +104,13 @@ func TestNATSServerSIGKILLUnderLoad(t *testing.T) {
 		time.Sleep(restartAfter)
 		p.startNATS()
 	})
-	check(t, p, "nats-server SIGKILL and restart under load", out)
+	check(t, p, "nats-server SIGKILL and restart under load", out, repostedAfterRestart)
 }
+
+// repostedAfterRestart is what docs/operations.md allows after a restart of
+// the NATS server, no worker having died: a call of an idempotent tool that
+// had finished runs again when its agent posts it again (the restarted
+// server's duplicate window holds only the calls still stored); a call
+// redelivered because the server lost its ack finds its stored result and
+// does not run again.
+func repostedAfterRestart(_ []string, reposted bool) bool { return reposted }

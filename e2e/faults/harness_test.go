@@ -395,10 +395,11 @@ func (p *pool) eventually(what string, cond func() bool) {
 	}
 }
 
-// executions reads the tool's log: executions per marker and per worker.
-func (p *pool) executions() (perMarker, perWorker map[string]int) {
+// executions reads the tool's log: per marker, the workers that ran it,
+// in the order they started; and executions per worker.
+func (p *pool) executions() (perMarker map[string][]string, perWorker map[string]int) {
 	p.t.Helper()
-	perMarker, perWorker = map[string]int{}, map[string]int{}
+	perMarker, perWorker = map[string][]string{}, map[string]int{}
 	data, err := os.ReadFile(p.execLog)
 	if errors.Is(err, os.ErrNotExist) {
 		return perMarker, perWorker
@@ -412,7 +413,7 @@ func (p *pool) executions() (perMarker, perWorker map[string]int) {
 			p.t.Errorf("execution log line %q is not \"<marker> <worker>\"", line)
 			continue
 		}
-		perMarker[marker]++
+		perMarker[marker] = append(perMarker[marker], worker)
 		perWorker[worker]++
 	}
 	return perMarker, perWorker

@@ -50,6 +50,7 @@ type outcome struct {
 	foreign     []string             // results for an id the answer's request did not hold
 	wrong       []string             // a success whose content is not the call's
 	reposts     int                  // messages posted again
+	reposted    map[string]bool      // calls whose message was posted more than once
 	errs        map[string]int       // why messages were posted again, by kind
 	maxStall    time.Duration
 	longestTurn time.Duration // the longest time one agent waited for one turn
@@ -112,7 +113,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 	k := &tracker{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
-	out := outcome{received: map[string]time.Time{}, errs: map[string]int{}}
+	out := outcome{received: map[string]time.Time{}, errs: map[string]int{}, reposted: map[string]bool{}}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for a := range l.agents {
@@ -141,6 +142,9 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 			out.foreign = append(out.foreign, ag.foreign...)
 			out.wrong = append(out.wrong, ag.wrong...)
 			out.reposts += ag.reposts
+			for id := range ag.reposted {
+				out.reposted[id] = true
+			}
 			out.longestTurn = max(out.longestTurn, ag.longestWait)
 			for kind, n := range ag.errs {
 				out.errs[kind] += n
@@ -181,6 +185,7 @@ type agent struct {
 	foreign    []string
 	wrong      []string
 	reposts    int
+	reposted   map[string]bool
 	errs       map[string]int
 	// longestWait is the longest time one turn took, from its first post
 	// to its last result.
@@ -192,6 +197,7 @@ type agent struct {
 func (ag *agent) run(turns [][]call) {
 	ag.received = map[string]time.Time{}
 	ag.errs = map[string]int{}
+	ag.reposted = map[string]bool{}
 	for i, turn := range turns {
 		ag.k.posted(len(turn))
 		posted := time.Now()
@@ -227,6 +233,9 @@ func (ag *agent) turn(calls []call) bool {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			ag.reposts++
+			for _, c := range calls {
+				ag.reposted[c.id] = true
+			}
 		}
 		retryAfter, reason := ag.post(body, calls)
 		if reason == "" {
@@ -391,11 +400,17 @@ func (r result) row() string {
 		r.scenario, r.calls, r.results, r.lost, r.duplicated, r.dupExecs, r.stall.Seconds(), r.command)
 }
 
+// mayRunAgain says whether docs/operations.md ("What runs how often")
+// allows a call to run more than once in a scenario: ranOn are the workers
+// that ran it, in order; reposted, whether its agent posted it again.
+type mayRunAgain func(ranOn []string, reposted bool) bool
+
 // check settles a scenario: it waits (bounded) for the queue to drain so
 // late executions are counted, counts executions from the tool's log,
 // logs the row and everything a failure needs, and asserts zero lost and
-// zero duplicated results. It returns the row and executions per call.
-func check(t *testing.T, p *pool, name string, out outcome) (result, map[string]int) {
+// zero duplicated results, and duplicate executions only of calls that
+// allowed says may run again.
+func check(t *testing.T, p *pool, name string, out outcome, allowed mayRunAgain) result {
 	t.Helper()
 	drained := false
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -410,15 +425,20 @@ func check(t *testing.T, p *pool, name string, out outcome) (result, map[string]
 		stall:   out.maxStall,
 		command: "go test -race -count=1 -run '^" + t.Name() + "$' -v ./e2e/faults/",
 	}
-	var missing, neverRan []string
+	var missing, neverRan, twice, twiceUnexplained []string
 	for _, c := range out.calls {
-		n := perMarker[c.marker]
-		if n > 1 {
+		ranOn := perMarker[c.marker]
+		if n := len(ranOn); n > 1 {
 			r.dupExecs += n - 1
+			desc := fmt.Sprintf("%s (on %s; posted again: %v)", c.id, strings.Join(ranOn, ","), out.reposted[c.id])
+			twice = append(twice, desc)
+			if !allowed(ranOn, out.reposted[c.id]) {
+				twiceUnexplained = append(twiceUnexplained, desc)
+			}
 		}
 		if _, ok := out.received[c.id]; !ok {
 			missing = append(missing, c.id)
-		} else if n == 0 {
+		} else if len(ranOn) == 0 {
 			neverRan = append(neverRan, c.id)
 		}
 	}
@@ -426,7 +446,11 @@ func check(t *testing.T, p *pool, name string, out outcome) (result, map[string]
 	summary.add(r.row())
 	t.Logf("\n%s%s", tableHeader, r.row())
 	t.Logf("load took %v; longest turn %v; %d messages posted again (%s); executions by worker %v; TOOL_CALLS drained: %v",
-		out.elapsed.Round(time.Millisecond), out.longestTurn.Round(time.Millisecond), out.reposts, formatCounts(out.errs), perWorker, drained)
+		out.elapsed.Round(time.Millisecond), out.longestTurn.Round(time.Millisecond), out.reposts,
+		formatCounts(out.errs), perWorker, drained)
+	if len(twice) > 0 {
+		t.Logf("calls that ran more than once: %s", firstN(twice, 40))
+	}
 
 	if r.lost > 0 {
 		t.Errorf("%d of %d calls got no result within the agents' budget (lost): %s", r.lost, r.calls, firstN(missing, 40))
@@ -443,10 +467,14 @@ func check(t *testing.T, p *pool, name string, out outcome) (result, map[string]
 	if len(neverRan) > 0 {
 		t.Errorf("%d calls answered with a success the tool never produced: %s", len(neverRan), firstN(neverRan, 20))
 	}
+	if len(twiceUnexplained) > 0 {
+		t.Errorf("%d calls ran more than once where docs/operations.md says they run once: %s",
+			len(twiceUnexplained), firstN(twiceUnexplained, 20))
+	}
 	if t.Failed() || !drained {
 		t.Logf("NATS state:\n%s", p.natsState())
 	}
-	return r, perMarker
+	return r
 }
 
 func firstN(ids []string, n int) string {

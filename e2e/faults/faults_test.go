@@ -29,8 +29,12 @@ func underLoad(t *testing.T, p *pool, name string, fault func()) outcome {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("fault at %d of %d results", progress(), total)
+	ranBefore, _ := p.executions()
+	at := time.Now()
 	fault()
-	return wait()
+	out := wait()
+	out.ranBeforeFault, out.faultAt = ranBefore, at
+	return out
 }
 
 // Scenario 1. One of three workers is killed with SIGKILL mid-load. The

@@ -55,6 +55,10 @@ type outcome struct {
 	maxStall    time.Duration
 	longestTurn time.Duration // the longest time one agent waited for one turn
 	elapsed     time.Duration
+	// Set by the scenario: when the fault hit, and the executions the
+	// tool had started by then, by marker.
+	faultAt        time.Time
+	ranBeforeFault map[string][]string
 }
 
 // tracker follows progress across agents: calls outstanding and the
@@ -430,7 +434,10 @@ func check(t *testing.T, p *pool, name string, out outcome, allowed mayRunAgain)
 		ranOn := perMarker[c.marker]
 		if n := len(ranOn); n > 1 {
 			r.dupExecs += n - 1
-			desc := fmt.Sprintf("%s (on %s; posted again: %v)", c.id, strings.Join(ranOn, ","), out.reposted[c.id])
+			got, ok := out.received[c.id]
+			running := len(out.ranBeforeFault[c.marker]) > 0 && (!ok || got.After(out.faultAt))
+			desc := fmt.Sprintf("%s (on %s; running at the fault: %v; posted again: %v)",
+				c.id, strings.Join(ranOn, ","), running, out.reposted[c.id])
 			twice = append(twice, desc)
 			if !allowed(ranOn, out.reposted[c.id]) {
 				twiceUnexplained = append(twiceUnexplained, desc)

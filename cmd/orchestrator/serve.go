@@ -98,6 +98,11 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 			f.demoTools = false
 		}
 	}
+	if f.instance != "" {
+		if err := jetstream.CheckToken("--instance", f.instance); err != nil {
+			return nil, cli.Usagef("%v", err)
+		}
+	}
 	if f.workers < 0 {
 		return nil, cli.Usagef("--workers must not be negative")
 	}

@@ -66,6 +66,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker: unexpected argument %q\n", fs.Arg(0))
 		return cli.ExitUsage
 	}
+	if len(*workerID) > worker.WorkerIDMaxBytes {
+		fmt.Fprintf(stderr, "worker: --id is %d bytes; the limit is %d\n", len(*workerID), worker.WorkerIDMaxBytes)
+		return cli.ExitUsage
+	}
 	log, err := logFlags.Logger(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)

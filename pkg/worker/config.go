@@ -35,6 +35,11 @@ const (
 	PublishRetryForDefault = time.Minute
 )
 
+// WorkerIDMaxBytes is the longest Config.WorkerID accepted. The id goes into
+// the keys of the worker's announcements, which are subjects: a long one
+// would exceed the server's control-line limit and close the connection.
+const WorkerIDMaxBytes = 128
+
 // Config configures a Worker. Zero fields take the documented defaults.
 type Config struct {
 	// JetStream is the JetStream context the worker pulls from and publishes
@@ -47,8 +52,9 @@ type Config struct {
 	// Concurrency caps the calls this worker executes at once, over all its
 	// tools. Default ConcurrencyDefault.
 	Concurrency int
-	// WorkerID names this worker in results and dead letters. Default
-	// "<hostname>-<pid>-<random>".
+	// WorkerID names this worker in results and dead letters, and in the
+	// keys of its tools' announcements (a KV subject). At most
+	// WorkerIDMaxBytes. Default "<hostname>-<pid>-<random>".
 	WorkerID string
 	// DrainTimeout is how long Run lets in-flight calls finish on shutdown
 	// before it hands them back. Default DrainTimeoutDefault.
@@ -124,6 +130,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.AbandonGrace must not be negative, got %s", c.AbandonGrace)
 	case c.HistoryTimeout < 0:
 		return fmt.Errorf("worker: Config.HistoryTimeout must not be negative, got %s", c.HistoryTimeout)
+	case len(c.WorkerID) > WorkerIDMaxBytes:
+		return fmt.Errorf("worker: Config.WorkerID is %d bytes; the limit is %d", len(c.WorkerID), WorkerIDMaxBytes)
 	}
 	for _, name := range c.Tools {
 		if _, ok := c.Registry.Lookup(name); !ok {

@@ -3,13 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
@@ -156,5 +163,70 @@ func TestWorkerRefusesLongID(t *testing.T) {
 	code := run(t.Context(), []string{"--demo-tools", "--nats-url", "nats://127.0.0.1:1", "--id", strings.Repeat("w", 5000)}, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), "--id is 5000 bytes; the limit is 128") {
 		t.Errorf("exit %d, stderr %q; want 2 and a message naming --id", code, stderr.String())
+	}
+}
+
+// TestWorkerExitsWhenConnectionClosedForGood: a worker whose NATS
+// connection is closed for good (here the server stops accepting its
+// credentials: nats.go gives up after the second refusal) used to keep
+// running, off NATS, with /healthz 200. Now it exits non-zero at once, so
+// its supervisor starts a fresh one.
+func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	addr := freeAddr(t)
+	host, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	storeDir := t.TempDir()
+	opts := func(password string) *server.Options {
+		return &server.Options{Host: host, Port: port, JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true,
+			Username: "worker", Password: password}
+	}
+	srv, err := server.NewServer(opts("first-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	url := "nats://" + addr
+	nc, err := nats.Connect(url, nats.UserInfo("worker", "first-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+
+	w := startWorker(t, bin, url, "revoked", []string{"NATS_USER=worker", "NATS_PASSWORD=first-secret"})
+	if code, _ := httpGet(t, w.metrics+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz of a connected worker: %d", code)
+	}
+	// The operator changes the password: the server drops the worker's
+	// connection and refuses its reconnects.
+	if err := srv.ReloadOptions(opts("second-secret")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(time.Minute):
+		code, body := httpGet(t, w.metrics+"/healthz")
+		t.Fatalf("the worker still runs a minute after its connection closed for good (/healthz %d %s):\n%s", code, body, w.logs.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(w.err, &exit) || exit.ExitCode() == 0 {
+		t.Errorf("the worker exited with %v; want a non-zero exit code", w.err)
+	}
+	if !strings.Contains(w.logs.String(), "closed for good") {
+		t.Errorf("the worker's log does not say why it exited:\n%s", w.logs.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,5 +229,69 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 	}
 	if !strings.Contains(w.logs.String(), "closed for good") {
 		t.Errorf("the worker's log does not say why it exited:\n%s", w.logs.String())
+	}
+}
+
+// TestKilledWorkersCallComesBackWithinLivenessWindow reproduces issue 12's
+// fourth finding with real processes: a worker process holding a call of
+// sleep (timeout 11 minutes) is killed with SIGKILL. The consumer's AckWait
+// used to be the tool's timeout plus 5 s, so the call came back only after
+// 11 min 5 s. AckWait is now a liveness window kept by heartbeats, so a
+// second worker gets the call well within a minute and answers it.
+func TestKilledWorkersCallComesBackWithinLivenessWindow(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	victim := startWorker(t, bin, srv.ClientURL(), "victim", nil)
+
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.ConsumerCatalog(j, time.Millisecond),
+		DefaultTimeout: 5 * time.Minute, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	if got := natstest.CallConsumerInfo(t, j, "sleep").Config.AckWait; got >= time.Minute {
+		t.Errorf("tool_sleep's AckWait is %v; want a liveness window, not the tool's timeout", got)
+	}
+	type answer struct {
+		res []envelope.Result
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := d.Dispatch(ctx, "crash-session", []envelope.ToolUseBlock{
+			{Type: "tool_use", ID: "toolu_held_by_victim", Name: "sleep", Input: json.RawMessage(`{"ms":2000}`)},
+		})
+		answered <- answer{res, err}
+	}()
+	natstest.Eventually(t, time.Minute, "the victim to hold the call", func() bool {
+		return natstest.CallConsumerInfo(t, j, "sleep").NumAckPending == 1
+	})
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+	killed := time.Now()
+	startWorker(t, bin, srv.ClientURL(), "survivor", nil)
+
+	const bound = time.Minute // far below sleep's 11-minute timeout; not a speed test
+	select {
+	case a := <-answered:
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		r := a.res[0]
+		if r.IsError || r.WorkerID != "survivor" || r.Attempts != 2 {
+			t.Errorf("result %+v; want success from the survivor on attempt 2", r)
+		}
+		t.Logf("answered %v after the kill", time.Since(killed).Round(time.Millisecond))
+	case <-time.After(bound):
+		t.Fatalf("the call held by the killed worker was not answered within %v of the kill (consumer: %+v)",
+			bound, natstest.CallConsumerInfo(t, j, "sleep").Config)
 	}
 }

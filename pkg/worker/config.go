@@ -12,6 +12,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -56,6 +57,13 @@ type Config struct {
 	// keys of its tools' announcements (a KV subject). At most
 	// WorkerIDMaxBytes. Default "<hostname>-<pid>-<random>".
 	WorkerID string
+	// AckWait is the liveness window of the consumers this worker makes
+	// or updates (jetstream.ConsumerSpec.AckWait): a call held by a worker
+	// that died is delivered again this long after its last heartbeat. It
+	// does not bound a call's run time; heartbeats keep a call alive while
+	// it runs or queues. Give every worker of a tool the same value (each
+	// brings the consumer to its own). Default jetstream.AckWaitDefault (20s).
+	AckWait time.Duration
 	// DrainTimeout is how long Run lets in-flight calls finish on shutdown
 	// before it hands them back. Default DrainTimeoutDefault.
 	DrainTimeout time.Duration
@@ -95,6 +103,7 @@ func (c Config) withDefaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
+	c.AckWait = cmp.Or(c.AckWait, jetstream.AckWaitDefault)
 	c.AbandonGrace = cmp.Or(c.AbandonGrace, AbandonGraceDefault)
 	c.PublishRetryFor = cmp.Or(c.PublishRetryFor, PublishRetryForDefault)
 	c.HistoryTimeout = cmp.Or(c.HistoryTimeout, HistoryTimeoutDefault)
@@ -130,6 +139,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.AbandonGrace must not be negative, got %s", c.AbandonGrace)
 	case c.HistoryTimeout < 0:
 		return fmt.Errorf("worker: Config.HistoryTimeout must not be negative, got %s", c.HistoryTimeout)
+	case c.AckWait < jetstream.AckWaitMin:
+		return fmt.Errorf("worker: Config.AckWait must be at least %s, got %s", jetstream.AckWaitMin, c.AckWait)
 	case len(c.WorkerID) > WorkerIDMaxBytes:
 		return fmt.Errorf("worker: Config.WorkerID is %d bytes; the limit is %d", len(c.WorkerID), WorkerIDMaxBytes)
 	}

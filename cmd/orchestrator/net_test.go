@@ -205,3 +205,60 @@ func TestServeExitsWhenConnectionClosedForGood(t *testing.T) {
 		t.Errorf("the log does not say why serve stopped:\n%s", p.logs)
 	}
 }
+
+// TestSecondServeOnOneDataDirRefuses reproduces issue 12's sixth finding
+// with two real processes: a second `orchestrator serve` on the data dir of
+// a running one (other ports) used to come up and corrupt the store ("lmb
+// missing"). Now it exits non-zero with a message that names the data dir
+// and the process holding it, and the first keeps answering.
+func TestSecondServeOnOneDataDirRefuses(t *testing.T) {
+	t.Parallel()
+	bin := orchestratorBin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	first := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", freePort(t), "--workers", "1")
+	first.waitHealthy(t)
+	waitReady(t, first)
+
+	second := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", freePort(t), "--workers", "1")
+	if code := second.waitExit(t); code == 0 {
+		t.Errorf("the second serve exited 0:\n%s", second.logs)
+	}
+	abs, _ := filepath.Abs(dataDir)
+	msg := second.logs.String()
+	if !strings.Contains(msg, abs) || !strings.Contains(msg, "pid "+strconv.Itoa(first.cmd.Process.Pid)) {
+		t.Errorf("the second serve's message does not name the data dir %s and the first's pid %d:\n%s", abs, first.cmd.Process.Pid, msg)
+	}
+
+	waitReady(t, first)
+	req, err := http.NewRequest(http.MethodPost, first.http+"/v1/tool_calls",
+		strings.NewReader(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_still_here","name":"echo","input":{"text":"still here"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "still here") || strings.Contains(string(body), `"is_error":true`) {
+		t.Errorf("the first serve after the second's attempt: %d %s", resp.StatusCode, body)
+	}
+}
+
+// waitReady waits until p's /readyz answers 200.
+func waitReady(t *testing.T, p *serveProc) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body := httpStatus(p.http + "/readyz")
+		if code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never answered 200 (last %d %s):\n%s", code, body, p.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

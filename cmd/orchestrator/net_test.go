@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,5 +263,51 @@ func waitReady(t *testing.T, p *serveProc) {
 			t.Fatalf("/readyz never answered 200 (last %d %s):\n%s", code, body, p.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeReadyzReportsUnwritableStore: serve's /readyz used to check only
+// that NATS is connected and the streams exist, so it said ready while the
+// store refused every call. A real embedded server with a capped store is
+// filled up: /readyz now answers 503 naming the store.
+func TestServeReadyzReportsUnwritableStore(t *testing.T) {
+	t.Parallel()
+	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), MaxStore: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := jetstream.Provision(ctx, j, jetstream.Config{DLQMaxBytes: -1}); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(newHTTPHandler(nc, j, http.NotFoundHandler()))
+	defer hs.Close()
+	if code, body := httpStatus(hs.URL + "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before the store filled up: %d %s", code, body)
+	}
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	for i := 0; ; i++ {
+		if _, err := j.Publish(ctx, jetstream.CallSubject("filler"), chunk); err != nil {
+			break // the store is full: calls are refused
+		}
+		if i == 64 {
+			t.Fatal("the capped store accepted 4 MiB")
+		}
+	}
+	if code, body := httpStatus(hs.URL + "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"store"`) {
+		t.Errorf("/readyz with a store that refuses writes: %d %s; want 503 naming the store", code, body)
 	}
 }

@@ -314,12 +314,14 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 var errConnClosed = errors.New("the NATS connection is closed for good")
 
 // newHTTPHandler serves health (503 once the NATS connection is closed for
-// good), readiness (NATS connected, streams present: package health) and, under /v1/, the agent API
+// good), readiness (NATS connected, streams present, the store takes a
+// write: package health) and, under /v1/, the agent API
 // (POST /v1/tool_calls, GET /v1/tools: see newAPI). The API's endpoints
 // have patterns of their own so that metrics label requests by them.
 func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
-	health.New(0, health.NATSConnected(nc), health.Streams(jsCtx)).WithLiveness(health.NATSNotClosed(nc)).Register(mux)
+	health.New(0, health.NATSConnected(nc), health.Streams(jsCtx), health.StoreWritable(jsCtx)).
+		WithLiveness(health.NATSNotClosed(nc)).Register(mux)
 	mux.Handle(httpapi.PathToolCalls, api)
 	mux.Handle(httpapi.PathTools, api)
 	mux.Handle("/v1/", api)

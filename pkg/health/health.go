@@ -180,6 +180,28 @@ func Streams(j js.JetStream, names ...string) Check {
 	}}
 }
 
+// StoreProbeSubject is where StoreWritable writes its probes: in
+// TOOL_RESULTS, under a token no orchestrator instance can have ('$' is
+// not allowed in one), so no result consumer ever sees them; they expire
+// with the stream's max age (1 h).
+const StoreProbeSubject = jetstream.ResultSubjectPrefix + "$readyz"
+
+// StoreWritable holds while JetStream stores a message: each probe
+// publishes a few bytes to StoreProbeSubject and waits for the PubAck,
+// which the server sends only once the message is in the stream's store.
+// It fails when the store cannot write (a filestore write error, the disk
+// or JetStream's storage limit full, the stream without a leader), which
+// a stream look-up alone does not notice: the server then refuses every
+// call an agent posts.
+func StoreWritable(j js.JetStream) Check {
+	return Check{Name: "store", Func: func(ctx context.Context) error {
+		if _, err := j.Publish(ctx, StoreProbeSubject, []byte("readyz probe")); err != nil {
+			return fmt.Errorf("JetStream cannot store messages: %w", cleanErr(err))
+		}
+		return nil
+	}}
+}
+
 // Consumers holds while the durable consumer tool_<tool> of each tool
 // exists on TOOL_CALLS: the consumers a worker serving tools pulls from.
 func Consumers(j js.JetStream, tools []string) Check {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -415,13 +414,11 @@ func (s ConsumerSpec) WithDefaults() ConsumerSpec {
 	return s
 }
 
-var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
 // Validate reports the first field of s that cannot work, naming it. Call
 // it on s.WithDefaults(): zero values are invalid.
 func (s ConsumerSpec) Validate() error {
 	switch {
-	case !toolNameRE.MatchString(s.Tool):
+	case CheckToken("tool", s.Tool) != nil:
 		return fmt.Errorf("jetstream: ConsumerSpec.Tool %q is not a valid tool name (1 to 64 letters, digits, '_' or '-')", s.Tool)
 	case s.Timeout <= 0:
 		return fmt.Errorf("jetstream: ConsumerSpec.Timeout of tool %s is %v; want a positive duration", s.Tool, s.Timeout)

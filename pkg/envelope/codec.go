@@ -102,19 +102,9 @@ func syntaxError(field string, data []byte) *DecodeError {
 }
 
 // ValidToolName reports whether name is a valid tool name:
-// ^[a-zA-Z0-9_-]{1,64}$, the rule of the Anthropic API.
-func ValidToolName(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// ^[a-zA-Z0-9_-]{1,64}$, the rule of the Anthropic API. It is the rule of
+// every token the pool builds into a subject (subject.ValidToken).
+func ValidToolName(name string) bool { return subject.ValidToken(name) }
 
 // hasControl reports whether s holds an ASCII control character. Ids and
 // trace context travel in NATS headers, where CR or LF would break the frame.

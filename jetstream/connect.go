@@ -226,6 +226,27 @@ func Connect(opts ConnectOptions) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// Closed returns a channel that is closed once nc is closed for good: by
+// Close or Drain, or by the client itself after an error it does not
+// reconnect from, such as a protocol error ("maximum control line
+// exceeded") or the server refusing its credentials twice in a row.
+// Reconnects after an outage never give up (see Connect), so a connection
+// the process did not close itself is gone for good only then. A
+// long-running process that sees it should report itself dead and exit
+// non-zero, so that its supervisor starts it again with a new connection.
+func Closed(nc *nats.Conn) <-chan struct{} {
+	done := make(chan struct{})
+	events := nc.StatusChanged(nats.CLOSED)
+	go func() {
+		defer close(done)
+		if nc.IsClosed() { // closed before the listener was registered
+			return
+		}
+		<-events
+	}()
+	return done
+}
+
 // RedactURL returns a server URL, or a comma-separated list of them, with
 // passwords and tokens replaced by "xxxxx", fit for logs and errors.
 func RedactURL(urls string) string {

@@ -35,9 +35,9 @@
 //     (ResultMsgID), so a result published twice (a
 //     worker crashed between publishing and acking, and the redelivered
 //     call ran again) is stored once. The window must cover that redelivery:
-//     with the defaults (AckWait 35 s, 30 s timeout) it does; tools with
-//     longer timeouts need a longer Config.DuplicateWindow, and the
-//     orchestrator should still tolerate a late duplicate.
+//     it comes at most AckWait (20 s, whatever the tool's timeout) after
+//     the crash, well inside 2 minutes; the orchestrator still tolerates a
+//     late duplicate.
 //   - TOOL_DLQ keeps dead letters long enough for an operator to drain them
 //     after an outage, bounded in bytes; beyond the bound the oldest go
 //     first so new failures are always recorded. Its messages are not held
@@ -49,13 +49,20 @@
 //	name              tool_<tool>
 //	filter            tools.call.<tool>
 //	ack policy        explicit: a call leaves the queue only when a worker acks it
-//	ack wait          tool timeout + 5 s, at least 10 s (AckWaitFor)
+//	ack wait          20 s, a liveness window (AckWaitDefault; ConsumerSpec.AckWait)
 //	max deliver       MaxAttempts + 2 (MaxDeliverMargin)
 //	max ack pending   the tool's fleet-wide concurrency cap (default 1000)
 //	deliver policy    all; no BackOff list
 //
-// Why: AckWait outlasts one attempt so a live worker is not raced by a
-// redelivery, and a dead one's call returns to the queue soon after. Delays
+// Why: AckWait is how long a call may go without news from its worker, not
+// how long it may run. A live worker sends an in-progress ack every
+// HeartbeatFor(AckWait) (5 s) for each call it holds, running or queued for
+// a slot, so it is never raced by a redelivery however long the tool runs;
+// a call whose worker died (kill -9) or whose delivery was lost (a server
+// restart) is delivered again within AckWait, for a 10-minute tool as for
+// echo. (The AckWait used to be the tool's timeout plus 5 s, so
+// such a call waited up to 11 minutes; EnsureConsumer updates old
+// consumers in place.) Delays
 // between attempts are the worker's NakWithDelay, computed from the tool's
 // retry policy, not a server BackOff list. Deliveries past MaxAttempts
 // happen only when earlier ones reported nothing (a worker crashed, or handed

@@ -54,6 +54,10 @@ type EmbeddedOptions struct {
 	// ReadyTimeout bounds the wait for the server to accept clients.
 	// Default EmbeddedReadyTimeoutDefault (10s).
 	ReadyTimeout time.Duration
+	// MaxStore, when positive, caps JetStream's file store in bytes; writes
+	// past it fail. Default 0: the server's own limit (most of the free
+	// disk space).
+	MaxStore int64
 }
 
 // WithDefaults returns o with zero fields set to their defaults.
@@ -84,6 +88,7 @@ type Embedded struct {
 	srv      *server.Server
 	url      string
 	storeDir string
+	lock     *storeLock
 	once     sync.Once
 }
 
@@ -91,6 +96,11 @@ type Embedded struct {
 // storing under opts.DataDir/jetstream, and returns once it accepts
 // clients. Zero fields of opts take their defaults. A taken listen address
 // gives an error matching ErrListenAddrInUse.
+//
+// The server holds DataDir/toolpool.lock (StoreLockFile) locked until
+// Shutdown: a second process starting an embedded server on the same data
+// directory gets an error matching ErrDataDirInUse that names the holder,
+// instead of a second server corrupting the store.
 func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	opts = opts.WithDefaults()
 	host, port, err := parseListen(opts.Listen)
@@ -103,28 +113,41 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if opts.ReadyTimeout < 0 {
 		return nil, fmt.Errorf("jetstream: embedded nats-server: ReadyTimeout is %v; want a positive duration", opts.ReadyTimeout)
 	}
-	if port != server.RANDOM_PORT {
-		// Probe the address first: the server itself only logs a listen
-		// failure, and this gives a typed error the CLI can explain.
-		if err := probeListen(host, port); err != nil {
-			return nil, err
-		}
-	}
 	dataDir, err := filepath.Abs(opts.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: embedded nats-server: data dir %s: %w", opts.DataDir, err)
 	}
+	lock, err := lockStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.unlock()
+		}
+	}()
+	if port != server.RANDOM_PORT {
+		// Probe the address: the server itself only logs a listen failure,
+		// and this gives a typed error the CLI can explain. (After the
+		// lock: a second orchestrator started by mistake learns about the
+		// data dir, the cause, not only about the port.)
+		if err := probeListen(host, port); err != nil {
+			return nil, err
+		}
+	}
 
 	sopts := &server.Options{
-		ServerName: opts.ServerName,
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   dataDir,
-		MaxPayload: opts.MaxPayload,
-		Username:   opts.User,
-		Password:   opts.Password,
-		NoSigs:     true,
+		ServerName:        opts.ServerName,
+		Host:              host,
+		Port:              port,
+		JetStream:         true,
+		StoreDir:          dataDir,
+		MaxPayload:        opts.MaxPayload,
+		JetStreamMaxStore: opts.MaxStore,
+		Username:          opts.User,
+		Password:          opts.Password,
+		NoSigs:            true,
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
@@ -153,10 +176,12 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if a, ok := srv.Addr().(*net.TCPAddr); ok {
 		clientPort = a.Port
 	}
+	started = true
 	return &Embedded{
 		srv:      srv,
 		url:      "nats://" + net.JoinHostPort(clientHost(host), strconv.Itoa(clientPort)),
 		storeDir: filepath.Join(dataDir, server.JetStreamStoreDir),
+		lock:     lock,
 	}, nil
 }
 
@@ -172,11 +197,13 @@ func (e *Embedded) StoreDir() string { return e.storeDir }
 func (e *Embedded) Server() *server.Server { return e.srv }
 
 // Shutdown stops the server and waits until it has closed its clients and
-// flushed and closed its stores. It is safe to call more than once.
+// flushed and closed its stores, then releases the data directory's lock.
+// It is safe to call more than once.
 func (e *Embedded) Shutdown() {
 	e.once.Do(func() {
 		e.srv.Shutdown()
 		e.srv.WaitForShutdown()
+		e.lock.unlock()
 	})
 }
 

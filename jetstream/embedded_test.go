@@ -123,7 +123,7 @@ func TestEmbeddedStartErrors(t *testing.T) {
 		{"no port", jetstream.EmbeddedOptions{Listen: "127.0.0.1"}, "want host:port"},
 		{"bad port", jetstream.EmbeddedOptions{Listen: "127.0.0.1:http"}, "port must be a number"},
 		{"port too big", jetstream.EmbeddedOptions{Listen: "127.0.0.1:70000"}, "port must be a number"},
-		{"data dir is a file", jetstream.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: notADir}, "did not start"},
+		{"data dir is a file", jetstream.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: notADir}, "data dir " + notADir},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

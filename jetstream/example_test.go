@@ -62,5 +62,5 @@ func Example() {
 	fmt.Println("ack wait", cfg.AckWait, "max deliver", cfg.MaxDeliver, "max ack pending", cfg.MaxAckPending)
 	// Output:
 	// tool_web_search tools.call.web_search
-	// ack wait 15s max deliver 5 max ack pending 20
+	// ack wait 20s max deliver 5 max ack pending 20
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -383,15 +382,19 @@ const (
 	ConsumerConcurrencyDefault = 1000
 )
 
-// AckWait and MaxDeliver margins of a tool's consumer.
+// The liveness window of a tool's consumer, and its MaxDeliver margin.
 const (
-	// AckWaitMargin is added to a tool's timeout to give its consumer's
-	// AckWait: time for a worker to validate, publish the result and ack
-	// after the handler returns.
-	AckWaitMargin = 5 * time.Second
-	// AckWaitMin is the shortest AckWait of any consumer, so tools with
-	// tiny timeouts are not redelivered by a slow publish or a GC pause.
-	AckWaitMin = 10 * time.Second
+	// AckWaitDefault is the AckWait of every tool's consumer: a liveness
+	// window, not the tool's timeout. A worker sends an in-progress ack
+	// every HeartbeatFor(AckWait) (5 s) for each call it holds, running or
+	// queued for a slot, so a live worker keeps a call of any length; a call
+	// whose worker died (kill -9, a lost machine) or whose delivery was lost
+	// (a server restart) is delivered again at most AckWait after the last
+	// heartbeat, whatever the tool's timeout.
+	AckWaitDefault = 20 * time.Second
+	// AckWaitMin is the shortest AckWait ConsumerSpec.Validate accepts:
+	// heartbeats a quarter of it apart must still get through a busy server.
+	AckWaitMin = time.Second
 	// MaxDeliverMargin is added to a tool's MaxAttempts to give its
 	// consumer's MaxDeliver. Deliveries past MaxAttempts happen only when a
 	// worker died mid-call or handed the call back on shutdown (neither
@@ -402,18 +405,19 @@ const (
 	MaxDeliverMargin = 2
 )
 
-// AckWaitFor is the AckWait of the consumer of a tool whose attempts time
-// out after timeout: timeout + AckWaitMargin, at least AckWaitMin. A worker
-// that runs a call longer than this (it should not: the handler's context
-// ends at timeout) must send in-progress acks more often than AckWait.
-func AckWaitFor(timeout time.Duration) time.Duration {
-	return max(timeout+AckWaitMargin, AckWaitMin)
+// HeartbeatFor is how often a worker sends an in-progress ack for each call
+// it holds on a consumer with AckWait ackWait: a quarter of it, so that
+// three heartbeats in a row may be late or lost before the call is
+// delivered again.
+func HeartbeatFor(ackWait time.Duration) time.Duration {
+	return ackWait / 4
 }
 
 // ConsumerSpec is what a tool's consumer is derived from.
 type ConsumerSpec struct {
 	Tool        string        // ^[a-zA-Z0-9_-]{1,64}$
 	Timeout     time.Duration // per attempt. Default ConsumerTimeoutDefault (30s).
+	AckWait     time.Duration // liveness window, independent of Timeout. Default AckWaitDefault (20s).
 	MaxAttempts int           // executions in all. Default ConsumerMaxAttemptsDefault (3).
 	Concurrency int           // fleet-wide cap: MaxAckPending. Default ConsumerConcurrencyDefault (1000).
 }
@@ -429,16 +433,17 @@ func (s ConsumerSpec) WithDefaults() ConsumerSpec {
 	if s.Concurrency == 0 {
 		s.Concurrency = ConsumerConcurrencyDefault
 	}
+	if s.AckWait == 0 {
+		s.AckWait = AckWaitDefault
+	}
 	return s
 }
-
-var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Validate reports the first field of s that cannot work, naming it. Call
 // it on s.WithDefaults(): zero values are invalid.
 func (s ConsumerSpec) Validate() error {
 	switch {
-	case !toolNameRE.MatchString(s.Tool):
+	case CheckToken("tool", s.Tool) != nil:
 		return fmt.Errorf("jetstream: ConsumerSpec.Tool %q is not a valid tool name (1 to 64 letters, digits, '_' or '-')", s.Tool)
 	case s.Timeout <= 0:
 		return fmt.Errorf("jetstream: ConsumerSpec.Timeout of tool %s is %v; want a positive duration", s.Tool, s.Timeout)
@@ -446,6 +451,8 @@ func (s ConsumerSpec) Validate() error {
 		return fmt.Errorf("jetstream: ConsumerSpec.MaxAttempts of tool %s is %d; want at least 1", s.Tool, s.MaxAttempts)
 	case s.Concurrency < 1:
 		return fmt.Errorf("jetstream: ConsumerSpec.Concurrency of tool %s is %d; want at least 1", s.Tool, s.Concurrency)
+	case s.AckWait < AckWaitMin:
+		return fmt.Errorf("jetstream: ConsumerSpec.AckWait of tool %s is %v; want at least %v", s.Tool, s.AckWait, AckWaitMin)
 	}
 	return nil
 }
@@ -464,14 +471,17 @@ func ConsumerConfig(spec ConsumerSpec) js.ConsumerConfig {
 		FilterSubject: CallSubject(spec.Tool),
 		DeliverPolicy: js.DeliverAllPolicy,
 		AckPolicy:     js.AckExplicitPolicy,
-		AckWait:       AckWaitFor(spec.Timeout),
+		AckWait:       spec.AckWait,
 		MaxDeliver:    spec.MaxAttempts + MaxDeliverMargin,
 		MaxAckPending: spec.Concurrency,
 		ReplayPolicy:  js.ReplayInstantPolicy,
 	}
 }
 
-// EnsureConsumer creates or updates the tool's consumer and returns it.
+// EnsureConsumer creates or updates the tool's consumer and returns it. An
+// existing consumer is brought to spec in place (its AckWait too: a
+// consumer made by an older version, with AckWait = timeout + 5 s, gets the
+// liveness window).
 // Zero fields of spec take their defaults; TOOL_CALLS must exist (see
 // Provision).
 func EnsureConsumer(ctx context.Context, j js.JetStream, spec ConsumerSpec) (js.Consumer, error) {

@@ -514,10 +514,13 @@ func TestConsumerConfig(t *testing.T) {
 		maxDeliver     int
 		maxAckPendings int
 	}{
-		{jetstream.ConsumerSpec{Tool: "echo"}, 35 * time.Second, 5, 1000},
-		{jetstream.ConsumerSpec{Tool: "fast", Timeout: time.Second, MaxAttempts: 1, Concurrency: 4}, 10 * time.Second, 3, 4},
-		{jetstream.ConsumerSpec{Tool: "edge", Timeout: 5 * time.Second, MaxAttempts: 5, Concurrency: 1}, 10 * time.Second, 7, 1},
-		{jetstream.ConsumerSpec{Tool: "slow", Timeout: 2 * time.Minute, MaxAttempts: 10, Concurrency: 50}, 2*time.Minute + 5*time.Second, 12, 50},
+		// AckWait is the liveness window whatever the timeout: a 10-minute
+		// tool's call held by a dead worker comes back as fast as echo's.
+		{jetstream.ConsumerSpec{Tool: "echo"}, 20 * time.Second, 5, 1000},
+		{jetstream.ConsumerSpec{Tool: "fast", Timeout: time.Second, MaxAttempts: 1, Concurrency: 4}, 20 * time.Second, 3, 4},
+		{jetstream.ConsumerSpec{Tool: "edge", Timeout: 5 * time.Second, MaxAttempts: 5, Concurrency: 1}, 20 * time.Second, 7, 1},
+		{jetstream.ConsumerSpec{Tool: "slow", Timeout: 10 * time.Minute, MaxAttempts: 10, Concurrency: 50}, 20 * time.Second, 12, 50},
+		{jetstream.ConsumerSpec{Tool: "tuned", Timeout: 10 * time.Minute, AckWait: 5 * time.Second}, 5 * time.Second, 5, 1000},
 	} {
 		t.Run(tc.spec.Tool, func(t *testing.T) {
 			t.Parallel()
@@ -543,18 +546,14 @@ func TestConsumerConfig(t *testing.T) {
 	}
 }
 
-func TestAckWaitFor(t *testing.T) {
+func TestHeartbeatFor(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ timeout, want time.Duration }{
-		{0, 10 * time.Second},
-		{time.Second, 10 * time.Second},
-		{5 * time.Second, 10 * time.Second},
-		{6 * time.Second, 11 * time.Second},
-		{time.Minute, time.Minute + 5*time.Second},
-	} {
-		if got := jetstream.AckWaitFor(tc.timeout); got != tc.want {
-			t.Errorf("AckWaitFor(%v) = %v, want %v", tc.timeout, got, tc.want)
-		}
+	if got := jetstream.HeartbeatFor(jetstream.AckWaitDefault); got != 5*time.Second {
+		t.Errorf("HeartbeatFor(%v) = %v, want 5s", jetstream.AckWaitDefault, got)
+	}
+	// Redelivery after a crash must stay within the 30 s the design promises.
+	if jetstream.AckWaitDefault > 30*time.Second {
+		t.Errorf("AckWaitDefault %v is longer than the 30 s liveness target", jetstream.AckWaitDefault)
 	}
 }
 
@@ -575,6 +574,7 @@ func TestConsumerSpecValidate(t *testing.T) {
 		{jetstream.ConsumerSpec{Tool: "t", Timeout: -time.Second}, "ConsumerSpec.Timeout"},
 		{jetstream.ConsumerSpec{Tool: "t", MaxAttempts: -1}, "ConsumerSpec.MaxAttempts"},
 		{jetstream.ConsumerSpec{Tool: "t", Concurrency: -1}, "ConsumerSpec.Concurrency"},
+		{jetstream.ConsumerSpec{Tool: "t", AckWait: 100 * time.Millisecond}, "ConsumerSpec.AckWait"},
 	} {
 		err := tc.spec.WithDefaults().Validate()
 		switch {
@@ -615,7 +615,7 @@ func TestEnsureConsumer(t *testing.T) {
 	}
 	got, want := info.Config, jetstream.ConsumerConfig(spec)
 	if got.Durable != want.Durable || got.FilterSubject != want.FilterSubject || got.AckPolicy != js.AckExplicitPolicy ||
-		got.AckWait != 25*time.Second || got.MaxDeliver != 6 || got.MaxAckPending != 8 || got.DeliverPolicy != js.DeliverAllPolicy ||
+		got.AckWait != jetstream.AckWaitDefault || got.MaxDeliver != 6 || got.MaxAckPending != 8 || got.DeliverPolicy != js.DeliverAllPolicy ||
 		got.Description != "toolpool: tool web_search" || len(got.BackOff) != 0 {
 		t.Errorf("server-side consumer config %+v, want %+v", got, want)
 	}
@@ -715,5 +715,30 @@ func TestProvisionConcurrently(t *testing.T) {
 		if err != nil {
 			t.Errorf("concurrent Provision: %v", err)
 		}
+	}
+}
+
+// TestEnsureConsumerShortensOldAckWait: a consumer made by an earlier
+// version, with AckWait = timeout + 5 s (11 min 5 s for a 10-minute tool),
+// gets the liveness window in place, keeping its calls.
+func TestEnsureConsumerShortensOldAckWait(t *testing.T) {
+	t.Parallel()
+	_, _, j := natstest.StartProvisioned(t)
+	ctx := testContext(t)
+	spec := jetstream.ConsumerSpec{Tool: "long_job", Timeout: 10 * time.Minute}
+	old := jetstream.ConsumerConfig(spec)
+	old.AckWait = spec.Timeout + 5*time.Second
+	if _, err := j.CreateConsumer(ctx, jetstream.StreamCalls, old); err != nil {
+		t.Fatal(err)
+	}
+	c, err := jetstream.EnsureConsumer(ctx, j, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := natstest.CallConsumerInfo(t, j, "long_job").Config.AckWait; got != jetstream.AckWaitDefault {
+		t.Errorf("AckWait after EnsureConsumer = %v, want %v", got, jetstream.AckWaitDefault)
+	}
+	if got := c.CachedInfo().Config.AckWait; got != jetstream.AckWaitDefault {
+		t.Errorf("returned consumer's AckWait = %v, want %v", got, jetstream.AckWaitDefault)
 	}
 }

@@ -103,6 +103,11 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 			f.demoTools = true
 		}
 	}
+	if f.instance != "" {
+		if err := jetstream.CheckToken("--instance", f.instance); err != nil {
+			return nil, cli.Usagef("%v", err)
+		}
+	}
 	if f.workers < 0 {
 		return nil, cli.Usagef("--workers must not be negative")
 	}
@@ -259,10 +264,26 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", d.Instance())
 
+	// A connection closed for good (a protocol error, refused credentials:
+	// reconnects never give up otherwise) leaves the pool a zombie: stop,
+	// and exit non-zero so the supervisor starts a fresh process.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	go func() {
+		select {
+		case <-jetstream.Closed(nc):
+			stopRun(errConnClosed)
+		case <-runCtx.Done():
+		}
+	}()
 	if f.ready != nil {
-		f.ready(ctx, d, live.Definitions)
+		f.ready(runCtx, d, live.Definitions)
 	} else {
-		<-ctx.Done()
+		<-runCtx.Done()
+	}
+	lost := errors.Is(context.Cause(runCtx), errConnClosed)
+	if lost {
+		log.Error("the NATS connection is closed for good; stopping so that the orchestrator is restarted", "err", nc.LastError())
 	}
 	log.Info("shutting down")
 	if srv != nil {
@@ -275,25 +296,37 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		_ = a.Stop(actx)
 		cancel()
 	}
+	drain := f.drainTimeout
+	if lost {
+		drain = min(drain, time.Second) // no result could be published
+	}
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Go(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
+			sctx, cancel := context.WithTimeout(context.Background(), drain)
 			defer cancel()
 			_ = w.Stop(sctx)
 		})
 	}
 	wg.Wait()
+	if lost {
+		return errConnClosed
+	}
 	return nil
 }
 
-// newHTTPHandler serves health, readiness (NATS connected, streams
-// present: package health) and, under /v1/, the agent API
+// errConnClosed ends serve when its NATS connection closed for good.
+var errConnClosed = errors.New("the NATS connection is closed for good")
+
+// newHTTPHandler serves health (503 once the NATS connection is closed for
+// good), readiness (NATS connected, streams present, the store takes a
+// write: package health) and, under /v1/, the agent API
 // (POST /v1/tool_calls, GET /v1/tools: see newAPI). The API's endpoints
 // have patterns of their own so that metrics label requests by them.
 func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
-	health.New(0, health.NATSConnected(nc), health.Streams(jsCtx)).Register(mux)
+	health.New(0, health.NATSConnected(nc), health.Streams(jsCtx), health.StoreWritable(jsCtx)).
+		WithLiveness(health.NATSNotClosed(nc)).Register(mux)
 	mux.Handle(httpapi.PathToolCalls, api)
 	mux.Handle(httpapi.PathTools, api)
 	mux.Handle("/v1/", api)

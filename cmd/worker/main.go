@@ -19,6 +19,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -64,6 +65,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "worker: unexpected argument %q\n", fs.Arg(0))
+		return cli.ExitUsage
+	}
+	if len(*workerID) > worker.WorkerIDMaxBytes {
+		fmt.Fprintf(stderr, "worker: --id is %d bytes; the limit is %d\n", len(*workerID), worker.WorkerIDMaxBytes)
 		return cli.ExitUsage
 	}
 	log, err := logFlags.Logger(stderr)
@@ -155,7 +160,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return cli.ExitIsError
 	}
 	obs.setReady(true)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-jetstream.Closed(nc):
+		// Closed for good (reconnects never give up, so a protocol error
+		// or refused credentials): without NATS the worker is a zombie.
+		// Exit non-zero so the supervisor starts a fresh one; the calls
+		// held come back to other workers after their ack wait.
+		obs.setReady(false)
+		log.Error("the NATS connection is closed for good; exiting so that the worker is restarted", "err", nc.LastError())
+		stopCtx, cancelStop := context.WithTimeout(context.Background(), time.Second)
+		_ = w.Stop(stopCtx) // cancels the calls running: their results could not be published
+		cancelStop()
+		return cli.ExitIsError
+	}
 	obs.setReady(false)
 	log.Info("signal received; draining", "drain_timeout", *drainTimeout)
 	withdrawCtx, cancelWithdraw := context.WithTimeout(context.Background(), 5*time.Second)

@@ -19,9 +19,10 @@ import (
 )
 
 // observability is the worker's --metrics server: GET /metrics (the
-// worker's metrics, Go runtime and process), GET /healthz and GET /readyz
-// (NATS connected, streams present, this worker's consumers bound, and the
-// worker started and not draining).
+// worker's metrics, Go runtime and process), GET /healthz (503 once the NATS
+// connection is closed for good) and GET /readyz (NATS connected, streams
+// present, this worker's consumers bound, and the worker started and not
+// draining).
 type observability struct {
 	metrics *metrics.Worker // nil without --metrics
 	ready   atomic.Bool
@@ -52,7 +53,7 @@ func startObservability(addr string, nc *nats.Conn, j js.JetStream, tools []stri
 		health.Streams(j),
 		health.Consumers(j, tools),
 		health.Flag("worker", &o.ready, "the worker is starting or draining"),
-	).Register(mux)
+	).WithLiveness(health.NATSNotClosed(nc)).Register(mux)
 	o.metrics = m
 	o.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

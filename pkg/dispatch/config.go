@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -68,8 +69,9 @@ type Config struct {
 	// consumed from. Required unless NC is set.
 	JS js.JetStream
 	// Instance is this orchestrator's id: calls carry it as reply_to and
-	// results come back on tools.result.<Instance>. Letters, digits, '_'
-	// and '-' only. Default a random id, unique per process.
+	// results come back on tools.result.<Instance>. One subject token:
+	// 1 to 64 letters, digits, '_' and '-' (jetstream.CheckToken). Default
+	// a random id, unique per process.
 	Instance string
 	// Catalog says which tools exist. Required.
 	Catalog Catalog
@@ -163,13 +165,14 @@ func (c Config) WithDefaults() Config {
 // Validate names the first bad field. It expects defaults to be applied:
 // a zero duration or count is reported as not positive.
 func (c Config) Validate() error {
+	instanceErr := jetstream.CheckToken("instance", c.Instance)
 	switch {
 	case c.JS == nil && c.NC == nil:
 		return errors.New("dispatch: Config.JS is required (or Config.NC to create it)")
 	case c.Catalog == nil:
 		return errors.New("dispatch: Config.Catalog is required")
-	case !validInstance(c.Instance):
-		return fmt.Errorf("dispatch: Config.Instance %q must be 1 to 64 letters, digits, '_' or '-' (it is a subject token)", c.Instance)
+	case instanceErr != nil:
+		return fmt.Errorf("dispatch: Config.Instance: %w", instanceErr)
 	case c.DefaultTimeout <= 0:
 		return fmt.Errorf("dispatch: Config.DefaultTimeout must be positive, got %v", c.DefaultTimeout)
 	case c.PublishTimeout <= 0:
@@ -196,20 +199,6 @@ func (c Config) Validate() error {
 		return errors.New("dispatch: Config.Metrics is nil")
 	}
 	return nil
-}
-
-func validInstance(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch b := s[i]; {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '_', b == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func newInstanceID() string {

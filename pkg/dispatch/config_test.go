@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -17,8 +19,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.MaxSessions != MaxSessionsDefault || c.RecentTTL != RecentTTLDefault || c.Logger == nil || c.Metrics == nil {
 		t.Errorf("defaults not applied: %+v", c)
 	}
-	if !validInstance(c.Instance) {
-		t.Errorf("default instance %q is not valid", c.Instance)
+	if err := jetstream.CheckToken("instance", c.Instance); err != nil {
+		t.Errorf("default instance: %v", err)
 	}
 	if c2 := (Config{}).WithDefaults(); c2.Instance == c.Instance {
 		t.Error("two default instance ids are equal")
@@ -49,6 +51,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"Config.Instance", func(c *Config) { c.Instance = "orch.1" }},
 		{"Config.Instance", func(c *Config) { c.Instance = "" }},
 		{"Config.Instance", func(c *Config) { c.Instance = "a*" }},
+		{"Config.Instance", func(c *Config) { c.Instance = strings.Repeat("o", 5000) }},
 		{"Config.DefaultTimeout", func(c *Config) { c.DefaultTimeout = -time.Second }},
 		{"Config.PublishTimeout", func(c *Config) { c.PublishTimeout = 0 }},
 		{"Config.MaxPublishInFlight", func(c *Config) { c.MaxPublishInFlight = -1 }},

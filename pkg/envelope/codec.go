@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolpool/toolpool/internal/jsontext"
+	"github.com/toolpool/toolpool/internal/subject"
 )
 
 // Limits bounds what the codec accepts and emits. A zero or negative field
@@ -101,19 +102,9 @@ func syntaxError(field string, data []byte) *DecodeError {
 }
 
 // ValidToolName reports whether name is a valid tool name:
-// ^[a-zA-Z0-9_-]{1,64}$, the rule of the Anthropic API.
-func ValidToolName(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// ^[a-zA-Z0-9_-]{1,64}$, the rule of the Anthropic API. It is the rule of
+// every token the pool builds into a subject (subject.ValidToken).
+func ValidToolName(name string) bool { return subject.ValidToken(name) }
 
 // hasControl reports whether s holds an ASCII control character. Ids and
 // trace context travel in NATS headers, where CR or LF would break the frame.
@@ -134,21 +125,6 @@ func hasControl(s string) bool {
 	return false
 }
 
-// validSubjectPart reports whether s can follow "tools.result." in a NATS
-// subject: no whitespace or control characters, no wildcards, no empty tokens.
-func validSubjectPart(s string) bool {
-	if s == "" || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c <= ' ' || c == 0x7f || c == '*' || c == '>':
-			return false
-		}
-	}
-	return true
-}
-
 // quoteShort quotes user data for an error message, cut to a sane length.
 func quoteShort(s string) string {
 	const max = 40
@@ -167,11 +143,18 @@ func quoteRaw(b []byte) string {
 	return quoteShort(string(b[:min(len(b), 64)]))
 }
 
+// MaxIDBytes caps a call's id (and original_id). The id goes into the
+// Nats-Msg-Id header and, base64-encoded, into the key of its attempt record
+// (a KV subject), which must stay far below the server's 4,096-byte
+// control-line limit. Model tool_use ids are a few dozen bytes.
+const MaxIDBytes = 512
+
 const toolNameRule = "must be 1 to 64 letters, digits, '_' or '-'"
 
 // Validate checks c as DecodeCall would after parsing: id and tool present,
 // a valid tool name, input a JSON object of at most lim.MaxInputBytes, no
-// control characters in the string fields, reply_to usable in a subject. The
+// control characters in the string fields, reply_to one subject token
+// (subject.ValidToken: at most 64 letters, digits, '_' or '-'). The
 // error is a *DecodeError. The orchestrator can call it before publishing.
 func (c *Call) Validate(lim Limits) error {
 	if c == nil {
@@ -198,6 +181,11 @@ func (c *Call) validateFields() *DecodeError {
 	if c.Key != "" && !ValidKey(c.Key) {
 		return malformed("key", "must be a call key: "+formatCount(KeyLen)+" characters of a-z and 2-7, got "+quoteShort(c.Key))
 	}
+	for _, f := range [...]struct{ name, v string }{{"id", c.ID}, {"original_id", c.OriginalID}} {
+		if len(f.v) > MaxIDBytes {
+			return malformed(f.name, "is "+formatCount(len(f.v))+" bytes; the limit is "+formatCount(MaxIDBytes))
+		}
+	}
 	for _, f := range [...]struct{ name, v string }{
 		{"id", c.ID}, {"tenant", c.Tenant}, {"session", c.Session}, {"reply_to", c.ReplyTo},
 		{"traceparent", c.Traceparent}, {"original_id", c.OriginalID},
@@ -206,8 +194,10 @@ func (c *Call) validateFields() *DecodeError {
 			return malformed(f.name, "must not contain control characters")
 		}
 	}
-	if c.ReplyTo != "" && !validSubjectPart(c.ReplyTo) {
-		return malformed("reply_to", "must be usable in a NATS subject: no spaces, '*', '>' or empty tokens, got "+quoteShort(c.ReplyTo))
+	if c.ReplyTo != "" && !subject.ValidToken(c.ReplyTo) {
+		// Workers publish the result on tools.result.<reply_to>: a long or
+		// dotted one would address another subject or close their connection.
+		return malformed("reply_to", "the orchestrator instance "+subject.TokenRule+", got "+quoteShort(c.ReplyTo)+" ("+strconv.Itoa(len(c.ReplyTo))+" bytes)")
 	}
 	return nil
 }

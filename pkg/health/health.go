@@ -26,12 +26,14 @@ type Check struct {
 	Func func(ctx context.Context) error
 }
 
-// Handler serves GET /healthz (the process is alive: always 200) and
-// GET /readyz (200 when every check holds, 503 otherwise). Both answer a
-// JSON object: {"status": "ok" | "ready" | "not ready", "checks": {name:
-// "ok" or what is wrong}}.
+// Handler serves GET /healthz (the process is alive: 200 unless a liveness
+// check fails, see WithLiveness) and GET /readyz (200 when every check
+// holds, 503 otherwise). Both answer a JSON object: {"status": "ok" |
+// "not ok" | "ready" | "not ready", "checks": {name: "ok" or what is
+// wrong}}.
 type Handler struct {
 	checks  []Check
+	live    []Check
 	timeout time.Duration
 }
 
@@ -43,6 +45,16 @@ func New(timeout time.Duration, checks ...Check) *Handler {
 		timeout = TimeoutDefault
 	}
 	return &Handler{checks: checks, timeout: timeout}
+}
+
+// WithLiveness adds checks to /healthz, which then answers 503 when one
+// fails. They must be cheap and local (no round trip), and fail only for a
+// state the process cannot leave by itself: a supervisor restarts a process
+// whose /healthz fails. NATSNotClosed is such a check; a NATS outage is not
+// (the client reconnects), so NATSConnected belongs to readiness.
+func (h *Handler) WithLiveness(checks ...Check) *Handler {
+	h.live = append(h.live, checks...)
+	return h
 }
 
 // Register adds GET /healthz and GET /readyz to mux.
@@ -63,24 +75,31 @@ func (r Report) Ready() bool { return r.Status == StatusReady }
 // The statuses of a Report.
 const (
 	StatusOK       = "ok"
+	StatusNotOK    = "not ok"
 	StatusReady    = "ready"
 	StatusNotReady = "not ready"
 	checkOK        = "ok"
 	checkSkipped   = "skipped"
 )
 
-// Check runs the checks and reports.
+// Check runs the readiness checks and reports.
 func (h *Handler) Check(ctx context.Context) Report {
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	return run(ctx, h.timeout, h.checks, StatusReady, StatusNotReady)
+}
+
+// run runs checks in order within timeout; the report's status is good
+// while they hold and bad from the first that fails.
+func run(ctx context.Context, timeout time.Duration, checks []Check, good, bad string) Report {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rep := Report{Status: StatusReady, Checks: make(map[string]string, len(h.checks))}
-	for _, c := range h.checks {
-		if rep.Status != StatusReady {
+	rep := Report{Status: good, Checks: make(map[string]string, len(checks))}
+	for _, c := range checks {
+		if rep.Status != good {
 			rep.Checks[c.Name] = checkSkipped
 			continue
 		}
 		if err := c.Func(ctx); err != nil {
-			rep.Status = StatusNotReady
+			rep.Status = bad
 			rep.Checks[c.Name] = err.Error()
 			continue
 		}
@@ -89,9 +108,19 @@ func (h *Handler) Check(ctx context.Context) Report {
 	return rep
 }
 
-// Live serves /healthz: 200 while the process can answer.
-func (h *Handler) Live(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, Report{Status: StatusOK})
+// Live serves /healthz: 200 while the process can answer and its liveness
+// checks hold, 503 otherwise.
+func (h *Handler) Live(w http.ResponseWriter, r *http.Request) {
+	if len(h.live) == 0 {
+		writeJSON(w, http.StatusOK, Report{Status: StatusOK})
+		return
+	}
+	rep := run(r.Context(), h.timeout, h.live, StatusOK, StatusNotOK)
+	code := http.StatusOK
+	if rep.Status != StatusOK {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, rep)
 }
 
 // Ready serves /readyz: 200 when every check holds, 503 otherwise.
@@ -121,6 +150,20 @@ func NATSConnected(nc *nats.Conn) Check {
 	}}
 }
 
+// NATSNotClosed holds until nc is closed for good (see jetstream.Closed):
+// while it reconnects after an outage the process is still alive.
+func NATSNotClosed(nc *nats.Conn) Check {
+	return Check{Name: "nats", Func: func(context.Context) error {
+		if !nc.IsClosed() {
+			return nil
+		}
+		if err := nc.LastError(); err != nil {
+			return fmt.Errorf("the NATS connection is closed for good (%s); the process must be restarted", cleanErr(err))
+		}
+		return errors.New("the NATS connection is closed for good; the process must be restarted")
+	}}
+}
+
 // Streams holds while JetStream answers for each of the streams (default:
 // TOOL_CALLS, TOOL_RESULTS and TOOL_DLQ).
 func Streams(j js.JetStream, names ...string) Check {
@@ -132,6 +175,28 @@ func Streams(j js.JetStream, names ...string) Check {
 			if _, err := j.Stream(ctx, name); err != nil {
 				return fmt.Errorf("stream %s unavailable: %w", name, cleanErr(err))
 			}
+		}
+		return nil
+	}}
+}
+
+// StoreProbeSubject is where StoreWritable writes its probes: in
+// TOOL_RESULTS, under a token no orchestrator instance can have ('$' is
+// not allowed in one), so no result consumer ever sees them; they expire
+// with the stream's max age (1 h).
+const StoreProbeSubject = jetstream.ResultSubjectPrefix + "$readyz"
+
+// StoreWritable holds while JetStream stores a message: each probe
+// publishes a few bytes to StoreProbeSubject and waits for the PubAck,
+// which the server sends only once the message is in the stream's store.
+// It fails when the store cannot write (a filestore write error, the disk
+// or JetStream's storage limit full, the stream without a leader), which
+// a stream look-up alone does not notice: the server then refuses every
+// call an agent posts.
+func StoreWritable(j js.JetStream) Check {
+	return Check{Name: "store", Func: func(ctx context.Context) error {
+		if _, err := j.Publish(ctx, StoreProbeSubject, []byte("readyz probe")); err != nil {
+			return fmt.Errorf("JetStream cannot store messages: %w", cleanErr(err))
 		}
 		return nil
 	}}

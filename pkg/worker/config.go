@@ -12,6 +12,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -35,6 +36,11 @@ const (
 	PublishRetryForDefault = time.Minute
 )
 
+// WorkerIDMaxBytes is the longest Config.WorkerID accepted. The id goes into
+// the keys of the worker's announcements, which are subjects: a long one
+// would exceed the server's control-line limit and close the connection.
+const WorkerIDMaxBytes = 128
+
 // Config configures a Worker. Zero fields take the documented defaults.
 type Config struct {
 	// JetStream is the JetStream context the worker pulls from and publishes
@@ -47,9 +53,17 @@ type Config struct {
 	// Concurrency caps the calls this worker executes at once, over all its
 	// tools. Default ConcurrencyDefault.
 	Concurrency int
-	// WorkerID names this worker in results and dead letters. Default
-	// "<hostname>-<pid>-<random>".
+	// WorkerID names this worker in results and dead letters, and in the
+	// keys of its tools' announcements (a KV subject). At most
+	// WorkerIDMaxBytes. Default "<hostname>-<pid>-<random>".
 	WorkerID string
+	// AckWait is the liveness window of the consumers this worker makes
+	// or updates (jetstream.ConsumerSpec.AckWait): a call held by a worker
+	// that died is delivered again this long after its last heartbeat. It
+	// does not bound a call's run time; heartbeats keep a call alive while
+	// it runs or queues. Give every worker of a tool the same value (each
+	// brings the consumer to its own). Default jetstream.AckWaitDefault (20s).
+	AckWait time.Duration
 	// DrainTimeout is how long Run lets in-flight calls finish on shutdown
 	// before it hands them back. Default DrainTimeoutDefault.
 	DrainTimeout time.Duration
@@ -89,6 +103,7 @@ func (c Config) withDefaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
+	c.AckWait = cmp.Or(c.AckWait, jetstream.AckWaitDefault)
 	c.AbandonGrace = cmp.Or(c.AbandonGrace, AbandonGraceDefault)
 	c.PublishRetryFor = cmp.Or(c.PublishRetryFor, PublishRetryForDefault)
 	c.HistoryTimeout = cmp.Or(c.HistoryTimeout, HistoryTimeoutDefault)
@@ -124,6 +139,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.AbandonGrace must not be negative, got %s", c.AbandonGrace)
 	case c.HistoryTimeout < 0:
 		return fmt.Errorf("worker: Config.HistoryTimeout must not be negative, got %s", c.HistoryTimeout)
+	case c.AckWait < jetstream.AckWaitMin:
+		return fmt.Errorf("worker: Config.AckWait must be at least %s, got %s", jetstream.AckWaitMin, c.AckWait)
+	case len(c.WorkerID) > WorkerIDMaxBytes:
+		return fmt.Errorf("worker: Config.WorkerID is %d bytes; the limit is %d", len(c.WorkerID), WorkerIDMaxBytes)
 	}
 	for _, name := range c.Tools {
 		if _, ok := c.Registry.Lookup(name); !ok {

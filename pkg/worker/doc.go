@@ -19,7 +19,7 @@
 //	err = w.Run(ctx)   // serves until ctx is done, then drains
 //
 // Start creates or updates each tool's consumer from the tool's settings
-// (AckWait from its timeout, MaxDeliver from its attempts, MaxAckPending
+// (AckWait the liveness window Config.AckWait, MaxDeliver from its attempts, MaxAckPending
 // from its fleet-wide concurrency), so any number of workers on any number
 // of machines share the work of a tool.
 //
@@ -30,7 +30,9 @@
 // input the schema refuses gets a validation is_error that names every bad
 // field, and the tool never runs. Otherwise the tool runs under its
 // timeout (cut to the call's deadline) while the worker sends in-progress
-// acks every AckWait/3; a panic becomes an internal is_error. Then one
+// acks every AckWait/4 (as it does for a call queued for a slot, so a call
+// held by a live worker is never delivered again, and one held by a dead
+// worker comes back within AckWait); a panic becomes an internal is_error. Then one
 // decision, classify's Policy.Fate, settles the call: a success or a
 // permanent failure is answered and acked; a transient failure with
 // attempts left is NAKed with a jittered backoff (honouring Retry-After)

@@ -39,8 +39,17 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 	release := make(chan struct{})
 	b := setup(t, blockingTool("slow", &started, release), textTool("fast", "done"))
 	const slots = 2
+	// A short liveness window, so the wait below outlasts it several times:
+	// the heartbeats (every AckWait/4) keep both the running slow calls and
+	// the queued fast ones.
+	const ackWait = 2 * time.Second
 	rec := newRecorder()
-	b.start(t, func(c *worker.Config) { c.WorkerID = "busy"; c.Concurrency = slots; c.Metrics = rec })
+	b.start(t, func(c *worker.Config) {
+		c.WorkerID = "busy"
+		c.Concurrency = slots
+		c.Metrics = rec
+		c.AckWait = ackWait
+	})
 
 	var slow []string
 	for range slots {
@@ -68,7 +77,7 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 	})
 
 	// Another worker takes what the busy one left, while its slots stay busy.
-	b.start(t, func(c *worker.Config) { c.WorkerID = "free"; c.Tools = []string{"fast"} })
+	b.start(t, func(c *worker.Config) { c.WorkerID = "free"; c.Tools = []string{"fast"}; c.AckWait = ackWait })
 	natstest.Eventually(t, waitLong, "the free worker runs the calls left in the stream", func() bool {
 		done := 0
 		for _, id := range ids {
@@ -84,9 +93,9 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 		}
 	}
 
-	// Hold the slots past the fast tool's ack wait: the calls the busy
-	// worker queued must not be delivered again meanwhile.
-	time.Sleep(jetstream.AckWaitFor(2*time.Second) + 2*time.Second)
+	// Hold the slots for several ack waits: neither the slow calls running
+	// nor the fast ones the busy worker queued may be delivered again.
+	time.Sleep(3 * ackWait)
 	close(release)
 	for _, id := range slow {
 		if r := b.results.await(t, id); r.IsError {

@@ -54,7 +54,7 @@ type Worker struct {
 type served struct {
 	tool          *tools.Registered
 	spec          jetstream.ConsumerSpec // to make the consumer again
-	heartbeat     time.Duration          // InProgress interval: AckWait/3
+	heartbeat     time.Duration          // InProgress interval: jetstream.HeartbeatFor(AckWait)
 	maxAckPending int                    // the fleet-wide cap: no pull asks for more
 }
 
@@ -123,15 +123,16 @@ func (w *Worker) Start(ctx context.Context) error {
 			Timeout:     rt.Timeout,
 			MaxAttempts: rt.Retry.MaxAttempts,
 			Concurrency: rt.Concurrency,
+			AckWait:     w.cfg.AckWait,
 		}
 		cons, err := jetstream.EnsureConsumer(ctx, w.js, spec)
 		if err != nil {
 			return fmt.Errorf("worker: bind tool %q: %w", name, err)
 		}
 		cfg := cons.CachedInfo().Config
-		s := &served{tool: rt, spec: spec, heartbeat: cfg.AckWait / 3, maxAckPending: cfg.MaxAckPending}
+		s := &served{tool: rt, spec: spec, heartbeat: jetstream.HeartbeatFor(cfg.AckWait), maxAckPending: cfg.MaxAckPending}
 		if s.heartbeat <= 0 {
-			s.heartbeat = 10 * time.Second
+			s.heartbeat = jetstream.HeartbeatFor(jetstream.AckWaitDefault)
 		}
 		if s.maxAckPending <= 0 {
 			s.maxAckPending = maxPull

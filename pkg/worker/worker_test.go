@@ -647,10 +647,11 @@ func TestStopHandsBackBeforeReturning(t *testing.T) {
 		}
 		return tools.Text("resumed"), nil
 	})
-	long.Timeout = time.Minute // AckWait 65s: far beyond waitLong
+	long.Timeout = time.Minute
+	const ackWait = 5 * time.Minute // far beyond waitLong: only the NAKs can bring the calls back in time
 	b := setup(t, long)
 	metrics := newRecorder()
-	first, firstConn := b.startConn(t, func(c *worker.Config) { c.WorkerID = "first"; c.Metrics = metrics })
+	first, firstConn := b.startConn(t, func(c *worker.Config) { c.WorkerID = "first"; c.Metrics = metrics; c.AckWait = ackWait })
 
 	ids := make([]string, calls)
 	for i := range ids {
@@ -685,7 +686,7 @@ func TestStopHandsBackBeforeReturning(t *testing.T) {
 	}
 	firstConn.Close() // as a process exiting after Stop would
 
-	b.start(t, func(c *worker.Config) { c.WorkerID = "second" })
+	b.start(t, func(c *worker.Config) { c.WorkerID = "second"; c.AckWait = ackWait })
 	for _, id := range ids {
 		if r := b.results.await(t, id); r.IsError || r.WorkerID != "second" || r.Attempts != 2 {
 			t.Errorf("call %s: result %+v; want success from the second worker on attempt 2", id, r)

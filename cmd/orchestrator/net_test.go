@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+)
+
+// TestServeRefusesBadInstance: --instance becomes a subject token
+// (tools.result.<instance>) and part of consumer names; a dotted, wildcard
+// or overlong one is refused by name before anything starts.
+func TestServeRefusesBadInstance(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"orch.1", "a*", "a b", strings.Repeat("o", 5000)} {
+		_, err := parseServe([]string{"--instance", bad}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--instance") || !strings.Contains(err.Error(), "subject token") {
+			t.Errorf("--instance %.20q: err %v; want one naming --instance", bad, err)
+		}
+	}
+	if _, err := parseServe([]string{"--instance", "orch-eu_1"}, io.Discard); err != nil {
+		t.Errorf("--instance orch-eu_1: %v", err)
+	}
+}
+
+// orchestratorBin builds the orchestrator binary into a temporary directory.
+func orchestratorBin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "orchestrator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// syncBuf collects a process's output for the test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serveProc is an `orchestrator serve` process of a test.
+type serveProc struct {
+	cmd    *exec.Cmd
+	logs   *syncBuf
+	http   string // base URL
+	exited chan struct{}
+	err    error // Wait's, once exited is closed
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// runServeProc starts the binary's serve with its HTTP server on a free
+// port; it is killed when the test ends.
+func runServeProc(t *testing.T, bin string, env []string, args ...string) *serveProc {
+	t.Helper()
+	addr := freePort(t)
+	cmd := exec.Command(bin, append([]string{"serve", "--http", addr, "--workspace", t.TempDir()}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	p := &serveProc{cmd: cmd, logs: &syncBuf{}, http: "http://" + addr, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// waitHealthy waits until p's /healthz answers 200.
+func (p *serveProc) waitHealthy(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if code, _ := httpStatus(p.http + "/healthz"); code == http.StatusOK {
+			return
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("orchestrator serve exited (%v):\n%s", p.err, p.logs)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orchestrator serve never became healthy:\n%s", p.logs)
+		}
+	}
+}
+
+// waitExit waits up to a minute for p to exit and returns its exit code.
+func (p *serveProc) waitExit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		code, body := httpStatus(p.http + "/healthz")
+		t.Fatalf("orchestrator serve still runs after a minute (/healthz %d %s):\n%s", code, body, p.logs)
+	}
+	var exit *exec.ExitError
+	if errors.As(p.err, &exit) {
+		return exit.ExitCode()
+	}
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	return 0
+}
+
+func httpStatus(url string) (int, string) {
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestServeExitsWhenConnectionClosedForGood: serve connected to a server
+// that stops accepting its credentials (nats.go closes the connection for
+// good after the second refusal) used to stay up with /healthz 200 and
+// answer nothing; it now exits non-zero so that its supervisor restarts it.
+func TestServeExitsWhenConnectionClosedForGood(t *testing.T) {
+	t.Parallel()
+	addr := freePort(t)
+	host, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	storeDir := t.TempDir()
+	opts := func(password string) *server.Options {
+		return &server.Options{Host: host, Port: port, JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true,
+			Username: "orch", Password: password}
+	}
+	srv, err := server.NewServer(opts("first-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	url := "nats://" + addr
+	nc, err := nats.Connect(url, nats.UserInfo("orch", "first-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+
+	p := runServeProc(t, orchestratorBin(t), []string{"NATS_USER=orch", "NATS_PASSWORD=first-secret"},
+		"--nats-url", url, "--workers", "1", "--demo-tools", "--drain-timeout", "30s")
+	p.waitHealthy(t)
+	if err := srv.ReloadOptions(opts("second-secret")); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.waitExit(t); code == 0 {
+		t.Errorf("orchestrator serve exited 0 after losing its connection for good:\n%s", p.logs)
+	}
+	if !strings.Contains(p.logs.String(), "closed for good") {
+		t.Errorf("the log does not say why serve stopped:\n%s", p.logs)
+	}
+}
+
+// TestSecondServeOnOneDataDirRefuses reproduces issue 12's sixth finding
+// with two real processes: a second `orchestrator serve` on the data dir of
+// a running one (other ports) used to come up and corrupt the store ("lmb
+// missing"). Now it exits non-zero with a message that names the data dir
+// and the process holding it, and the first keeps answering.
+func TestSecondServeOnOneDataDirRefuses(t *testing.T) {
+	t.Parallel()
+	bin := orchestratorBin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	first := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", freePort(t), "--workers", "1")
+	first.waitHealthy(t)
+	waitReady(t, first)
+
+	second := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", freePort(t), "--workers", "1")
+	if code := second.waitExit(t); code == 0 {
+		t.Errorf("the second serve exited 0:\n%s", second.logs)
+	}
+	abs, _ := filepath.Abs(dataDir)
+	msg := second.logs.String()
+	if !strings.Contains(msg, abs) || !strings.Contains(msg, "pid "+strconv.Itoa(first.cmd.Process.Pid)) {
+		t.Errorf("the second serve's message does not name the data dir %s and the first's pid %d:\n%s", abs, first.cmd.Process.Pid, msg)
+	}
+
+	waitReady(t, first)
+	req, err := http.NewRequest(http.MethodPost, first.http+"/v1/tool_calls",
+		strings.NewReader(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_still_here","name":"echo","input":{"text":"still here"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "still here") || strings.Contains(string(body), `"is_error":true`) {
+		t.Errorf("the first serve after the second's attempt: %d %s", resp.StatusCode, body)
+	}
+}
+
+// waitReady waits until p's /readyz answers 200.
+func waitReady(t *testing.T, p *serveProc) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body := httpStatus(p.http + "/readyz")
+		if code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never answered 200 (last %d %s):\n%s", code, body, p.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeReadyzReportsUnwritableStore: serve's /readyz used to check only
+// that NATS is connected and the streams exist, so it said ready while the
+// store refused every call. A real embedded server with a capped store is
+// filled up: /readyz now answers 503 naming the store.
+func TestServeReadyzReportsUnwritableStore(t *testing.T) {
+	t.Parallel()
+	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), MaxStore: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := jetstream.Provision(ctx, j, jetstream.Config{DLQMaxBytes: -1}); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(newHTTPHandler(nc, j, http.NotFoundHandler()))
+	defer hs.Close()
+	if code, body := httpStatus(hs.URL + "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before the store filled up: %d %s", code, body)
+	}
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	for i := 0; ; i++ {
+		if _, err := j.Publish(ctx, jetstream.CallSubject("filler"), chunk); err != nil {
+			break // the store is full: calls are refused
+		}
+		if i == 64 {
+			t.Fatal("the capped store accepted 4 MiB")
+		}
+	}
+	if code, body := httpStatus(hs.URL + "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"store"`) {
+		t.Errorf("/readyz with a store that refuses writes: %d %s; want 503 naming the store", code, body)
+	}
+}

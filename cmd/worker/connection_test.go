@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// workerProc is a worker binary running for a test, killed when it ends.
+type workerProc struct {
+	cmd     *exec.Cmd
+	logs    *syncBuffer
+	metrics string // base URL of its --metrics server
+	exited  chan struct{}
+	err     error // the Wait error, once exited is closed
+}
+
+// startWorker runs the worker binary against url with the demo tools and a
+// --metrics server, and waits until its /readyz answers 200.
+func startWorker(t *testing.T, bin, url, id string, env []string, args ...string) *workerProc {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, append([]string{"--nats-url", url, "--demo-tools", "--builtin-tools=false",
+		"--metrics", addr, "--id", id}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	p := &workerProc{cmd: cmd, logs: &syncBuffer{}, metrics: "http://" + addr, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, _ := httpGet(t, p.metrics+"/readyz")
+		if code == http.StatusOK {
+			return p
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("worker %s exited (%v):\n%s", id, p.err, p.logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %s: readyz never answered 200 (last %d):\n%s", id, code, p.logs.String())
+		}
+	}
+}
+
+// TestLongReplyToIsDeadLettered reproduces issue 12's first finding with
+// three worker processes: a call whose reply_to is 5,000 characters long
+// used to make each worker that took it fail its result publish with
+// "maximum control line exceeded", which closes the connection for good, so
+// the redelivered call took every worker off NATS in turn. Now the decoder
+// refuses the call: it lands in TOOL_DLQ as malformed, every worker stays
+// connected and ready, and later calls succeed.
+func TestLongReplyToIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	var workers []*workerProc
+	for i := range 3 {
+		workers = append(workers, startWorker(t, bin, srv.ClientURL(), fmt.Sprintf("w%d", i), nil))
+	}
+
+	now := time.Now().UTC()
+	bad := fmt.Sprintf(`{"v":1,"id":"toolu_long_reply","tool":"echo","input":{"text":"x"},"reply_to":%q,"created_at":%q,"deadline":%q}`,
+		strings.Repeat("r", 5000), now.Format(time.RFC3339Nano), now.Add(time.Minute).Format(time.RFC3339Nano))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := j.Publish(ctx, jetstream.CallSubject("echo"), []byte(bad)); err != nil {
+		t.Fatal(err)
+	}
+
+	var entry dlq.Entry
+	natstest.Eventually(t, time.Minute, "the call to be dead-lettered", func() bool {
+		for _, w := range workers {
+			select {
+			case <-w.exited:
+				t.Fatalf("a worker exited (%v):\n%s", w.err, w.logs.String())
+			default:
+			}
+		}
+		s, err := j.Stream(ctx, jetstream.StreamDLQ)
+		if err != nil {
+			return false
+		}
+		msg, err := s.GetLastMsgForSubject(ctx, jetstream.DLQSubject("echo"))
+		if err != nil {
+			return false
+		}
+		return json.Unmarshal(msg.Data, &entry) == nil
+	})
+	if entry.Reason != dlq.ReasonMalformed || !strings.Contains(entry.Error, "reply_to") {
+		t.Errorf("dead letter: reason %q, error %q; want malformed, naming reply_to", entry.Reason, entry.Error)
+	}
+
+	// No worker lost its connection: each is still ready (its readiness
+	// checks NATS), and the server still counts all three clients.
+	for i, w := range workers {
+		if code, body := httpGet(t, w.metrics+"/readyz"); code != http.StatusOK {
+			t.Errorf("worker %d: /readyz %d %s\n%s", i, code, body, w.logs.String())
+		}
+		if strings.Contains(w.logs.String(), "maximum control line") {
+			t.Errorf("worker %d hit the control line limit:\n%s", i, w.logs.String())
+		}
+	}
+	if n := srv.Server().NumClients(); n < 4 { // three workers and the test
+		t.Errorf("the server has %d clients; want the three workers and the test's", n)
+	}
+
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.ConsumerCatalog(j, time.Millisecond), Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	var blocks []envelope.ToolUseBlock
+	for i := range 20 {
+		blocks = append(blocks, envelope.ToolUseBlock{Type: "tool_use", ID: fmt.Sprintf("toolu_after_%d", i), Name: "echo",
+			Input: json.RawMessage(fmt.Sprintf(`{"text":"after %d"}`, i))})
+	}
+	res, err := d.Dispatch(ctx, "after-session", blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.IsError {
+			t.Errorf("call %d after the bad one: %+v", i, r)
+		}
+	}
+}
+
+// TestWorkerRefusesLongID: the worker id goes into the keys of its
+// announcements (subjects), so --id is bounded and refused before connecting.
+func TestWorkerRefusesLongID(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	code := run(t.Context(), []string{"--demo-tools", "--nats-url", "nats://127.0.0.1:1", "--id", strings.Repeat("w", 5000)}, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--id is 5000 bytes; the limit is 128") {
+		t.Errorf("exit %d, stderr %q; want 2 and a message naming --id", code, stderr.String())
+	}
+}
+
+// TestWorkerExitsWhenConnectionClosedForGood: a worker whose NATS
+// connection is closed for good (here the server stops accepting its
+// credentials: nats.go gives up after the second refusal) used to keep
+// running, off NATS, with /healthz 200. Now it exits non-zero at once, so
+// its supervisor starts a fresh one.
+func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	addr := freeAddr(t)
+	host, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	storeDir := t.TempDir()
+	opts := func(password string) *server.Options {
+		return &server.Options{Host: host, Port: port, JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true,
+			Username: "worker", Password: password}
+	}
+	srv, err := server.NewServer(opts("first-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	url := "nats://" + addr
+	nc, err := nats.Connect(url, nats.UserInfo("worker", "first-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+
+	w := startWorker(t, bin, url, "revoked", []string{"NATS_USER=worker", "NATS_PASSWORD=first-secret"})
+	if code, _ := httpGet(t, w.metrics+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz of a connected worker: %d", code)
+	}
+	// The operator changes the password: the server drops the worker's
+	// connection and refuses its reconnects.
+	if err := srv.ReloadOptions(opts("second-secret")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(time.Minute):
+		code, body := httpGet(t, w.metrics+"/healthz")
+		t.Fatalf("the worker still runs a minute after its connection closed for good (/healthz %d %s):\n%s", code, body, w.logs.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(w.err, &exit) || exit.ExitCode() == 0 {
+		t.Errorf("the worker exited with %v; want a non-zero exit code", w.err)
+	}
+	if !strings.Contains(w.logs.String(), "closed for good") {
+		t.Errorf("the worker's log does not say why it exited:\n%s", w.logs.String())
+	}
+}
+
+// TestKilledWorkersCallComesBackWithinLivenessWindow reproduces issue 12's
+// fourth finding with real processes: a worker process holding a call of
+// sleep (timeout 11 minutes) is killed with SIGKILL. The consumer's AckWait
+// used to be the tool's timeout plus 5 s, so the call came back only after
+// 11 min 5 s. AckWait is now a liveness window kept by heartbeats, so a
+// second worker gets the call well within a minute and answers it.
+func TestKilledWorkersCallComesBackWithinLivenessWindow(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	srv, _, j := natstest.StartProvisioned(t)
+	victim := startWorker(t, bin, srv.ClientURL(), "victim", nil)
+
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.ConsumerCatalog(j, time.Millisecond),
+		DefaultTimeout: 5 * time.Minute, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	if got := natstest.CallConsumerInfo(t, j, "sleep").Config.AckWait; got >= time.Minute {
+		t.Errorf("tool_sleep's AckWait is %v; want a liveness window, not the tool's timeout", got)
+	}
+	type answer struct {
+		res []envelope.Result
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := d.Dispatch(ctx, "crash-session", []envelope.ToolUseBlock{
+			{Type: "tool_use", ID: "toolu_held_by_victim", Name: "sleep", Input: json.RawMessage(`{"ms":2000}`)},
+		})
+		answered <- answer{res, err}
+	}()
+	natstest.Eventually(t, time.Minute, "the victim to hold the call", func() bool {
+		return natstest.CallConsumerInfo(t, j, "sleep").NumAckPending == 1
+	})
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+	killed := time.Now()
+	startWorker(t, bin, srv.ClientURL(), "survivor", nil)
+
+	const bound = time.Minute // far below sleep's 11-minute timeout; not a speed test
+	select {
+	case a := <-answered:
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		r := a.res[0]
+		if r.IsError || r.WorkerID != "survivor" || r.Attempts != 2 {
+			t.Errorf("result %+v; want success from the survivor on attempt 2", r)
+		}
+		t.Logf("answered %v after the kill", time.Since(killed).Round(time.Millisecond))
+	case <-time.After(bound):
+		t.Fatalf("the call held by the killed worker was not answered within %v of the kill (consumer: %+v)",
+			bound, natstest.CallConsumerInfo(t, j, "sleep").Config)
+	}
+}

@@ -56,7 +56,7 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 	t.Logf("executions started on the killed worker w1: %d before the kill, %d in all", before["w1"], perWorker["w1"])
 	// A call runs again only when the worker that ran it died before its
 	// result was stored: every execution but the last is on w1.
-	check(t, p, "worker kill -9 (1 of 3) under load", out, func(ranOn []string, _ bool) bool {
+	check(t, p, "worker kill -9 (1 of 3) under load", out, func(ranOn []string, _, _ bool) bool {
 		for _, w := range ranOn[:len(ranOn)-1] {
 			if w != "w1" {
 				return false
@@ -80,7 +80,7 @@ func TestOrchestratorKilledUnderLoad(t *testing.T) {
 		time.Sleep(restartAfter)
 		p.startOrchestrator()
 	})
-	check(t, p, "orchestrator kill -9 and restart under load", out, func([]string, bool) bool { return false })
+	check(t, p, "orchestrator kill -9 and restart under load", out, func([]string, bool, bool) bool { return false })
 }
 
 // Scenario 3. The nats-server is stopped with SIGTERM mid-load and started
@@ -117,4 +117,4 @@ func TestNATSServerSIGKILLUnderLoad(t *testing.T) {
 // server's duplicate window holds only the calls still stored); a call
 // redelivered because the server lost its ack finds its stored result and
 // does not run again.
-func repostedAfterRestart(_ []string, reposted bool) bool { return reposted }
+func repostedAfterRestart(_ []string, _, reposted bool) bool { return reposted }

@@ -406,8 +406,9 @@ func (r result) row() string {
 
 // mayRunAgain says whether docs/operations.md ("What runs how often")
 // allows a call to run more than once in a scenario: ranOn are the workers
-// that ran it, in order; reposted, whether its agent posted it again.
-type mayRunAgain func(ranOn []string, reposted bool) bool
+// that ran it, in order; running, whether it had started and had no result
+// when the fault hit; reposted, whether its agent posted it again.
+type mayRunAgain func(ranOn []string, running, reposted bool) bool
 
 // check settles a scenario: it waits (bounded) for the queue to drain so
 // late executions are counted, counts executions from the tool's log,
@@ -439,7 +440,7 @@ func check(t *testing.T, p *pool, name string, out outcome, allowed mayRunAgain)
 			desc := fmt.Sprintf("%s (on %s; running at the fault: %v; posted again: %v)",
 				c.id, strings.Join(ranOn, ","), running, out.reposted[c.id])
 			twice = append(twice, desc)
-			if !allowed(ranOn, out.reposted[c.id]) {
+			if !allowed(ranOn, running, out.reposted[c.id]) {
 				twiceUnexplained = append(twiceUnexplained, desc)
 			}
 		}

@@ -26,8 +26,8 @@ const (
 	MaxCallsDefault = 512
 	// RetryAfterDefault is the Retry-After of a 503 answer.
 	RetryAfterDefault = 2 * time.Second
-	// MaxSessionBytes caps a session id.
-	MaxSessionBytes = 256
+	// MaxSessionBytes caps a session id (the rules of MaxIDBytes apply).
+	MaxSessionBytes = MaxIDBytes
 )
 
 // Dispatcher runs the tool calls of one assistant turn and returns one

@@ -71,12 +71,12 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
 		return
 	}
-	session := r.Header.Get(HeaderSession)
+	session, field := r.Header.Get(HeaderSession), HeaderSession+" header"
 	if session == "" {
-		session = q.Get("session")
+		session, field = q.Get("session"), "session parameter"
 	}
-	if err := checkSession(session); err != nil {
-		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+	if problem := checkID(session); problem != "" {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the "+field+" "+problem)
 		return
 	}
 	timeout, err := h.timeout(q.Get("timeout"))
@@ -275,19 +275,6 @@ func parseFormat(s string) (Format, error) {
 		return f, nil
 	}
 	return "", fmt.Errorf("format %q: want anthropic or openai", s)
-}
-
-// checkSession refuses a session id that could not travel in a header.
-func checkSession(s string) error {
-	if len(s) > MaxSessionBytes {
-		return fmt.Errorf("the session id is %d bytes; the limit is %d", len(s), MaxSessionBytes)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return errors.New("the session id must not contain control characters")
-		}
-	}
-	return nil
 }
 
 // timeout reads the timeout query parameter: a Go duration ("90s", "2m")

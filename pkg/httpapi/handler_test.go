@@ -150,7 +150,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad timeout", `[]`, "?timeout=soon", `timeout "soon"`},
 		{"negative timeout", `[]`, "?timeout=-1s", "must be positive"},
 		{"zero timeout", `[]`, "?timeout=0", "must be positive"},
-		{"session with newline", `[]`, "?session=a%0Ab", "control characters"},
+		{"session with newline", `[]`, "?session=a%0Ab", "session parameter has the character"},
 		{"forced openai on content", `{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"echo"}]}`, "?format=openai", ""},
 	}
 	for _, c := range cases {

@@ -67,6 +67,7 @@ type Dispatcher struct {
 	calls    *callTable
 	sessions *sessionTracker
 	inflight chan struct{} // publish slots: MaxPublishInFlight
+	adm      *admission    // admission control: admission.go
 
 	mu      sync.Mutex
 	started bool
@@ -109,6 +110,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		calls:    newCallTable(cfg.RecentTTL, cfg.RecentMax, cfg.RecentMaxBytes),
 		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
+		adm:      newAdmission(cfg),
 		stopped:  make(chan struct{}),
 		kicked:   make(chan string, 1),
 	}, nil
@@ -276,6 +278,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envel
 	defer t.release()
 
 	t.prepare()
+	admitted, err := d.admit(t) // admission control: admission.go
+	if err != nil {
+		return nil, err
+	}
+	defer admitted()
 	if err := t.publish(); err != nil {
 		return nil, err
 	}

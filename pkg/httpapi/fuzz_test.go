@@ -41,6 +41,7 @@ func FuzzToolCalls(f *testing.F) {
 		if err != nil {
 			return // not a URL a client could send
 		}
+		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		switch w.Code {

@@ -181,7 +181,7 @@ func TestServeAPIKeys(t *testing.T) {
 	if status != 200 || !bytes.Contains(body, []byte("b ran")) || hdr.Get("Toolpool-Error-Indexes") != "1" {
 		t.Fatalf("team-b's turn: %d %v %s", status, hdr, body)
 	}
-	if !bytes.Contains(body, []byte("there is no tool named sleep")) && !bytes.Contains(body, []byte("no tool named")) {
+	if !bytes.Contains(body, []byte("There is no tool named sleep. Available tools: echo.")) {
 		t.Errorf("team-b's call to sleep: %s", body)
 	}
 	if bytes.Contains(body, []byte("flaky")) || bytes.Contains(body, []byte("read_file")) {

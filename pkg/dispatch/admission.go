@@ -94,6 +94,7 @@ type admission struct {
 	retryAfter  time.Duration
 	js          js.JetStream
 	log         *slog.Logger
+	stopped     <-chan struct{} // the dispatcher's: ends reads in progress
 
 	inFlight atomic.Int64
 
@@ -111,8 +112,9 @@ type queueDepth struct {
 	refreshing bool
 }
 
-func newAdmission(cfg Config) *admission {
+func newAdmission(cfg Config, stopped <-chan struct{}) *admission {
 	return &admission{
+		stopped:     stopped,
 		maxInFlight: int64(cfg.MaxCallsInFlight),
 		maxDepth:    int64(cfg.MaxQueueDepth),
 		refresh:     cfg.QueueDepthRefresh,
@@ -191,6 +193,13 @@ func (a *admission) reserve(perTool map[string]int64) error {
 func (a *admission) readDepth(tool string, counted int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(a.refresh, time.Second))
 	defer cancel()
+	go func() {
+		select {
+		case <-a.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var pending int64
 	c, err := a.js.Consumer(ctx, jetstream.StreamCalls, jetstream.ConsumerName(tool))
 	if err == nil {

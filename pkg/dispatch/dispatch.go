@@ -100,6 +100,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		}
 		cfg.JS = j
 	}
+	stopped := make(chan struct{})
 	return &Dispatcher{
 		cfg:      cfg,
 		js:       cfg.JS,
@@ -110,8 +111,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		calls:    newCallTable(cfg.RecentTTL, cfg.RecentMax, cfg.RecentMaxBytes),
 		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
-		adm:      newAdmission(cfg),
-		stopped:  make(chan struct{}),
+		adm:      newAdmission(cfg, stopped),
+		stopped:  stopped,
 		kicked:   make(chan string, 1),
 	}, nil
 }

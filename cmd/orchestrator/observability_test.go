@@ -154,6 +154,7 @@ func TestServeObservability(t *testing.T) {
 	}
 	body := `{"role":"assistant","content":[` + strings.Join(blocks, ",") + `]}`
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/tool_calls?timeout=60s", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Toolpool-Session", "observability")
 	resp, err := (&http.Client{Timeout: 90 * time.Second}).Do(req)
 	if err != nil {

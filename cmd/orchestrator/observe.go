@@ -19,6 +19,7 @@ type serveMetrics struct {
 	worker   *metrics.Worker // set by addWorkers
 	dispatch *metrics.Dispatch
 	http     *metrics.HTTP
+	front    *metrics.Front
 }
 
 func newServeMetrics(j js.JetStream, log *slog.Logger) (*serveMetrics, error) {
@@ -28,6 +29,9 @@ func newServeMetrics(j js.JetStream, log *slog.Logger) (*serveMetrics, error) {
 		return nil, err
 	}
 	if m.http, err = metrics.NewHTTP(m.reg); err != nil {
+		return nil, err
+	}
+	if m.front, err = metrics.NewFront(m.reg); err != nil {
 		return nil, err
 	}
 	if err := m.reg.Register(metrics.NewJetStreamCollector(j, metrics.JetStreamOptions{Logger: log})); err != nil {

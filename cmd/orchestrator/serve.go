@@ -47,6 +47,7 @@ type serveFlags struct {
 	drainTimeout time.Duration
 	attemptsTTL  time.Duration
 	retryFor     time.Duration
+	front        httpFlags
 	set          map[string]bool // flags given on the command line
 	// ready, when set, runs once the pool is up, in place of waiting for
 	// ctx (orchestrator run uses it); the pool shuts down when it returns.
@@ -84,6 +85,7 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
 	fs.DurationVar(&f.retryFor, "publish-retry-for", dispatch.PublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
 	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
+	f.front.register(fs)
 	if extra != nil {
 		extra(fs)
 	}
@@ -117,6 +119,9 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 	f.catalog.Replicas = f.replicas
 	if f.concurrency < 1 {
 		return nil, cli.Usagef("--concurrency must be at least 1")
+	}
+	if err := f.front.check(f.httpAddr); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -234,7 +239,8 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	defer live.Close()
 	d, err := dispatch.New(dispatch.Config{
 		JS: jsCtx, Instance: f.instance, Catalog: live, Logger: log, Metrics: om.dispatch,
-		PublishRetryFor: f.retryFor,
+		PublishRetryFor:  f.retryFor,
+		MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
 	})
 	if err != nil {
 		return err
@@ -244,23 +250,29 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 	defer d.Stop()
 
-	var srv *http.Server
+	var srv *httpapi.Server
 	if f.httpAddr != "" {
 		ln, err := net.Listen("tcp", f.httpAddr)
 		if err != nil {
 			return fmt.Errorf("http: listen on %s: %w (pass --http ADDR)", f.httpAddr, err)
 		}
-		api, err := newAPI(d, live.Definitions, log)
+		api, err := newAPI(d, live.Definitions, log, f.front.apiConfig(om.front))
 		if err != nil {
+			_ = ln.Close()
 			return err
 		}
-		srv = &http.Server{Handler: om.handler(newHTTPHandler(nc, jsCtx, api)), ReadHeaderTimeout: 10 * time.Second}
+		ready := health.Check{Name: "http", Func: func(ctx context.Context) error { return srv.Ready(ctx) }}
+		srv, err = f.front.server(f.httpAddr, om.handler(newHTTPHandler(nc, jsCtx, api, ready)), log, om.front)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server failed", "err", err)
 			}
 		}()
-		log.Info("http listening", "addr", ln.Addr().String())
+		log.Info("http listening", "addr", ln.Addr().String(), "api_keys", f.front.keys.Len())
 	}
 	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", d.Instance())
 
@@ -287,8 +299,13 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 	log.Info("shutting down")
 	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = srv.Shutdown(sctx)
+		// First the HTTP requests in flight, while the dispatcher and the
+		// workers still run: /readyz fails and new requests get 503 at
+		// once; then the rest stops.
+		sctx, cancel := context.WithTimeout(context.Background(), f.front.drainTimeout)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("http requests still in flight after --http-drain-timeout", "timeout", f.front.drainTimeout, "err", err)
+		}
 		cancel()
 	}
 	for _, a := range announcers { // withdrawn first: no new calls are routed here
@@ -323,9 +340,9 @@ var errConnClosed = errors.New("the NATS connection is closed for good")
 // write: package health) and, under /v1/, the agent API
 // (POST /v1/tool_calls, GET /v1/tools: see newAPI). The API's endpoints
 // have patterns of their own so that metrics label requests by them.
-func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler) *http.ServeMux {
+func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler, extra ...health.Check) *http.ServeMux {
 	mux := http.NewServeMux()
-	health.New(0, health.NATSConnected(nc), health.Streams(jsCtx), health.StoreWritable(jsCtx)).
+	health.New(0, append(extra, health.NATSConnected(nc), health.Streams(jsCtx), health.StoreWritable(jsCtx))...).
 		WithLiveness(health.NATSNotClosed(nc)).Register(mux)
 	mux.Handle(httpapi.PathToolCalls, api)
 	mux.Handle(httpapi.PathTools, api)
@@ -335,12 +352,11 @@ func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler) *http.S
 
 // newAPI is the agent API (package httpapi): tool calls through d, the
 // tool definitions that defs lists (the live ones).
-func newAPI(d httpapi.Dispatcher, defs func(context.Context) []tools.Definition, log *slog.Logger) (*httpapi.Handler, error) {
-	return httpapi.New(httpapi.Config{
-		Dispatcher: d,
-		Definitions: httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
-			return defs(ctx), nil
-		}),
-		Logger: log,
+func newAPI(d httpapi.Dispatcher, defs func(context.Context) []tools.Definition, log *slog.Logger, cfg httpapi.Config) (*httpapi.Handler, error) {
+	cfg.Dispatcher = d
+	cfg.Definitions = httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
+		return defs(ctx), nil
 	})
+	cfg.Logger = log
+	return httpapi.New(cfg)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
@@ -132,7 +133,7 @@ func TestToolsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := newAPI(d, live.Definitions, natstest.Logger(t))
+	api, err := newAPI(d, live.Definitions, natstest.Logger(t), httpapi.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -369,3 +369,41 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// The API key goes with every request: from WithAPIKey, else from
+// TOOLPOOL_API_KEY; a 429 matches ErrSaturated and ErrUnavailable.
+func TestPoolAPIKeyAndSaturation(t *testing.T) {
+	rec := &recorder{status: 200, body: `{"tools":[]}`}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	t.Setenv(client.EnvAPIKey, "env-0123456789abcdef")
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Definitions(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.last().Header.Get("Authorization"); got != "Bearer env-0123456789abcdef" {
+		t.Errorf("Authorization %q from the environment", got)
+	}
+	c, _ = client.New(srv.URL, client.WithAPIKey("opt-0123456789abcdef"))
+	if _, err := c.Definitions(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.last().Header.Get("Authorization"); got != "Bearer opt-0123456789abcdef" {
+		t.Errorf("Authorization %q from WithAPIKey", got)
+	}
+	if _, err := client.New(srv.URL, client.WithAPIKey("a b")); err == nil {
+		t.Error("a key with a space was accepted")
+	}
+
+	rec.status, rec.header = 429, http.Header{"Retry-After": {"2"}}
+	rec.body = `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_x","content":[{"type":"text","text":"The call to echo was not run: the tool pool is saturated."}],"is_error":true}]}`
+	_, err = c.Dispatch(context.Background(), "", []anthropic.ToolUseBlock{{ID: "toolu_x", Name: "echo", Input: json.RawMessage(`{}`)}})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Type != "saturated" || ae.RetryAfter != 2*time.Second || !strings.Contains(ae.Message, "saturated") ||
+		!errors.Is(err, client.ErrSaturated) || !errors.Is(err, client.ErrUnavailable) {
+		t.Errorf("429: %v (%+v)", err, ae)
+	}
+}

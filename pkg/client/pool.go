@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,17 @@ import (
 // It is dispatch.ErrUnavailable, so one check covers Pool and Local.
 var ErrUnavailable = dispatch.ErrUnavailable
 
+// ErrSaturated is matched (errors.Is) by the error of a turn the pool
+// refused because it is saturated (HTTP 429; with Local, admission
+// control): nothing of it ran, and the same turn may be sent again after
+// the error's RetryAfter. Such errors match ErrUnavailable too. It is
+// dispatch.ErrSaturated.
+var ErrSaturated = dispatch.ErrSaturated
+
+// EnvAPIKey is the environment variable New reads the API key from when
+// no WithAPIKey option is given.
+const EnvAPIKey = "TOOLPOOL_API_KEY"
+
 // maxAnswerBytes caps an answer read from the API (results are capped at
 // 256 KiB of text each by the workers; non-text blocks are not).
 const maxAnswerBytes = 256 << 20
@@ -37,6 +49,7 @@ type Pool struct {
 	hc      *http.Client
 	timeout time.Duration
 	header  http.Header
+	apiKey  string // sent as Authorization: Bearer
 }
 
 // Option configures a Pool.
@@ -67,6 +80,20 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithAPIKey sets the API key sent with every request
+// (Authorization: Bearer <key>), as the orchestrator's --api-keys file or
+// TOOLPOOL_API_KEYS names it. Default: the environment variable
+// TOOLPOOL_API_KEY; an empty key sends none.
+func WithAPIKey(key string) Option {
+	return func(p *Pool) error {
+		if strings.ContainsAny(key, " \t\r\n") {
+			return errors.New("client: WithAPIKey: the key must not contain spaces")
+		}
+		p.apiKey = key
+		return nil
+	}
+}
+
 // WithHeader adds a header to every request, e.g. the credentials of a
 // proxy in front of the orchestrator.
 func WithHeader(key, value string) Option {
@@ -89,7 +116,8 @@ func New(baseURL string, opts ...Option) (*Pool, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("client: base URL %q: must not have a query or fragment", baseURL)
 	}
-	p := &Pool{base: strings.TrimRight(u.String(), "/"), hc: &http.Client{}, header: http.Header{}}
+	p := &Pool{base: strings.TrimRight(u.String(), "/"), hc: &http.Client{}, header: http.Header{},
+		apiKey: strings.TrimSpace(os.Getenv(EnvAPIKey))}
 	for _, o := range opts {
 		if err := o(p); err != nil {
 			return nil, err
@@ -99,12 +127,13 @@ func New(baseURL string, opts ...Option) (*Pool, error) {
 }
 
 // APIError is an answer of the API other than 200. It matches
-// ErrUnavailable when the status is 503.
+// ErrUnavailable when the status is 503 or 429, and ErrSaturated when it
+// is 429 (Type "saturated"; Message is what the model would read).
 type APIError struct {
 	StatusCode int
 	Type       string // httpapi.ErrorInvalidRequest, …
 	Message    string
-	// RetryAfter is the Retry-After of a 503; zero when absent.
+	// RetryAfter is the Retry-After of a 503 or 429; zero when absent.
 	RetryAfter time.Duration
 }
 
@@ -113,10 +142,14 @@ func (e *APIError) Error() string {
 	return "toolpool: " + strconv.Itoa(e.StatusCode) + " " + e.Type + ": " + e.Message
 }
 
-// Unwrap returns ErrUnavailable for a 503.
-func (e *APIError) Unwrap() error {
-	if e.StatusCode == http.StatusServiceUnavailable {
-		return ErrUnavailable
+// Unwrap returns ErrUnavailable for a 503, and ErrSaturated and
+// ErrUnavailable for a 429.
+func (e *APIError) Unwrap() []error {
+	switch e.StatusCode {
+	case http.StatusServiceUnavailable:
+		return []error{ErrUnavailable}
+	case http.StatusTooManyRequests:
+		return []error{ErrSaturated, ErrUnavailable}
 	}
 	return nil
 }
@@ -230,6 +263,9 @@ func (p *Pool) do(req *http.Request, out any) error {
 			req.Header.Add(k, v)
 		}
 	}
+	if p.apiKey != "" && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", "Bearer "+p.apiKey)
+	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
@@ -254,9 +290,14 @@ func (p *Pool) do(req *http.Request, out any) error {
 func apiError(resp *http.Response, data []byte) error {
 	e := &APIError{StatusCode: resp.StatusCode}
 	var er httpapi.ErrorResponse
-	if json.Unmarshal(data, &er) == nil && er.Error.Type != "" {
+	var saturated httpapi.UserMessage
+	switch {
+	case json.Unmarshal(data, &er) == nil && er.Error.Type != "":
 		e.Type, e.Message = er.Error.Type, er.Error.Message
-	} else {
+	case resp.StatusCode == http.StatusTooManyRequests && json.Unmarshal(data, &saturated) == nil && len(saturated.Content) > 0:
+		// The body is the turn's answer, every call an is_error for the model.
+		e.Type, e.Message = "saturated", saturated.Content[0].Content.Text()
+	default:
 		e.Type = "http_" + strconv.Itoa(resp.StatusCode)
 		e.Message = strings.TrimSpace(string(data[:min(len(data), 200)]))
 	}

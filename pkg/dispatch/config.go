@@ -133,6 +133,23 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the dispatcher's measurements. Default NopMetrics.
 	Metrics Metrics
+
+	// MaxCallsInFlight caps the calls published and waiting for results
+	// across all Dispatch calls; a turn past it is refused at once with a
+	// *SaturatedError (admission.go). Default MaxCallsInFlightDefault;
+	// negative: unbounded.
+	MaxCallsInFlight int
+	// MaxQueueDepth caps the calls waiting in one tool's consumer
+	// (tool_<tool>, read from JetStream every QueueDepthRefresh); a turn
+	// calling a tool whose queue is full is refused at once. Default
+	// MaxQueueDepthDefault; negative: unbounded.
+	MaxQueueDepth int
+	// QueueDepthRefresh is how often a tool's queue depth is read while
+	// it is called. Default QueueDepthRefreshDefault.
+	QueueDepthRefresh time.Duration
+	// SaturatedRetryAfter is when a refused turn is told to try again.
+	// Default SaturatedRetryAfterDefault.
+	SaturatedRetryAfter time.Duration
 }
 
 // WithDefaults returns c with zero fields set to their defaults. A missing
@@ -153,6 +170,10 @@ func (c Config) WithDefaults() Config {
 	c.RecentTTL = cmp.Or(c.RecentTTL, RecentTTLDefault)
 	c.RecentMax = cmp.Or(c.RecentMax, RecentMaxDefault)
 	c.RecentMaxBytes = cmp.Or(c.RecentMaxBytes, RecentMaxBytesDefault)
+	c.MaxCallsInFlight = cmp.Or(c.MaxCallsInFlight, MaxCallsInFlightDefault)
+	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, MaxQueueDepthDefault)
+	c.QueueDepthRefresh = cmp.Or(max(c.QueueDepthRefresh, 0), QueueDepthRefreshDefault)
+	c.SaturatedRetryAfter = cmp.Or(max(c.SaturatedRetryAfter, 0), SaturatedRetryAfterDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

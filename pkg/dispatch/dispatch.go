@@ -73,6 +73,7 @@ type Dispatcher struct {
 	calls    *callTable
 	sessions *sessionTracker
 	inflight chan struct{} // publish slots: MaxPublishInFlight
+	adm      *admission    // admission control: admission.go
 
 	mu      sync.Mutex
 	started bool
@@ -106,6 +107,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg.JS = j
 	}
 	life, endLife := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
 	return &Dispatcher{
 		life:     life,
 		endLife:  endLife,
@@ -118,7 +120,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		calls:    newCallTable(cfg.RecentTTL, cfg.RecentMax, cfg.RecentMaxBytes),
 		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
-		stopped:  make(chan struct{}),
+		adm:      newAdmission(cfg, stopped),
+		stopped:  stopped,
 		kicked:   make(chan string, 1),
 	}, nil
 }
@@ -309,6 +312,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envel
 	defer t.release()
 
 	t.prepare()
+	admitted, err := d.admit(t) // admission control: admission.go
+	if err != nil {
+		return nil, err
+	}
+	defer admitted()
 	if err := t.publish(); err != nil {
 		return nil, err
 	}

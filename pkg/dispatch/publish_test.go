@@ -144,7 +144,8 @@ func newScripted(t *testing.T, script func(id string, n int) attempt, mod func(*
 	t.Helper()
 	s := &scriptedJS{script: script, sent: map[string][]*nats.Msg{}, ackied: map[string]time.Time{}}
 	logs := &logRecorder{}
-	cfg := Config{JS: s, Instance: "scripted", Catalog: StaticCatalog("echo"), Logger: slog.New(logs)}
+	cfg := Config{JS: s, Instance: "scripted", Catalog: StaticCatalog("echo"), Logger: slog.New(logs),
+		MaxQueueDepth: -1} // scriptedJS has no consumers to read queue depths from
 	if mod != nil {
 		mod(&cfg)
 	}

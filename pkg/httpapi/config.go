@@ -26,8 +26,11 @@ const (
 	MaxCallsDefault = 512
 	// RetryAfterDefault is the Retry-After of a 503 answer.
 	RetryAfterDefault = 2 * time.Second
-	// MaxSessionBytes caps a session id.
-	MaxSessionBytes = 256
+	// WriteTimeoutDefault bounds the writing of an answer once it is ready
+	// (and every answer of a Server that is not a tool call's).
+	WriteTimeoutDefault = 30 * time.Second
+	// MaxSessionBytes caps a session id (the rules of MaxIDBytes apply).
+	MaxSessionBytes = MaxIDBytes
 )
 
 // Dispatcher runs the tool calls of one assistant turn and returns one
@@ -77,7 +80,56 @@ type Config struct {
 	// RetryAfter is sent, rounded up to whole seconds, with 503 answers.
 	// Default RetryAfterDefault.
 	RetryAfter time.Duration
+	// Keys, when it holds keys, makes every request need one
+	// (Authorization: Bearer <key>): the key's tenant goes with the calls
+	// (dispatch.WithTenant), and a key with a tool list calls and lists
+	// those tools only. Default: no keys, every request is let in.
+	Keys *Keys
+	// WriteTimeout bounds the writing of an answer once the results are
+	// in. Default WriteTimeoutDefault.
+	WriteTimeout time.Duration
+	// Metrics counts refusals and tool calls by tenant. Default NopMetrics.
+	Metrics Metrics
 }
+
+// Metrics receives the HTTP front door's counts. Implementations must be
+// safe for concurrent use and must not block. Tenants come from the API
+// keys, so their number is bounded.
+type Metrics interface {
+	// Refused counts a request refused before it reached a tool: reason is
+	// one of the Refused… values.
+	Refused(reason string)
+	// ToolCalls counts n tool calls of one request of tenant ("" without
+	// API keys) by outcome, one of the Outcome… values.
+	ToolCalls(tenant, outcome string, n int)
+}
+
+// The reasons of Metrics.Refused.
+const (
+	RefusedUnauthorized = "unauthorized" // no API key, or a wrong one
+	RefusedContentType  = "content_type" // a body that is not application/json
+	RefusedHost         = "host"         // a Host the server does not serve (DNS rebinding)
+	RefusedOrigin       = "origin"       // a browser's cross-origin request
+	RefusedBusy         = "busy"         // Server.MaxRequests reached
+	RefusedConnections  = "connections"  // Server.MaxConns reached: the connection was closed
+	RefusedDraining     = "draining"     // the server is shutting down
+)
+
+// The outcomes of Metrics.ToolCalls.
+const (
+	OutcomeDispatched = "dispatched"  // sent to the dispatcher
+	OutcomeNotAllowed = "not_allowed" // a tool the API key may not call
+	OutcomeSaturated  = "saturated"   // refused by admission control (429)
+)
+
+// NopMetrics is a Metrics that records nothing.
+type NopMetrics struct{}
+
+// Refused does nothing.
+func (NopMetrics) Refused(string) {}
+
+// ToolCalls does nothing.
+func (NopMetrics) ToolCalls(string, string, int) {}
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -89,6 +141,10 @@ func (c Config) WithDefaults() Config {
 	c.MaxTimeout = cmp.Or(c.MaxTimeout, MaxTimeoutDefault)
 	c.MaxCalls = cmp.Or(c.MaxCalls, MaxCallsDefault)
 	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
+	if c.Metrics == nil {
+		c.Metrics = NopMetrics{}
+	}
 	return c
 }
 
@@ -113,6 +169,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("httpapi: Config.MaxCalls must be positive, got %d", c.MaxCalls)
 	case c.RetryAfter <= 0:
 		return fmt.Errorf("httpapi: Config.RetryAfter must be positive, got %v", c.RetryAfter)
+	case c.WriteTimeout <= 0:
+		return fmt.Errorf("httpapi: Config.WriteTimeout must be positive, got %v", c.WriteTimeout)
+	case c.Metrics == nil:
+		return errors.New("httpapi: Config.Metrics is nil")
 	}
 	return nil
 }

@@ -36,10 +36,32 @@
 // most Config.MaxTimeout) bounds the wait; a W3C traceparent header is put
 // on every call and returned.
 //
+// Bodies must be sent as application/json (415 otherwise). Ids and the
+// session are 1 to 256 printable ASCII characters without spaces (400
+// naming the field otherwise); OpenAI Responses API and Gemini bodies are
+// refused with 400 (not supported yet).
+//
 // Errors are JSON, {"error":{"type":…,"message":…}}: 400 for a body that
-// is not such a message (the message says what is wrong), 413 over
-// Config.MaxBodyBytes, 405 for a wrong method, 503 with Retry-After when
-// the pool cannot take calls. Bad input never gets a 500.
+// is not such a message (the message says what is wrong), 401 without a
+// valid API key (Config.Keys), 413 over Config.MaxBodyBytes, 405 for a
+// wrong method, 503 with Retry-After when the pool cannot take calls. When
+// admission control refuses a turn (dispatch.ErrSaturated) the answer is
+// 429 with Retry-After and a body in the turn's format, every call an
+// is_error that says the pool is saturated. Bad input never gets a 500.
+//
+// # API keys
+//
+// With Config.Keys (ParseKeys, LoadKeys: a YAML or JSON file, or
+// TOOLPOOL_API_KEYS), every request needs Authorization: Bearer <key>.
+// The key's tenant goes with the calls (dispatch.WithTenant); a key with a
+// tool list lists and calls only those tools.
+//
+// # Server
+//
+// Server is the HTTP server in front of the Handler, the health probes and
+// the metrics: Host and Origin checks (browsers and DNS rebinding), read
+// and write deadlines per request, bounds on connections and requests,
+// and a drain on Shutdown.
 //
 // # Mounting
 //
@@ -51,5 +73,6 @@
 //	if err != nil { … }
 //	mux.Handle("/v1/", api)
 //
-// docs/http-api.md has request and answer examples for both formats.
+// docs/http-api.md has request and answer examples for both formats and
+// everything the API refuses.
 package httpapi

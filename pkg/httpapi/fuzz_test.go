@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// FuzzToolCalls: no body, query or header makes the handler panic or
-// answer 500, and every 200 is a well-formed answer in the format it
-// names, with one result per call.
+// FuzzToolCalls: no body, query or session header makes the handler panic
+// or answer 500, every 200 is a well-formed answer in the format it names,
+// with one result per call, and every id it answers passed the boundary's
+// checks.
 func FuzzToolCalls(f *testing.F) {
 	seeds := []struct{ query, body string }{
 		{"", `{"role":"assistant","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"a","name":"echo","input":{"text":"x"}}]}`},
@@ -24,12 +25,21 @@ func FuzzToolCalls(f *testing.F) {
 		{"", `[1, "x", null]`},
 		{"", "\xff\xfe{}"},
 		{"?timeout=1e400", `[]`},
+		{"", `[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{}"}]`},
+		{"?format=openai", `{"object":"response","output":[]}`},
+		{"", `{"role":"model","parts":[{"functionCall":{"name":"echo"}}]}`},
+		{"", `[{"type":"tool_use","id":"toolu 1","name":"echo"}]`},
+		{"", `[{"type":"tool_use","id":"\u00e9","name":"echo"}]`},
 	}
-	for _, s := range seeds {
-		f.Add(s.query, s.body)
+	for i, s := range seeds {
+		session := ""
+		if i%3 == 1 {
+			session = "sess-" + strings.Repeat("x", i*40)
+		}
+		f.Add(s.query, s.body, session)
 	}
 	h := newTestHandler(f, &fakeDispatcher{}, func(c *Config) { c.MaxBodyBytes = 64 << 10; c.MaxCalls = 64 })
-	f.Fuzz(func(t *testing.T, query, body string) {
+	f.Fuzz(func(t *testing.T, query, body, session string) {
 		target := "/v1/tool_calls"
 		if query != "" {
 			if !strings.HasPrefix(query, "?") {
@@ -40,6 +50,10 @@ func FuzzToolCalls(f *testing.F) {
 		r, err := http.NewRequest("POST", "http://x"+target, strings.NewReader(body))
 		if err != nil {
 			return // not a URL a client could send
+		}
+		r.Header.Set("Content-Type", "application/json")
+		if session != "" {
+			r.Header[HeaderSession] = []string{session}
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -61,7 +75,7 @@ func FuzzToolCalls(f *testing.F) {
 				t.Fatalf("anthropic answer %q: %v", w.Body, err)
 			}
 			for _, b := range msg.Content {
-				if b.Type != "tool_result" || b.ToolUseID == "" {
+				if b.Type != "tool_result" || b.ToolUseID == "" || checkID(b.ToolUseID) != "" {
 					t.Fatalf("block %+v in %q", b, w.Body)
 				}
 			}
@@ -71,7 +85,7 @@ func FuzzToolCalls(f *testing.F) {
 				t.Fatalf("openai answer %q: %v", w.Body, err)
 			}
 			for _, m := range msgs {
-				if m.Role != "tool" || m.ToolCallID == "" {
+				if m.Role != "tool" || m.ToolCallID == "" || checkID(m.ToolCallID) != "" {
 					t.Fatalf("message %+v in %q", m, w.Body)
 				}
 			}

@@ -9,12 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -37,8 +40,19 @@ func New(cfg Config) (*Handler, error) {
 	return &Handler{cfg: cfg, log: cfg.Logger}, nil
 }
 
-// ServeHTTP routes a request. Errors are JSON ErrorResponse bodies.
+// ServeHTTP routes a request. Errors are JSON ErrorResponse bodies. With
+// Config.Keys, every request needs an API key.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Keys.Len() > 0 {
+		k, err := h.cfg.Keys.authenticate(r)
+		if err != nil {
+			h.cfg.Metrics.Refused(RefusedUnauthorized)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolpool"`)
+			h.fail(w, r, http.StatusUnauthorized, ErrorUnauthorized, err.Error())
+			return
+		}
+		r = r.WithContext(withKey(r.Context(), k))
+	}
 	switch r.URL.Path {
 	case PathToolCalls:
 		if r.Method != http.MethodPost {
@@ -65,18 +79,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // toolCalls serves POST /v1/tool_calls.
 func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if !isJSON(r.Header.Get("Content-Type")) {
+		h.cfg.Metrics.Refused(RefusedContentType)
+		h.fail(w, r, http.StatusUnsupportedMediaType, ErrorUnsupportedMediaType,
+			"the body must be sent as Content-Type: application/json")
+		return
+	}
 	q := r.URL.Query()
 	forced, err := parseFormat(q.Get("format"))
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
 		return
 	}
-	session := r.Header.Get(HeaderSession)
+	session, field := r.Header.Get(HeaderSession), HeaderSession+" header"
 	if session == "" {
-		session = q.Get("session")
+		session, field = q.Get("session"), "session parameter"
 	}
-	if err := checkSession(session); err != nil {
-		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+	if problem := checkID(session); problem != "" {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the "+field+" "+problem)
 		return
 	}
 	timeout, err := h.timeout(q.Get("timeout"))
@@ -85,9 +105,19 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	rc := http.NewResponseController(w)
+	if err == nil {
+		// The body is in: the answer may take as long as the calls, and the
+		// read deadline the server set for the body (Server) must not cut
+		// the connection meanwhile. Writing it gets WriteTimeout once ready.
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout + h.cfg.WriteTimeout))
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			h.fail(w, r, http.StatusRequestTimeout, ErrorTimeout, "the body did not arrive in time; send it at once")
 		case errors.As(err, &tooLarge):
 			h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge,
 				fmt.Sprintf("the body is over the limit of %d bytes; send the tool calls in smaller batches", tooLarge.Limit))
@@ -115,9 +145,31 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(dispatch.WithTraceparent(r.Context(), traceparent), timeout)
 	defer cancel()
-	results, err := h.run(ctx, session, t)
+	key, _ := KeyFrom(r.Context())
+	tenant := ""
+	if key != nil {
+		tenant = key.Tenant
+		ctx = dispatch.WithTenant(ctx, tenant)
+	}
+	results, sent, err := h.run(ctx, session, t, key)
+	status := http.StatusOK
+	var saturated *dispatch.SaturatedError
+	switch {
+	case errors.As(err, &saturated):
+		// Answered with a result per call, in the turn's format, so an agent
+		// that appends the body tells the model the truth.
+		h.cfg.Metrics.ToolCalls(tenant, OutcomeSaturated, sent)
+		status = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(saturated.RetryAfter.Seconds())))))
+		err = nil
+	case err == nil:
+		h.cfg.Metrics.ToolCalls(tenant, OutcomeDispatched, sent)
+	}
 	if err != nil {
 		switch {
+		case errors.Is(err, errCannotList):
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.cfg.RetryAfter.Seconds()))))
+			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable, "the tools this API key may call cannot be listed right now; retry after the Retry-After delay")
 		case errors.Is(err, dispatch.ErrUnavailable):
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.cfg.RetryAfter.Seconds()))))
 			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable,
@@ -142,16 +194,41 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	} else {
 		out = userMessage(t.calls, results)
 	}
-	h.write(w, r, http.StatusOK, out)
+	h.write(w, r, status, out)
 	h.log.DebugContext(r.Context(), "tool calls",
-		slog.String("format", string(t.format)), slog.Int("calls", len(t.calls)),
-		slog.String("session", session), slog.Duration("elapsed", time.Since(start)))
+		slog.String("format", string(t.format)), slog.Int("calls", len(t.calls)), slog.Int("status", status),
+		slog.String("tenant", tenant), slog.String("session", session), slog.Duration("elapsed", time.Since(start)))
+}
+
+// errCannotList: the tools a restricted key may call could not be listed.
+var errCannotList = errors.New("httpapi: the tool definitions cannot be listed")
+
+// isJSON reports whether a Content-Type is application/json.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
 }
 
 // run answers the calls of t: the local answers as they are, the others
-// through one Dispatch, in t's order.
-func (h *Handler) run(ctx context.Context, session string, t *turn) ([]envelope.Result, error) {
-	results := make([]envelope.Result, len(t.calls))
+// through one Dispatch, in t's order; sent is how many went to Dispatch.
+// A call to a tool the key may not use is answered here as if the tool did
+// not exist, naming only the key's tools. When admission control refuses
+// the turn, every dispatched call is answered with dispatch.SaturatedResult
+// and the *dispatch.SaturatedError is returned with the results.
+func (h *Handler) run(ctx context.Context, session string, t *turn, key *Key) (results []envelope.Result, sent int, err error) {
+	results = make([]envelope.Result, len(t.calls))
+	var allowed []string // the key's live tools; listed once, if needed
+	if key != nil && key.Tools != nil {
+		defs, err := h.cfg.Definitions.Definitions(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: %w", errCannotList, err)
+		}
+		for _, d := range defs {
+			if key.Allows(d.Name) {
+				allowed = append(allowed, d.Name)
+			}
+		}
+	}
 	var send []envelope.ToolUseBlock
 	var at []int
 	for i := range t.calls {
@@ -159,23 +236,45 @@ func (h *Handler) run(ctx context.Context, session string, t *turn) ([]envelope.
 			results[i] = *t.local[i]
 			continue
 		}
+		if c := t.calls[i]; key != nil && key.Tools != nil && !slices.Contains(allowed, c.Name) {
+			results[i] = *notAllowedResult(c.ID, c.Name, allowed)
+			h.cfg.Metrics.ToolCalls(key.Tenant, OutcomeNotAllowed, 1)
+			continue
+		}
 		send = append(send, t.calls[i])
 		at = append(at, i)
 	}
 	if len(send) == 0 {
-		return results, nil
+		return results, 0, nil
 	}
 	got, err := h.cfg.Dispatcher.Dispatch(ctx, session, send)
+	var saturated *dispatch.SaturatedError
+	if errors.As(err, &saturated) {
+		for _, i := range at {
+			results[i] = dispatch.SaturatedResult(t.calls[i].ID, t.calls[i].Name, saturated)
+		}
+		return results, len(send), err
+	}
 	if err != nil {
-		return nil, err
+		return nil, len(send), err
 	}
 	if len(got) != len(send) {
-		return nil, fmt.Errorf("httpapi: the dispatcher returned %d results for %d calls", len(got), len(send))
+		return nil, len(send), fmt.Errorf("httpapi: the dispatcher returned %d results for %d calls", len(got), len(send))
 	}
 	for j, i := range at {
 		results[i] = got[j]
 	}
-	return results, nil
+	return results, len(send), nil
+}
+
+// notAllowedResult answers a call to a tool the API key may not use with
+// the text of a call to a tool that does not exist, listing the key's
+// tools only: a tenant learns nothing of the tools of others.
+func notAllowedResult(id, tool string, allowed []string) *envelope.Result {
+	d := classify.Classify(&classify.UnknownToolError{Tool: tool, Available: allowed})
+	r := localError(id, tool, d.Message(classify.MessageInput{Tool: tool}))
+	r.Code = classify.CodeUnknownTool
+	return r
 }
 
 // userMessage is the Anthropic answer: one tool_result per tool_use block.
@@ -253,6 +352,9 @@ func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defs = slices.Clone(defs)
+	if k, ok := KeyFrom(r.Context()); ok && k.Tools != nil {
+		defs = slices.DeleteFunc(defs, func(d tools.Definition) bool { return !k.Allows(d.Name) })
+	}
 	slices.SortFunc(defs, func(a, b tools.Definition) int { return strings.Compare(a.Name, b.Name) })
 	if format == FormatOpenAI {
 		out := make([]OpenAITool, len(defs))
@@ -275,19 +377,6 @@ func parseFormat(s string) (Format, error) {
 		return f, nil
 	}
 	return "", fmt.Errorf("format %q: want anthropic or openai", s)
-}
-
-// checkSession refuses a session id that could not travel in a header.
-func checkSession(s string) error {
-	if len(s) > MaxSessionBytes {
-		return fmt.Errorf("the session id is %d bytes; the limit is %d", len(s), MaxSessionBytes)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return errors.New("the session id must not contain control characters")
-		}
-	}
-	return nil
 }
 
 // timeout reads the timeout query parameter: a Go duration ("90s", "2m")

@@ -96,9 +96,13 @@ func newTestHandler(t testing.TB, f *fakeDispatcher, mod ...func(*Config)) *Hand
 	return h
 }
 
-// do serves one request in-process.
+// do serves one request in-process; a POST is sent as application/json
+// unless hdr sets another Content-Type.
 func do(h http.Handler, method, target, body string, hdr ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	if method == http.MethodPost {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		r.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -150,7 +154,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad timeout", `[]`, "?timeout=soon", `timeout "soon"`},
 		{"negative timeout", `[]`, "?timeout=-1s", "must be positive"},
 		{"zero timeout", `[]`, "?timeout=0", "must be positive"},
-		{"session with newline", `[]`, "?session=a%0Ab", "control characters"},
+		{"session with newline", `[]`, "?session=a%0Ab", "session parameter has the character"},
 		{"forced openai on content", `{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"echo"}]}`, "?format=openai", ""},
 	}
 	for _, c := range cases {
@@ -443,6 +447,7 @@ func TestClientGoneIsNot500(t *testing.T) {
 	h := newTestHandler(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := httptest.NewRequestWithContext(ctx, "POST", "/v1/tool_calls", strings.NewReader(`[{"type":"tool_use","id":"a","name":"echo"}]`))
+	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	done := make(chan struct{})
 	go func() {

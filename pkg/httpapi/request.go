@@ -29,8 +29,31 @@ func (e *badRequest) Error() string { return e.msg }
 
 func badf(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf(format, args...)} }
 
-const shapeHint = `expected an assistant message: {"role":"assistant","content":[…tool_use blocks…]} (Anthropic) ` +
-	`or {"role":"assistant","tool_calls":[…]} (OpenAI), or its content or tool_calls array alone`
+const shapeHint = `expected an assistant message: {"role":"assistant","content":[…tool_use blocks…]} (Anthropic Messages) ` +
+	`or {"role":"assistant","tool_calls":[…]} (OpenAI Chat Completions), or its content or tool_calls array alone`
+
+// MaxIDBytes caps a tool call id (an Anthropic tool_use id, an OpenAI tool
+// call id) and a session id.
+const MaxIDBytes = 256
+
+// checkID refuses an id the pool cannot carry or that no model API makes:
+// ids are 1 to MaxIDBytes printable ASCII characters without spaces
+// (Anthropic's "toolu_01A09q90qw90lq917835lq9", OpenAI's "call_abc123",
+// "fc_…", Gemini's), since they travel in message headers and logs.
+func checkID(s string) string {
+	if len(s) > MaxIDBytes {
+		return fmt.Sprintf("is %d bytes; the limit is %d", len(s), MaxIDBytes)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return fmt.Sprintf("has the character %q at byte %d; an id is printable ASCII without spaces", rune(s[i]), i)
+		}
+	}
+	return ""
+}
+
+// MaxToolNameBytes caps a tool name read from a request.
+const MaxToolNameBytes = 256
 
 // parseTurn reads a request body. forced, when not empty, is the format the
 // request named in ?format=; otherwise the body decides: an object with a
@@ -49,6 +72,9 @@ func parseTurn(body []byte, forced Format, maxCalls int) (*turn, error) {
 		var items []json.RawMessage
 		if err := json.Unmarshal(body, &items); err != nil {
 			return nil, badf("the body is not valid JSON: %s", syntaxDetail(body))
+		}
+		if err := otherAPIItems(items); err != nil {
+			return nil, err
 		}
 		format := forced
 		if format == "" {
@@ -69,6 +95,9 @@ func parseTurn(body []byte, forced Format, maxCalls int) (*turn, error) {
 	var msg map[string]json.RawMessage
 	if err := json.Unmarshal(body, &msg); err != nil {
 		return nil, badf("the body is not valid JSON: %s", syntaxDetail(body))
+	}
+	if err := otherAPIObject(msg); err != nil {
+		return nil, err
 	}
 	if role, ok := msg["role"]; ok && !isNull(role) {
 		var r string
@@ -120,6 +149,67 @@ func parseTurn(body []byte, forced Format, maxCalls int) (*turn, error) {
 	return parseContent(items, "content", maxCalls)
 }
 
+// responsesItemTypes are the types of OpenAI Responses API items (its
+// output, and the input items an agent sends back): none is an Anthropic
+// content block type.
+var responsesItemTypes = map[string]bool{
+	"function_call": true, "function_call_output": true, "custom_tool_call": true,
+	"custom_tool_call_output": true, "reasoning": true, "message": true,
+	"web_search_call": true, "file_search_call": true, "computer_call": true,
+	"code_interpreter_call": true, "image_generation_call": true, "local_shell_call": true,
+	"mcp_call": true, "mcp_list_tools": true, "mcp_approval_request": true,
+	"output_text": true, "input_text": true, "refusal": true,
+}
+
+const notSupportedYet = "this API does not support it yet; post an Anthropic Messages assistant message " +
+	`({"role":"assistant","content":[…tool_use blocks…]}) or an OpenAI Chat Completions one ({"role":"assistant","tool_calls":[…]})`
+
+// otherAPIItems refuses a bare array of OpenAI Responses API items or
+// Gemini parts: read as Anthropic content, they would be skipped and the
+// turn answered as if the model were done.
+func otherAPIItems(items []json.RawMessage) error {
+	for i, raw := range items {
+		var item struct {
+			Type         any             `json:"type"`
+			CallID       json.RawMessage `json:"call_id"`
+			FunctionCall json.RawMessage `json:"functionCall"`
+		}
+		if json.Unmarshal(raw, &item) != nil {
+			continue
+		}
+		typ, _ := item.Type.(string)
+		switch {
+		case responsesItemTypes[typ] || item.CallID != nil:
+			return badf("[%d]: an item of type %q looks like OpenAI Responses API output; %s", i, typ, notSupportedYet)
+		case item.FunctionCall != nil:
+			return badf("[%d]: a part with functionCall looks like Gemini content; %s", i, notSupportedYet)
+		}
+	}
+	return nil
+}
+
+// otherAPIObject refuses an object of another API: a whole OpenAI
+// Responses API response or one of its items, a Gemini response or
+// content.
+func otherAPIObject(msg map[string]json.RawMessage) error {
+	_, hasContent := msg["content"]
+	_, hasCalls := msg["tool_calls"]
+	if hasContent || hasCalls {
+		return nil
+	}
+	var typ string
+	_ = json.Unmarshal(msg["type"], &typ)
+	switch {
+	case msg["output"] != nil || msg["object"] != nil && string(bytes.TrimSpace(msg["object"])) == `"response"`:
+		return badf("the body looks like an OpenAI Responses API response; %s", notSupportedYet)
+	case responsesItemTypes[typ] || msg["call_id"] != nil:
+		return badf("the body looks like an OpenAI Responses API item of type %q; %s", typ, notSupportedYet)
+	case msg["candidates"] != nil || msg["parts"] != nil:
+		return badf("the body looks like Gemini content; %s", notSupportedYet)
+	}
+	return nil
+}
+
 // looksLikeToolCalls reports whether a bare array is OpenAI tool calls:
 // its first element has "type": "function" or a "function" member.
 func looksLikeToolCalls(items []json.RawMessage) bool {
@@ -155,6 +245,9 @@ func parseContent(items []json.RawMessage, field string, maxCalls int) (*turn, e
 		if err != nil {
 			return nil, err
 		}
+		if problem := checkID(id); problem != "" {
+			return nil, badf("%s.id: %s", at, problem)
+		}
 		if prev, dup := seen[id]; dup {
 			return nil, badf("%s.id: %q is also the id of %s; every tool_use id must be unique", at, id, index(field, prev))
 		}
@@ -162,6 +255,9 @@ func parseContent(items []json.RawMessage, field string, maxCalls int) (*turn, e
 		name, err := requiredString(block, at, "name", "a tool_use block needs the name of the tool")
 		if err != nil {
 			return nil, err
+		}
+		if len(name) > MaxToolNameBytes {
+			return nil, badf("%s.name: is %d bytes; the limit is %d", at, len(name), MaxToolNameBytes)
 		}
 		if len(t.calls) == maxCalls {
 			return nil, badf("more than %d tool calls in one request; send them in smaller batches", maxCalls)
@@ -191,6 +287,9 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 		if err != nil {
 			return nil, err
 		}
+		if problem := checkID(id); problem != "" {
+			return nil, badf("%s.id: %s", at, problem)
+		}
 		if prev, dup := seen[id]; dup {
 			return nil, badf("%s.id: %q is also the id of %s; every tool call id must be unique", at, id, index(field, prev))
 		}
@@ -206,6 +305,9 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 			if c, err := object(call[typ], at+"."+typ, "an object"); err == nil {
 				_ = json.Unmarshal(c["name"], &name)
 			}
+			if len(name) > MaxToolNameBytes {
+				name = name[:MaxToolNameBytes]
+			}
 			t.calls = append(t.calls, envelope.ToolUseBlock{Type: "tool_use", ID: id, Name: name})
 			t.local = append(t.local, localError(id, name, fmt.Sprintf(
 				"This tool call is of type %q, which this tool pool does not run: it runs function tools only. Call one of the function tools instead.", typ)))
@@ -218,6 +320,9 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 		name, err := requiredString(fn, at+".function", "name", "every function call needs the name of the function")
 		if err != nil {
 			return nil, err
+		}
+		if len(name) > MaxToolNameBytes {
+			return nil, badf("%s.function.name: is %d bytes; the limit is %d", at, len(name), MaxToolNameBytes)
 		}
 		input, problem := arguments(fn["arguments"])
 		t.calls = append(t.calls, envelope.ToolUseBlock{Type: "tool_use", ID: id, Name: name, Input: input})

@@ -117,15 +117,21 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// The error types, by status.
+// The error types, by status. A 429 (the pool is saturated) has no
+// ErrorResponse: its body is the answer in the request's format, every
+// call answered with an is_error that says so (see Handler).
 const (
-	ErrorInvalidRequest   = "invalid_request"    // 400
-	ErrorNotFound         = "not_found"          // 404
-	ErrorMethodNotAllowed = "method_not_allowed" // 405
-	ErrorTooLarge         = "request_too_large"  // 413
-	ErrorClientClosed     = "client_closed"      // 499: the client went away
-	ErrorInternal         = "internal"           // 500: never for bad input
-	ErrorUnavailable      = "unavailable"        // 503: with Retry-After
+	ErrorInvalidRequest       = "invalid_request"        // 400
+	ErrorUnauthorized         = "unauthorized"           // 401: no or a wrong API key
+	ErrorForbidden            = "forbidden"              // 403: a browser's cross-origin request, a Host not served, /metrics without the right key
+	ErrorNotFound             = "not_found"              // 404
+	ErrorMethodNotAllowed     = "method_not_allowed"     // 405
+	ErrorTimeout              = "request_timeout"        // 408: the body did not arrive in time
+	ErrorTooLarge             = "request_too_large"      // 413
+	ErrorUnsupportedMediaType = "unsupported_media_type" // 415: not application/json
+	ErrorClientClosed         = "client_closed"          // 499: the client went away
+	ErrorInternal             = "internal"               // 500: never for bad input
+	ErrorUnavailable          = "unavailable"            // 503: with Retry-After
 )
 
 // StatusClientClosed is the status logged (and written, though no one

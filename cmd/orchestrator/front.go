@@ -1,0 +1,124 @@
+package main
+
+import (
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/httpapi"
+)
+
+// httpFlags are serve's flags for its HTTP front door: API keys, what
+// browsers and hosts may call it, its limits and its drain.
+type httpFlags struct {
+	keysFile       string
+	keys           *httpapi.Keys // from keysFile and TOOLPOOL_API_KEYS
+	insecureNoAuth bool
+	origins        string
+	hosts          string
+	readTimeout    time.Duration
+	maxConns       int
+	maxRequests    int
+	drainTimeout   time.Duration
+	maxInFlight    int
+	maxQueueDepth  int
+	getenv         func(string) string // os.Getenv; tests replace it
+}
+
+func (h *httpFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&h.keysFile, "api-keys", "", "API key file (YAML or JSON; also "+httpapi.EnvAPIKeys+"): each key names a tenant and the tools it may call; required on a non-loopback --http")
+	fs.BoolVar(&h.insecureNoAuth, "http-insecure-no-auth", false, "serve a non-loopback --http address without API keys: anyone who reaches it runs tools")
+	fs.StringVar(&h.origins, "http-allowed-origins", "", "comma-separated browser origins (https://app.example.com) whose pages may call the HTTP API; others are refused")
+	fs.StringVar(&h.hosts, "http-allowed-hosts", "", "comma-separated Host names the HTTP server answers to besides loopback ones (on a non-loopback address: only these, when given)")
+	fs.DurationVar(&h.readTimeout, "http-read-timeout", httpapi.ReadTimeoutDefault, "how long a request body may take to arrive")
+	fs.IntVar(&h.maxConns, "http-max-conns", httpapi.MaxConnsDefault, "HTTP connections open at once; more are closed at once")
+	fs.IntVar(&h.maxRequests, "http-max-requests", httpapi.MaxRequestsDefault, "HTTP requests served at once (health probes not counted); more get 503 at once")
+	fs.DurationVar(&h.drainTimeout, "http-drain-timeout", 30*time.Second, "on SIGTERM, how long HTTP requests in flight may finish before the pool stops")
+	fs.IntVar(&h.maxInFlight, "max-calls-in-flight", dispatch.MaxCallsInFlightDefault, "tool calls this orchestrator waits for at once; past it turns get 429 at once (negative: unbounded)")
+	fs.IntVar(&h.maxQueueDepth, "max-queue-depth", dispatch.MaxQueueDepthDefault, "calls waiting in one tool's queue past which turns calling it get 429 at once (negative: unbounded)")
+}
+
+// check validates the flags and loads the API keys; addr is --http.
+func (h *httpFlags) check(addr string) error {
+	getenv := h.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	keys, err := httpapi.LoadKeys(h.keysFile, getenv)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	h.keys = keys
+	switch {
+	case h.readTimeout <= 0:
+		return cli.Usagef("--http-read-timeout must be positive")
+	case h.maxConns < 1 || h.maxRequests < 1:
+		return cli.Usagef("--http-max-conns and --http-max-requests must be at least 1")
+	case h.drainTimeout < 0:
+		return cli.Usagef("--http-drain-timeout must not be negative")
+	case h.maxInFlight == 0 || h.maxQueueDepth == 0:
+		return cli.Usagef("--max-calls-in-flight and --max-queue-depth must not be 0 (negative: unbounded)")
+	}
+	if addr != "" && !loopbackAddr(addr) && keys.Len() == 0 && !h.insecureNoAuth {
+		return cli.Usagef("--http %s is not a loopback address: anyone who reaches it could run tools. "+
+			"Give API keys (--api-keys FILE or %s), or pass --http-insecure-no-auth if something in front authenticates", addr, httpapi.EnvAPIKeys)
+	}
+	if _, err := httpapi.NewServer(h.serverConfig(addr, http.NotFoundHandler(), nil, nil)); err != nil {
+		return cli.Usagef("%v", err)
+	}
+	return nil
+}
+
+// loopbackAddr reports whether a listen address is loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (h *httpFlags) serverConfig(addr string, handler http.Handler, log *slog.Logger, m httpapi.Metrics) httpapi.ServerConfig {
+	return httpapi.ServerConfig{
+		Handler:        handler,
+		Loopback:       loopbackAddr(addr),
+		AllowedHosts:   splitList(h.hosts),
+		AllowedOrigins: splitList(h.origins),
+		Keys:           h.keys,
+		ReadTimeout:    h.readTimeout,
+		MaxConns:       h.maxConns,
+		MaxRequests:    h.maxRequests,
+		Logger:         log,
+		Metrics:        m,
+	}
+}
+
+// server is the HTTP server of addr serving handler.
+func (h *httpFlags) server(addr string, handler http.Handler, log *slog.Logger, m httpapi.Metrics) (*httpapi.Server, error) {
+	return httpapi.NewServer(h.serverConfig(addr, handler, log, m))
+}
+
+// apiConfig is the agent API's configuration from the flags.
+func (h *httpFlags) apiConfig(m httpapi.Metrics) httpapi.Config {
+	return httpapi.Config{Keys: h.keys, Metrics: m}
+}

@@ -1,0 +1,404 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of ServerConfig.
+const (
+	// ReadHeaderTimeoutDefault bounds the reading of a request's headers.
+	ReadHeaderTimeoutDefault = 10 * time.Second
+	// ReadTimeoutDefault bounds the reading of a request's body, from the
+	// end of its headers: a body trickled in slowly is cut off.
+	ReadTimeoutDefault = 30 * time.Second
+	// IdleTimeoutDefault closes a kept-alive connection idle that long.
+	IdleTimeoutDefault = 2 * time.Minute
+	// MaxHeaderBytesDefault caps a request's headers.
+	MaxHeaderBytesDefault = 32 << 10
+	// MaxConnsDefault caps the connections open at once; more are closed
+	// as soon as they are accepted. Keep it below the process's file
+	// descriptor limit.
+	MaxConnsDefault = 4096
+	// MaxRequestsDefault caps the requests served at once, health probes
+	// not counted; more are answered 503 with Retry-After at once.
+	MaxRequestsDefault = 1024
+)
+
+// ServerConfig configures a Server: the orchestrator's HTTP server, with
+// the checks every request passes before its handler runs.
+type ServerConfig struct {
+	// Handler serves the requests that pass. Required.
+	Handler http.Handler
+	// Loopback says the server listens on loopback addresses only. Its
+	// Host header must then be a loopback name or address (localhost,
+	// 127.0.0.1, [::1], any port) or one of AllowedHosts: a page of
+	// another site whose name was made to point at 127.0.0.1 (DNS
+	// rebinding) is refused. On other addresses the Host is checked only
+	// when AllowedHosts is set: API keys guard them.
+	Loopback bool
+	// AllowedHosts are further Host names the server answers to (with or
+	// without a port; without one, any port).
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins ("https://app.example.com")
+	// whose pages may call the server. A request with any other Origin
+	// header (but the server's own), or with Sec-Fetch-Site: cross-site
+	// and no allowed Origin, is refused with 403: a web page a developer
+	// visits cannot run tools through a local orchestrator. Allowed
+	// origins get CORS headers and preflight answers.
+	AllowedOrigins []string
+	// Keys, when it holds keys and the server is not Loopback, makes
+	// GET /metrics need a key with Metrics set. Health probes never need
+	// one. The API (Handler) checks keys itself.
+	Keys *Keys
+	// OpenPaths are served whatever the load and during a drain, without a
+	// key: the health probes. Default /healthz and /readyz.
+	OpenPaths []string
+	// ReadHeaderTimeout bounds the reading of the headers. Default
+	// ReadHeaderTimeoutDefault.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the reading of the body. Default
+	// ReadTimeoutDefault.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the writing of an answer; a tool call answer
+	// gets its wait for results on top (Handler). Default
+	// WriteTimeoutDefault.
+	WriteTimeout time.Duration
+	// IdleTimeout closes idle kept-alive connections. Default
+	// IdleTimeoutDefault.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps the headers. Default MaxHeaderBytesDefault.
+	MaxHeaderBytes int
+	// MaxConns caps the open connections. Default MaxConnsDefault.
+	MaxConns int
+	// MaxRequests caps the requests served at once, OpenPaths not
+	// counted. Default MaxRequestsDefault.
+	MaxRequests int
+	// RetryAfter is sent with 503 answers (busy, draining). Default
+	// RetryAfterDefault.
+	RetryAfter time.Duration
+	// Logger receives warnings. Default: discard.
+	Logger *slog.Logger
+	// Metrics counts refusals. Default NopMetrics.
+	Metrics Metrics
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c ServerConfig) WithDefaults() ServerConfig {
+	if c.OpenPaths == nil {
+		c.OpenPaths = []string{"/healthz", "/readyz"}
+	}
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
+	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault)
+	c.MaxConns = cmp.Or(c.MaxConns, MaxConnsDefault)
+	c.MaxRequests = cmp.Or(c.MaxRequests, MaxRequestsDefault)
+	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NopMetrics{}
+	}
+	return c
+}
+
+// Validate names the first bad field. It expects defaults to be applied.
+func (c ServerConfig) Validate() error {
+	switch {
+	case c.Handler == nil:
+		return errors.New("httpapi: ServerConfig.Handler is required")
+	case c.ReadHeaderTimeout <= 0, c.ReadTimeout <= 0, c.WriteTimeout <= 0, c.IdleTimeout <= 0:
+		return errors.New("httpapi: ServerConfig timeouts must be positive")
+	case c.MaxHeaderBytes <= 0:
+		return fmt.Errorf("httpapi: ServerConfig.MaxHeaderBytes must be positive, got %d", c.MaxHeaderBytes)
+	case c.MaxConns <= 0:
+		return fmt.Errorf("httpapi: ServerConfig.MaxConns must be positive, got %d", c.MaxConns)
+	case c.MaxRequests <= 0:
+		return fmt.Errorf("httpapi: ServerConfig.MaxRequests must be positive, got %d", c.MaxRequests)
+	case c.RetryAfter <= 0:
+		return fmt.Errorf("httpapi: ServerConfig.RetryAfter must be positive, got %v", c.RetryAfter)
+	}
+	for _, o := range c.AllowedOrigins {
+		if _, err := normalOrigin(o); err != nil {
+			return fmt.Errorf("httpapi: ServerConfig.AllowedOrigins: %w", err)
+		}
+	}
+	for _, h := range c.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			return fmt.Errorf("httpapi: ServerConfig.AllowedHosts: %q is not a host name", h)
+		}
+	}
+	return nil
+}
+
+// Server is the orchestrator's HTTP server. Start it with Serve; Shutdown
+// drains it.
+type Server struct {
+	cfg     ServerConfig
+	srv     *http.Server
+	origins map[string]bool
+	hosts   map[string]bool // lower case, with or without a port
+
+	active   atomic.Int64 // requests being served, OpenPaths not counted
+	draining atomic.Bool
+	mu       sync.Mutex
+	idle     chan struct{} // closed when draining and active reaches 0
+}
+
+// NewServer returns a Server for cfg, with defaults applied.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, origins: map[string]bool{}, hosts: map[string]bool{}, idle: make(chan struct{})}
+	for _, o := range cfg.AllowedOrigins {
+		n, _ := normalOrigin(o)
+		s.origins[n] = true
+	}
+	for _, h := range cfg.AllowedHosts {
+		s.hosts[strings.ToLower(strings.TrimSuffix(h, "."))] = true
+	}
+	s.srv = &http.Server{
+		Handler:           s.gate(cfg.Handler),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		// No ReadTimeout or WriteTimeout for the whole server: a tool call
+		// answer may take as long as the calls' timeout. The gate sets
+		// per-request deadlines instead.
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln, at most MaxConns at once, until
+// Shutdown; it returns http.ErrServerClosed then.
+func (s *Server) Serve(ln net.Listener) error {
+	return s.srv.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConns), metrics: s.cfg.Metrics})
+}
+
+// Ready is a readiness check (package health's Check.Func): an error once
+// the server drains.
+func (s *Server) Ready(context.Context) error {
+	if s.draining.Load() {
+		return errors.New("shutting down: draining the HTTP requests in flight")
+	}
+	return nil
+}
+
+// Shutdown drains the server: from now on readiness fails and new
+// requests but OpenPaths get 503 with Retry-After; the requests in flight
+// finish (until ctx is done); then the listener and the connections are
+// closed. The handlers' dependencies (the dispatcher) must run until it
+// returns.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.draining.CompareAndSwap(false, true) && s.active.Load() == 0 {
+		close(s.idle)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.idle:
+	case <-ctx.Done():
+	}
+	return s.srv.Shutdown(ctx)
+}
+
+// done ends a counted request.
+func (s *Server) done() {
+	if s.active.Add(-1) == 0 && s.draining.Load() {
+		s.mu.Lock()
+		select {
+		case <-s.idle:
+		default:
+			if s.active.Load() == 0 {
+				close(s.idle)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// gate runs the checks every request passes.
+func (s *Server) gate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		now := time.Now()
+		_ = rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
+		_ = rc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
+
+		if !s.hostAllowed(r.Host) {
+			s.refuse(w, r, RefusedHost, http.StatusForbidden, ErrorForbidden,
+				"this server does not answer to the host name "+strconv.Quote(r.Host)+"; use the address it listens on")
+			return
+		}
+		origin, allowed, err := s.origin(r)
+		if err != nil {
+			s.refuse(w, r, RefusedOrigin, http.StatusForbidden, ErrorForbidden, err.Error())
+			return
+		}
+		if allowed {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Expose-Headers", "Toolpool-Format, Toolpool-Error-Indexes, Traceparent, Retry-After")
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Toolpool-Session, Traceparent")
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		if slices.Contains(s.cfg.OpenPaths, r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path == "/metrics" && !s.cfg.Loopback && s.cfg.Keys.Len() > 0 {
+			k, err := s.cfg.Keys.authenticate(r)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="toolpool"`)
+				s.refuse(w, r, RefusedUnauthorized, http.StatusUnauthorized, ErrorUnauthorized, err.Error())
+				return
+			}
+			if !k.Metrics {
+				s.refuse(w, r, RefusedUnauthorized, http.StatusForbidden, ErrorForbidden, "this API key may not read the metrics")
+				return
+			}
+		}
+		if s.active.Add(1) > int64(s.cfg.MaxRequests) {
+			s.done()
+			s.unavailable(w, r, RefusedBusy, "the server is serving as many requests as it may; retry after the Retry-After delay")
+			return
+		}
+		defer s.done()
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+			s.unavailable(w, r, RefusedDraining, "the server is shutting down; retry after the Retry-After delay, on another replica if there is one")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, reason, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(s.cfg.RetryAfter.Seconds()))))
+	s.refuse(w, r, reason, http.StatusServiceUnavailable, ErrorUnavailable, msg)
+}
+
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, reason string, status int, typ, msg string) {
+	s.cfg.Metrics.Refused(reason)
+	s.cfg.Logger.DebugContext(r.Context(), "http request refused", slog.String("reason", reason),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status))
+	(&Handler{log: s.cfg.Logger}).write(w, r, status, ErrorResponse{Error: ErrorDetail{Type: typ, Message: msg}})
+}
+
+// hostAllowed checks the Host header.
+func (s *Server) hostAllowed(host string) bool {
+	if host == "" || (!s.cfg.Loopback && len(s.hosts) == 0) {
+		return true
+	}
+	host = strings.ToLower(host)
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.Trim(name, "[]"), ".")
+	if s.hosts[host] || s.hosts[name] {
+		return true
+	}
+	if name == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && ip.IsLoopback()
+}
+
+// origin checks a browser's request: allowed says the Origin is one of
+// AllowedOrigins (CORS headers go with the answer); an error refuses it.
+func (s *Server) origin(r *http.Request) (origin string, allowed bool, err error) {
+	raw := r.Header.Get("Origin")
+	if raw != "" {
+		n, perr := normalOrigin(raw)
+		switch {
+		case perr == nil && s.origins[n]:
+			return raw, true, nil
+		case perr == nil && sameOrigin(n, r.Host):
+			return raw, false, nil
+		}
+		return "", false, fmt.Errorf("requests from the web page of origin %q are refused: a browser sent them, and only origins given with --http-allowed-origins may call this server", raw)
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return "", false, errors.New("a browser's cross-site request is refused; only origins given with --http-allowed-origins may call this server")
+	}
+	return "", false, nil
+}
+
+// normalOrigin returns scheme://host[:port] in lower case.
+func normalOrigin(o string) (string, error) {
+	u, err := url.Parse(strings.TrimSuffix(o, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", fmt.Errorf("origin %q: want scheme://host[:port], e.g. https://app.example.com", o)
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host), nil
+}
+
+// sameOrigin reports whether origin is the server itself, as the request
+// names it.
+func sameOrigin(origin, host string) bool {
+	_, rest, _ := strings.Cut(origin, "://")
+	return host != "" && rest == strings.ToLower(host)
+}
+
+// limitListener closes the connections accepted beyond its slots at once.
+type limitListener struct {
+	net.Listener
+	slots   chan struct{}
+	metrics Metrics
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			l.metrics.Refused(RefusedConnections)
+			_ = c.Close()
+		}
+	}
+}
+
+// limitConn gives its slot back when closed.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

@@ -47,8 +47,9 @@ func underLoad(t *testing.T, p *pool, name string, kill, restart func()) outcome
 // Scenario 1. One of three workers is killed with SIGKILL mid-load. The
 // calls it held (running, or pulled and queued for a slot) were neither
 // acked nor handed back; they must come back to the other workers within
-// the liveness window, although the tool's timeout (and so today's
-// AckWait) is minutes. The tool is idempotent: a call that had started on
+// the liveness window, although the tool's timeout is minutes (an
+// AckWait equal to the timeout would leave them with the dead worker that
+// long). The tool is idempotent: a call that had started on
 // the dead worker runs again (at-least-once, docs/operations.md), so
 // duplicate executions are expected, counted and not bounded, but only of
 // calls that ran on the dead worker.

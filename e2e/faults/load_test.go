@@ -37,7 +37,6 @@ var defaultLoad = load{agents: 16, turns: 20, callsPerTurn: 2, budget: 75 * time
 
 // call is one tool call an agent makes.
 type call struct {
-	agent  int
 	id     string // tool_use id, unique in the run
 	marker string // the tool's input; the result must be "tallied <marker>"
 }
@@ -126,7 +125,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 			var turn []call
 			for c := range l.callsPerTurn {
 				id := fmt.Sprintf("toolu_%s_a%02d_t%03d_c%d", name, a, n, c)
-				turn = append(turn, call{agent: a, id: id, marker: id})
+				turn = append(turn, call{id: id, marker: id})
 			}
 			turns = append(turns, turn)
 			out.calls = append(out.calls, turn...)

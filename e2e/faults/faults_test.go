@@ -13,12 +13,11 @@ const (
 	restartAfter    = time.Second
 )
 
-// underLoad starts the default load on p; once a third of the calls are
+// underLoad starts load l on p; once a third of the calls are
 // answered it calls kill and then, when given, restart. It returns what
 // the agents saw.
-func underLoad(t *testing.T, p *pool, name string, kill, restart func()) outcome {
+func underLoad(t *testing.T, p *pool, l load, name string, kill, restart func()) outcome {
 	t.Helper()
-	l := defaultLoad
 	total := l.agents * l.turns * l.callsPerTurn
 	progress, wait := l.run(t, name, p.apiURL)
 	deadline := time.Now().Add(waitLong)
@@ -55,7 +54,7 @@ func underLoad(t *testing.T, p *pool, name string, kill, restart func()) outcome
 // calls that ran on the dead worker.
 func TestWorkerKilledUnderLoad(t *testing.T) {
 	p := startPool(t, 3)
-	out := underLoad(t, p, "wkill", func() { p.workers[0].signal(syscall.SIGKILL, 10*time.Second) }, nil)
+	out := underLoad(t, p, defaultLoad, "wkill", func() { p.workers[0].signal(syscall.SIGKILL, 10*time.Second) }, nil)
 	// A call runs again only when the worker that ran it died before its
 	// result was stored: every execution but the last is on w1.
 	check(t, p, "worker kill -9 (1 of 3) under load", out, func(ranOn []string, _, _ bool) bool {
@@ -77,7 +76,7 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 // run twice.
 func TestOrchestratorKilledUnderLoad(t *testing.T) {
 	p := startPool(t, 3)
-	out := underLoad(t, p, "okill", func() { p.orch.signal(syscall.SIGKILL, 10*time.Second) }, p.startOrchestrator)
+	out := underLoad(t, p, defaultLoad, "okill", func() { p.orch.signal(syscall.SIGKILL, 10*time.Second) }, p.startOrchestrator)
 	check(t, p, "orchestrator kill -9 and restart under load", out, func([]string, bool, bool) bool { return false })
 }
 
@@ -88,7 +87,7 @@ func TestOrchestratorKilledUnderLoad(t *testing.T) {
 // agent posted it again (see repostedAfterRestart).
 func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
 	p := startPool(t, 3)
-	out := underLoad(t, p, "natsterm", func() { p.nats.signal(syscall.SIGTERM, 30*time.Second) }, p.startNATS)
+	out := underLoad(t, p, defaultLoad, "natsterm", func() { p.nats.signal(syscall.SIGTERM, 30*time.Second) }, p.startNATS)
 	check(t, p, "nats-server SIGTERM and restart under load", out, repostedAfterRestart)
 }
 
@@ -97,8 +96,21 @@ func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
 // orderly shutdown (what it had not yet written to its store is gone).
 func TestNATSServerSIGKILLUnderLoad(t *testing.T) {
 	p := startPool(t, 3)
-	out := underLoad(t, p, "natskill", func() { p.nats.signal(syscall.SIGKILL, 10*time.Second) }, p.startNATS)
+	out := underLoad(t, p, defaultLoad, "natskill", func() { p.nats.signal(syscall.SIGKILL, 10*time.Second) }, p.startNATS)
 	check(t, p, "nats-server SIGKILL and restart under load", out, repostedAfterRestart)
+}
+
+// Scenario 5. As scenario 4, with the same tool marked idempotent: false.
+// docs/operations.md: such a call is executed at most once; where an
+// earlier attempt may have run, the agent gets "the outcome is unknown"
+// instead of a second execution. No call may run twice.
+func TestNATSServerSIGKILLNotIdempotent(t *testing.T) {
+	p := startPool(t, 3)
+	l := defaultLoad
+	l.tool = tallyOnce
+	out := underLoad(t, p, l, "natskillonce", func() { p.nats.signal(syscall.SIGKILL, 10*time.Second) }, p.startNATS)
+	check(t, p, "nats-server SIGKILL and restart under load, tool idempotent: false", out,
+		func([]string, bool, bool) bool { return false })
 }
 
 // repostedAfterRestart is what docs/operations.md allows after a restart of

@@ -167,8 +167,12 @@ type pool struct {
 	workers  []*proc
 }
 
-// tool is the name of the catalog tool the workers serve.
-const tool = "tally"
+// The catalog's tools: tally is idempotent, tallyOnce the same command
+// marked idempotent: false.
+const (
+	tool      = "tally"
+	tallyOnce = "tally_once"
+)
 
 // toolTimeout is the tool's per-attempt timeout in the catalog: long, like
 // the slow tools of a real catalog, so that its consumer's AckWait (the
@@ -180,7 +184,7 @@ const toolTimeout = 5 * time.Minute
 // when a fault hits.
 const execSleep = "0.2"
 
-// catalog is the workers' tool catalog. The tool reads the input JSON on
+// catalog is the workers' tool catalog. Each tool reads the input JSON on
 // stdin, appends "<marker> <worker>" to the file $TALLY_LOG (O_APPEND: one
 // write per line, so lines of concurrent executions do not mix), sleeps,
 // and prints "tallied <marker>". The shell only parses the marker (the
@@ -190,9 +194,8 @@ func catalog() string {
 		`m=${in#*\"marker\"}; m=${m#*\"}; m=${m%%\"*}; ` +
 		`printf '%s %s\n' "$m" "$TALLY_WORKER" >> "$TALLY_LOG"; ` +
 		`sleep ` + execSleep + `; printf 'tallied %s' "$m"`
-	return fmt.Sprintf(`version: 1
-tools:
-  - name: %s
+	entry := func(name string, idempotent bool) string {
+		return fmt.Sprintf(`  - name: %s
     description: Records one execution of the call in the test's log and returns the call's marker.
     input_schema:
       type: object
@@ -201,12 +204,14 @@ tools:
       required: [marker]
       additionalProperties: false
     timeout: %s
-    idempotent: true
+    idempotent: %v
     backend: exec
     exec:
       command: [sh, -c, %q]
       env: [TALLY_LOG, TALLY_WORKER]
-`, tool, toolTimeout, script)
+`, name, toolTimeout, idempotent, script)
+	}
+	return "version: 1\ntools:\n" + entry(tool, true) + entry(tallyOnce, false)
 }
 
 // startPool starts a nats-server, the orchestrator and workers worker
@@ -292,10 +297,10 @@ func (p *pool) startOrchestrator() {
 	client.CloseIdleConnections()
 }
 
-// waitAnnounced waits until worker id has announced the tool.
+// waitAnnounced waits until worker id has announced both tools.
 func (p *pool) waitAnnounced(id string) {
 	p.t.Helper()
-	p.eventually("the tool announced by "+id, func() bool {
+	p.eventually("the tools announced by "+id, func() bool {
 		ok := false
 		p.withJS(func(ctx context.Context, j js.JetStream) {
 			kv, err := j.KeyValue(ctx, discovery.BucketDefault)
@@ -303,7 +308,8 @@ func (p *pool) waitAnnounced(id string) {
 				return
 			}
 			_, err = kv.Get(ctx, discovery.Key(tool, id))
-			ok = err == nil
+			_, err2 := kv.Get(ctx, discovery.Key(tallyOnce, id))
+			ok = err == nil && err2 == nil
 		})
 		return ok
 	})
@@ -347,20 +353,22 @@ func (p *pool) natsState() string {
 			st := info.State
 			fmt.Fprintf(&b, "stream %s: %d msgs, seq %d..%d, %d deleted\n", name, st.Msgs, st.FirstSeq, st.LastSeq, st.NumDeleted)
 		}
-		c, err := j.Consumer(ctx, jetstream.StreamCalls, jetstream.ConsumerName(tool))
-		if err != nil {
-			fmt.Fprintf(&b, "consumer %s: %v\n", jetstream.ConsumerName(tool), err)
-			return
+		for _, name := range []string{tool, tallyOnce} {
+			c, err := j.Consumer(ctx, jetstream.StreamCalls, jetstream.ConsumerName(name))
+			if err != nil {
+				fmt.Fprintf(&b, "consumer %s: %v\n", jetstream.ConsumerName(name), err)
+				continue
+			}
+			info, err := c.Info(ctx)
+			if err != nil {
+				fmt.Fprintf(&b, "consumer %s: %v\n", jetstream.ConsumerName(name), err)
+				continue
+			}
+			fmt.Fprintf(&b, "consumer %s: pending %d, ack pending %d, redelivered %d, waiting pulls %d, delivered %d/%d, ack floor %d/%d, AckWait %v, MaxDeliver %d\n",
+				info.Name, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting,
+				info.Delivered.Consumer, info.Delivered.Stream, info.AckFloor.Consumer, info.AckFloor.Stream,
+				info.Config.AckWait, info.Config.MaxDeliver)
 		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			fmt.Fprintf(&b, "consumer %s: %v\n", jetstream.ConsumerName(tool), err)
-			return
-		}
-		fmt.Fprintf(&b, "consumer %s: pending %d, ack pending %d, redelivered %d, waiting pulls %d, delivered %d/%d, ack floor %d/%d, AckWait %v, MaxDeliver %d\n",
-			info.Name, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting,
-			info.Delivered.Consumer, info.Delivered.Stream, info.AckFloor.Consumer, info.AckFloor.Stream,
-			info.Config.AckWait, info.Config.MaxDeliver)
 	})
 	return b.String()
 }

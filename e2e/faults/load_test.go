@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolpool/toolpool/pkg/worker"
 )
 
 // load is what the agents of one scenario do: agents goroutines, each with
@@ -24,6 +26,7 @@ import (
 // content, as docs/http-api.md advises, until every call of the turn has
 // its result or the agent's budget ends.
 type load struct {
+	tool         string // tool or tallyOnce
 	agents       int
 	turns        int // per agent
 	callsPerTurn int
@@ -33,7 +36,7 @@ type load struct {
 
 // defaultLoad is the load of every scenario: 16 agents × 20 turns × 2
 // calls, 640 calls.
-var defaultLoad = load{agents: 16, turns: 20, callsPerTurn: 2, budget: 75 * time.Second, postTimeout: 45 * time.Second}
+var defaultLoad = load{tool: tool, agents: 16, turns: 20, callsPerTurn: 2, budget: 75 * time.Second, postTimeout: 45 * time.Second}
 
 // call is one tool call an agent makes.
 type call struct {
@@ -45,6 +48,7 @@ type call struct {
 type outcome struct {
 	calls       []call
 	received    map[string]time.Time // call id → first successful result
+	unknown     map[string]bool      // calls answered "outcome unknown" (tallyOnce only): final, not a success
 	duplicated  int                  // result blocks beyond the first for one id in one answer
 	foreign     []string             // results for an id the answer's request did not hold
 	wrong       []string             // a success whose content is not the call's
@@ -116,7 +120,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 	k := &tracker{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
-	out := outcome{received: map[string]time.Time{}, errs: map[string]int{}, reposted: map[string]bool{}}
+	out := outcome{received: map[string]time.Time{}, unknown: map[string]bool{}, errs: map[string]int{}, reposted: map[string]bool{}}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for a := range l.agents {
@@ -132,7 +136,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 		}
 		ag := &agent{
 			ctx: ctx, id: a, session: fmt.Sprintf("%s-agent-%02d", name, a), client: client, url: apiURL,
-			deadline: start.Add(l.budget), postTimeout: l.postTimeout, k: k,
+			tool: l.tool, deadline: start.Add(l.budget), postTimeout: l.postTimeout, k: k,
 		}
 		wg.Go(func() {
 			ag.run(turns)
@@ -140,6 +144,9 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 			defer mu.Unlock()
 			for id, at := range ag.received {
 				out.received[id] = at
+			}
+			for id := range ag.unknown {
+				out.unknown[id] = true
 			}
 			out.duplicated += ag.duplicated
 			out.foreign = append(out.foreign, ag.foreign...)
@@ -175,6 +182,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 // agent is one agent's conversation.
 type agent struct {
 	ctx         context.Context // cancelled when the test ends
+	tool        string
 	id          int
 	session     string
 	client      *http.Client
@@ -184,6 +192,7 @@ type agent struct {
 	k           *tracker
 
 	received   map[string]time.Time
+	unknown    map[string]bool
 	duplicated int
 	foreign    []string
 	wrong      []string
@@ -200,6 +209,7 @@ type agent struct {
 func (ag *agent) run(turns [][]call) {
 	ag.received = map[string]time.Time{}
 	ag.errs = map[string]int{}
+	ag.unknown = map[string]bool{}
 	ag.reposted = map[string]bool{}
 	for i, turn := range turns {
 		ag.k.posted(len(turn))
@@ -225,7 +235,7 @@ func (ag *agent) turn(calls []call) bool {
 	var blocks []map[string]any
 	for _, c := range calls {
 		blocks = append(blocks, map[string]any{
-			"type": "tool_use", "id": c.id, "name": tool, "input": map[string]string{"marker": c.marker},
+			"type": "tool_use", "id": c.id, "name": ag.tool, "input": map[string]string{"marker": c.marker},
 		})
 	}
 	body, err := json.Marshal(map[string]any{"role": "assistant", "content": blocks})
@@ -324,6 +334,17 @@ func (ag *agent) post(body []byte, calls []call) (time.Duration, string) {
 			continue
 		}
 		text := resultText(r.Content)
+		if r.IsError && ag.tool == tallyOnce && text == worker.OutcomeUnknownMessage(ag.tool) {
+			// The answer docs/operations.md gives for a call of a tool
+			// that is not idempotent whose earlier attempt may have run:
+			// final, the agent does not post it again.
+			if _, done := ag.received[c.id]; !done {
+				ag.received[c.id] = time.Now()
+				ag.unknown[c.id] = true
+				ag.k.answered()
+			}
+			continue
+		}
 		if r.IsError {
 			if reason == "" {
 				reason = "is_error: " + errorKind(text)
@@ -445,16 +466,16 @@ func check(t *testing.T, p *pool, name string, out outcome, allowed mayRunAgain)
 		}
 		if _, ok := out.received[c.id]; !ok {
 			missing = append(missing, c.id)
-		} else if len(ranOn) == 0 {
+		} else if len(ranOn) == 0 && !out.unknown[c.id] {
 			neverRan = append(neverRan, c.id)
 		}
 	}
 	r.lost = len(missing)
 	summary.add(r.row())
 	t.Logf("\n%s%s", tableHeader, r.row())
-	t.Logf("load took %v; longest turn %v; %d messages posted again (%s); executions by worker %v; TOOL_CALLS drained: %v",
+	t.Logf("load took %v; longest turn %v; %d messages posted again (%s); %d calls answered \"outcome unknown\"; executions by worker %v; TOOL_CALLS drained: %v",
 		out.elapsed.Round(time.Millisecond), out.longestTurn.Round(time.Millisecond), out.reposts,
-		formatCounts(out.errs), perWorker, drained)
+		formatCounts(out.errs), len(out.unknown), perWorker, drained)
 	if len(twice) > 0 {
 		t.Logf("calls that ran more than once: %s", firstN(twice, 40))
 	}

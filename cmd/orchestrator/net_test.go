@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
@@ -162,45 +162,13 @@ func httpStatus(url string) (int, string) {
 // answer nothing; it now exits non-zero so that its supervisor restarts it.
 func TestServeExitsWhenConnectionClosedForGood(t *testing.T) {
 	t.Parallel()
-	addr := freePort(t)
-	host, portStr, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(portStr)
-	storeDir := t.TempDir()
-	opts := func(password string) *server.Options {
-		return &server.Options{Host: host, Port: port, JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true,
-			Username: "orch", Password: password}
-	}
-	srv, err := server.NewServer(opts("first-secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	url := "nats://" + addr
-	nc, err := nats.Connect(url, nats.UserInfo("orch", "first-secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := js.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
+	srv := natstest.StartPasswordServer(t, "orch", "first-secret")
+	url := srv.URL
 
 	p := runServeProc(t, orchestratorBin(t), []string{"NATS_USER=orch", "NATS_PASSWORD=first-secret"},
 		"--nats-url", url, "--workers", "1", "--demo-tools", "--drain-timeout", "30s")
 	p.waitHealthy(t)
-	if err := srv.ReloadOptions(opts("second-secret")); err != nil {
-		t.Fatal(err)
-	}
+	srv.ChangePassword(t, "second-secret")
 	if code := p.waitExit(t); code == 0 {
 		t.Errorf("orchestrator serve exited 0 after losing its connection for good:\n%s", p.logs)
 	}

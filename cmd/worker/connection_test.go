@@ -5,19 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
@@ -175,38 +169,8 @@ func TestWorkerRefusesLongID(t *testing.T) {
 func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 	t.Parallel()
 	bin := buildWorker(t)
-	addr := freeAddr(t)
-	host, portStr, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(portStr)
-	storeDir := t.TempDir()
-	opts := func(password string) *server.Options {
-		return &server.Options{Host: host, Port: port, JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true,
-			Username: "worker", Password: password}
-	}
-	srv, err := server.NewServer(opts("first-secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	url := "nats://" + addr
-	nc, err := nats.Connect(url, nats.UserInfo("worker", "first-secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := js.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
+	srv := natstest.StartPasswordServer(t, "worker", "first-secret")
+	url := srv.URL
 
 	w := startWorker(t, bin, url, "revoked", []string{"NATS_USER=worker", "NATS_PASSWORD=first-secret"})
 	if code, _ := httpGet(t, w.metrics+"/healthz"); code != http.StatusOK {
@@ -214,9 +178,7 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 	}
 	// The operator changes the password: the server drops the worker's
 	// connection and refuses its reconnects.
-	if err := srv.ReloadOptions(opts("second-secret")); err != nil {
-		t.Fatal(err)
-	}
+	srv.ChangePassword(t, "second-secret")
 	select {
 	case <-w.exited:
 	case <-time.After(time.Minute):

@@ -13,12 +13,15 @@ package natstest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
@@ -138,4 +141,68 @@ func CallConsumerInfo(t testing.TB, j js.JetStream, tool string) *js.ConsumerInf
 		t.Fatalf("consumer of %s: info: %v", tool, err)
 	}
 	return info
+}
+
+// PasswordServer is a real in-process nats-server with JetStream, the
+// streams provisioned, that accepts one user with a password the test can
+// change: a client then loses its connection and is refused on every
+// reconnect, so nats.go closes it for good.
+type PasswordServer struct {
+	// URL is the server's client URL.
+	URL  string
+	srv  *server.Server
+	opts func(password string) *server.Options
+}
+
+// StartPasswordServer starts a PasswordServer on a free loopback port for
+// user with password; it is shut down when the test ends.
+func StartPasswordServer(t testing.TB, user, password string) *PasswordServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	storeDir := t.TempDir()
+	p := &PasswordServer{
+		URL: fmt.Sprintf("nats://127.0.0.1:%d", port),
+		opts: func(password string) *server.Options {
+			return &server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: storeDir,
+				NoSigs: true, NoLog: true, Username: user, Password: password}
+		},
+	}
+	p.srv, err = server.NewServer(p.opts(password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.srv.Start()
+	t.Cleanup(func() { p.srv.Shutdown(); p.srv.WaitForShutdown() })
+	if !p.srv.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(p.URL, nats.UserInfo(user, password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ChangePassword makes the server accept only password from now on: the
+// connections of the user are dropped and their reconnects refused.
+func (p *PasswordServer) ChangePassword(t testing.TB, password string) {
+	t.Helper()
+	if err := p.srv.ReloadOptions(p.opts(password)); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -109,6 +109,21 @@ type Started struct {
 	N        int       `json:"n"`
 	WorkerID string    `json:"worker_id,omitempty"`
 	At       time.Time `json:"at"`
+	// Token is unique to the delivery that wrote the marker. A NATS server
+	// killed before it stored a delivery hands the same call out again
+	// with the same Seq and N, so only the token tells that delivery from
+	// the earlier one, which may still be running.
+	Token string `json:"token,omitempty"`
+}
+
+// sameDelivery reports whether p is the marker of the delivery s: the same
+// token or, for markers written without one, the same stream sequence and
+// delivery count.
+func (p *Started) sameDelivery(s Started) bool {
+	if p.Token != "" || s.Token != "" {
+		return p.Token == s.Token
+	}
+	return p.Seq == s.Seq && p.N == s.N
 }
 
 // startedMinTTL is the shortest life of a start marker, where the bucket
@@ -231,7 +246,8 @@ func (h *History) Record(ctx context.Context, callID string, a Attempt) ([]Attem
 // began earlier and never reported (its worker died mid-call or was stopped
 // while running it), Begin records nothing and returns that attempt: the
 // call may have taken effect, and must not start again. A marker of the same
-// delivery (s.Seq and s.N) does not count. until is the call's deadline:
+// delivery (its token; s.Seq and s.N for a marker without one) does not
+// count: it was written by an earlier try of this Begin whose answer was lost. until is the call's deadline:
 // where the bucket supports per-key TTLs, a new marker lives until a while
 // after it, else for the bucket's TTL.
 func (h *History) Begin(ctx context.Context, key string, s Started, until time.Time) (*Started, error) {
@@ -241,7 +257,7 @@ func (h *History) Begin(ctx context.Context, key string, s Started, until time.T
 		if err != nil {
 			return nil, err
 		}
-		if p := v.Started; p != nil && (p.Seq != s.Seq || p.N != s.N) {
+		if p := v.Started; p != nil && !p.sameDelivery(s) {
 			return p, nil
 		}
 		v.Started = &s

@@ -460,3 +460,29 @@ func TestHistoryBegin(t *testing.T) {
 		t.Errorf("Load = %+v, %v; want attempt 1", as, err)
 	}
 }
+
+// TestHistoryBeginTellsRedeliveryWithSameCountByToken: a NATS server killed
+// before it stored a delivery hands the call out again with the same stream
+// sequence and delivery count, while the first delivery may still run. The
+// markers' tokens tell the two apart: the second delivery finds the first's
+// marker, and the same delivery (an earlier try of its own Begin) does not.
+func TestHistoryBeginTellsRedeliveryWithSameCountByToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := openHistory(t, b.js)
+	ctx := ctxFor(t)
+	key := envelope.CallKey("", "s", "call_1", "send_mail", []byte(`{}`))
+	until := time.Now().Add(time.Minute)
+	first := dlq.Started{Seq: 7, N: 1, WorkerID: "w1", At: time.Now(), Token: "a1"}
+	if prior, err := h.Begin(ctx, key, first, until); err != nil || prior != nil {
+		t.Fatalf("first Begin = %+v, %v; want nil, nil", prior, err)
+	}
+	if prior, err := h.Begin(ctx, key, first, until); err != nil || prior != nil {
+		t.Fatalf("Begin of the same delivery again = %+v, %v; want nil, nil", prior, err)
+	}
+	again := dlq.Started{Seq: 7, N: 1, WorkerID: "w2", At: time.Now(), Token: "b2"}
+	prior, err := h.Begin(ctx, key, again, until)
+	if err != nil || prior == nil || prior.Token != "a1" || prior.WorkerID != "w1" {
+		t.Errorf("Begin of a delivery with the same sequence and count but another token = %+v, %v; want the first's marker", prior, err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
@@ -102,6 +104,7 @@ func (w *Worker) begin(j *job, call *envelope.Call, meta *js.MsgMetadata, ev *Ev
 	defer cancel()
 	prior, err := w.cfg.History.Begin(ctx, call.Key, dlq.Started{
 		Seq: meta.Sequence.Stream, N: j.attempt, WorkerID: w.cfg.WorkerID, At: time.Now(),
+		Token: strconv.FormatUint(rand.Uint64(), 36),
 	}, call.Deadline)
 	if err != nil {
 		ev.HistoryFailed = true
@@ -115,9 +118,11 @@ func (w *Worker) begin(j *job, call *envelope.Call, meta *js.MsgMetadata, ev *Ev
 	return true
 }
 
-// startedBefore answers a redelivered call of a tool that is not idempotent
-// with outcome unknown, and reports true, when an earlier attempt started
-// and never reported. A marker that cannot be read counts as none: the
+// startedBefore answers a call of a tool that is not idempotent with
+// outcome unknown, and reports true, when an earlier delivery of it started
+// and never reported (this delivery has not begun, so any marker is an
+// earlier one's, also of a delivery a killed NATS server handed out again
+// with the same delivery count). A marker that cannot be read counts as none: the
 // call is not run either way (its deadline passed).
 func (w *Worker) startedBefore(j *job, call *envelope.Call, meta *js.MsgMetadata, ev *Event, log *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HistoryTimeout)
@@ -127,7 +132,7 @@ func (w *Worker) startedBefore(j *job, call *envelope.Call, meta *js.MsgMetadata
 		ev.HistoryFailed = true
 		return false
 	}
-	if prior == nil || prior.Seq == meta.Sequence.Stream && prior.N == j.attempt {
+	if prior == nil {
 		return false
 	}
 	w.outcomeUnknown(j, call, prior, *ev, log)

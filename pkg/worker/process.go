@@ -24,6 +24,7 @@ import (
 type job struct {
 	msg     js.Msg
 	served  *served
+	seq     uint64 // the call message's stream sequence; 0 when unknown
 	attempt int
 	settled atomic.Bool // set by whoever acks/naks the message
 }
@@ -68,7 +69,7 @@ func (w *Worker) process(j *job) {
 	once := !rt.Idempotent && w.cfg.History != nil // at most one start: see begin
 
 	if !call.Deadline.IsZero() && start.After(call.Deadline) {
-		if once && j.attempt > 1 && w.startedBefore(j, call, meta, &ev, log) {
+		if once && w.startedBefore(j, call, meta, &ev, log) {
 			return
 		}
 		w.expire(j, call, meta, ev, log)

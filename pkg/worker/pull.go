@@ -129,7 +129,25 @@ func (w *Worker) take(msg js.Msg, s *served) {
 		return
 	}
 	j := &job{msg: msg, served: s}
+	if meta, err := msg.Metadata(); err == nil {
+		j.seq = meta.Sequence.Stream
+	}
 	w.mu.Lock()
+	if held := w.seqs[j.seq]; held != nil && !held.settled.Load() {
+		// This worker holds the message already and has not settled it: a
+		// NATS server that was killed before it stored the first delivery
+		// hands it out again, or its AckWait ran out while the job waited.
+		// Acks and heartbeats count by stream sequence, so the held job
+		// settles this delivery too; running it again would run the call
+		// twice.
+		w.mu.Unlock()
+		w.cfg.Logger.Info("a call this worker already holds was delivered again; the held one answers it",
+			"tool", s.tool.Name, "stream_seq", j.seq)
+		return
+	}
+	if j.seq != 0 {
+		w.seqs[j.seq] = j
+	}
 	w.jobs[j] = struct{}{}
 	w.wg.Add(1)
 	w.mu.Unlock()
@@ -162,6 +180,9 @@ func (w *Worker) run(j *job) {
 func (w *Worker) finish(j *job, slot bool) {
 	w.mu.Lock()
 	delete(w.jobs, j)
+	if w.seqs[j.seq] == j {
+		delete(w.seqs, j.seq)
+	}
 	w.mu.Unlock()
 	if slot {
 		w.slots.put()

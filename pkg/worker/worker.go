@@ -47,7 +47,10 @@ type Worker struct {
 	stopPull context.CancelFunc // cuts off the pull loops' open pulls
 	pulling  sync.WaitGroup     // the pull loops
 	jobs     map[*job]struct{}
-	wg       sync.WaitGroup
+	// seqs holds the jobs by the stream sequence of their call message:
+	// a second delivery of a message this worker holds is dropped (see take).
+	seqs map[uint64]*job
+	wg   sync.WaitGroup
 }
 
 // served is one tool this worker consumes.
@@ -80,6 +83,7 @@ func New(cfg Config) (*Worker, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		jobs:     make(map[*job]struct{}),
+		seqs:     make(map[uint64]*job),
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
@@ -240,6 +241,89 @@ func TestRedeliveredCallAnsweredFromStoredResult(t *testing.T) {
 	}
 	if n := streamState(t, p.js, jetstream.StreamCalls).Msgs; n != 0 {
 		t.Errorf("TOOL_CALLS still holds %d calls; want the redelivery acked", n)
+	}
+}
+
+// Finding 5 of issue 12, found again from outside: after a kill -9 of the
+// NATS server, a redelivered call of a tool marked idempotent: false ran a
+// second time (1 of 4,000) because the look-up of its stored result timed
+// out while the server came back, and a failed look-up ran the call. For
+// such a tool a look-up that fails hands the call back: it runs, or is
+// answered from its result, once the look-up works.
+func TestStoredResultLookupFailureDoesNotRerunNonIdempotentTool(t *testing.T) {
+	t.Parallel()
+	var echo countingEcho
+	tool := echo.tool()
+	tool.Idempotent = false
+	p := newPool(t, tool)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	history, err := dlq.OpenHistory(ctx, p.js, dlq.HistoryConfig{Storage: js.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := p.dispatchAsync(context.Background(), toolUse("echo", `{"text":"once"}`))
+
+	// A first worker ran the call and stored its result; the call comes
+	// again (as after a server restart that lost the ack).
+	cons, err := jetstream.EnsureConsumer(ctx, p.js, jetstream.ConsumerSpec{Tool: "echo", Timeout: 5 * time.Second, MaxAttempts: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, js.FetchMaxWait(waitLong))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg js.Msg
+	for m := range batch.Messages() {
+		msg = m
+	}
+	if msg == nil {
+		t.Fatalf("no call delivered: %v", batch.Error())
+	}
+	call, err := envelope.DecodeCall(msg.Data(), envelope.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.js.PublishMsg(ctx, resultMsg(t, call, "once")); err != nil {
+		t.Fatal(err)
+	}
+	if err := msg.Nak(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A worker whose look-ups fail: every wait on the server times out at once.
+	failing, _ := startWorkerOn(t, p.srv.ClientURL(), p.reg, func(c *worker.Config) {
+		c.History = history
+		c.PublishTimeout = time.Nanosecond
+	})
+	eventually(t, "the worker to take the redelivery", func() bool {
+		return echo.count("once") > 0 || natstest.CallConsumerInfo(t, p.js, "echo").Delivered.Consumer >= 3
+	})
+	if n := echo.count("once"); n != 0 {
+		t.Fatalf("the tool ran %d times while its stored result could not be looked up; want 0", n)
+	}
+	stop, cancelStop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelStop()
+	if err := failing.Stop(stop); err != nil {
+		t.Logf("worker Stop: %v", err)
+	}
+
+	events := newRecordingMetrics()
+	p.startWorker(func(c *worker.Config) { c.History = history; c.Metrics = events })
+	if r := await(t, turn)[0]; r.IsError || r.Content.Text() != "once" {
+		t.Errorf("result %+v; want %q", r, "once")
+	}
+	eventually(t, "the call to be answered from its stored result", func() bool {
+		for _, ev := range events.all() {
+			if ev.Outcome == outcomeStored {
+				return true
+			}
+		}
+		return false
+	})
+	if n := echo.count("once"); n != 0 {
+		t.Errorf("the tool ran %d times; want 0 (its result was stored)", n)
 	}
 }
 

@@ -281,11 +281,13 @@ func callField(key []byte) int {
 // not a JSON object, or over lim.MaxInputBytes; a field of the wrong JSON type;
 // times that are not RFC 3339; control characters in string fields; a reply_to
 // that cannot be part of a NATS subject; a key that is not of the form of a
-// call key (see ValidKey). Keys match exactly (case matters).
+// call key (see ValidKey), or that is not the key of the call's content
+// (Call.CallKey): a call must not take another call's identity, or its
+// result would be stored under that call's key and delivered to it. Keys
+// match exactly (case matters).
 //
 // A call without a key (written by an older release, e.g. in a dead
-// letter) gets the key its content gives (Call.CallKey). A key present is
-// taken as written: whoever may publish calls may name their identity.
+// letter) gets the key its content gives (Call.CallKey).
 //
 // Members it does not know are accepted and ignored, so that a later v1 writer
 // may add optional fields without breaking older readers. null counts as the
@@ -374,6 +376,8 @@ func decodeCall(data []byte, lim Limits, share bool) (*Call, error) {
 		// Written before calls had keys (a dead letter of an older
 		// release): its key is what its writer would have sent.
 		c.Key = c.CallKey()
+	} else if !c.keyMatches() {
+		return nil, errKeyMismatch()
 	}
 	return c, nil
 }
@@ -407,6 +411,13 @@ func (r *reader) version(s span) *DecodeError {
 		return &DecodeError{Field: "v", Reason: "version " + strconv.FormatInt(v, 10) + " is not supported; " + want, Err: ErrVersion}
 	}
 	return nil
+}
+
+// errKeyMismatch is the error of a call whose key is not the key of its
+// content. Such a call would take another call's identity: its result would
+// be stored under that call's key and delivered to it, whatever its scope.
+func errKeyMismatch() *DecodeError {
+	return malformed("key", "is not the key of this call's tenant, session, id, tool and input")
 }
 
 // EncodeCall encodes a call, setting c.V to Version and, when c.Key is
@@ -449,6 +460,8 @@ func AppendCall(dst []byte, c *Call) ([]byte, error) {
 	}
 	if c.Key == "" {
 		c.Key = c.CallKey()
+	} else if !c.keyMatches() {
+		return dst, errKeyMismatch()
 	}
 	b := append(dst, `{"v":1`...)
 	b = appendStringField(b, "id", c.ID, false)

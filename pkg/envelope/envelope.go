@@ -49,7 +49,7 @@ type Call struct {
 	Tool  string          `json:"tool"`
 	Input json.RawMessage `json:"input"`
 	// Key is CallKey(Tenant, Session, ID, Tool, Input). DecodeCall derives
-	// it for an envelope written without one.
+	// it for an envelope written without one and refuses one that differs.
 	Key         string    `json:"key,omitempty"`
 	Tenant      string    `json:"tenant,omitempty"`
 	Session     string    `json:"session,omitempty"`

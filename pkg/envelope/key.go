@@ -34,6 +34,13 @@ var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 // JSON (the key of invalid input is well defined, but such a call is never
 // published).
 func CallKey(tenant, session, id, tool string, input []byte) string {
+	k := keyOf(tenant, session, id, tool, input)
+	return string(k[:])
+}
+
+// keyOf is CallKey without the string, so that comparing a key with it
+// does not allocate.
+func keyOf(tenant, session, id, tool string, input []byte) [KeyLen]byte {
 	bp := keyBufs.Get().(*[]byte)
 	b := append((*bp)[:0], keyDomain...)
 	for _, f := range [...]string{tenant, session, id, tool} {
@@ -49,7 +56,7 @@ func CallKey(tenant, session, id, tool string, input []byte) string {
 	keyBufs.Put(bp)
 	var out [KeyLen]byte
 	keyEncoding.Encode(out[:], sum[:KeyLen*5/8])
-	return string(out[:])
+	return out
 }
 
 // appendCompact appends src without the whitespace outside its strings:
@@ -97,3 +104,9 @@ func ValidKey(k string) bool {
 // CallKey returns the key of c: CallKey of its tenant, session, id, tool and
 // input.
 func (c *Call) CallKey() string { return CallKey(c.Tenant, c.Session, c.ID, c.Tool, c.Input) }
+
+// keyMatches reports whether c.Key is the key of c's content.
+func (c *Call) keyMatches() bool {
+	k := keyOf(c.Tenant, c.Session, c.ID, c.Tool, c.Input)
+	return string(k[:]) == c.Key
+}

@@ -153,3 +153,30 @@ func BenchmarkCallKey(b *testing.B) {
 		_ = CallKey("tenant", "session-1234", "toolu_01ABCDEFGHIJ", "echo", in)
 	}
 }
+
+// A call whose key is not the key of its content would ride on another
+// call's identity: its result is stored under that key, and the real call
+// posted later is answered from it (issue 12: a forged tools.call message
+// delivered its own text to another session's call). Decoding refuses it,
+// and so does encoding.
+func TestCallKeyMustMatchContent(t *testing.T) {
+	victim := CallKey("acme", "victim", "call_0", "echo", []byte(`{"text":"real"}`))
+	forged := `{"v":1,"id":"call_0","tool":"echo","key":"` + victim + `","tenant":"acme","session":"attacker","input":{"text":"forged"}}`
+	for _, decode := range []func([]byte, Limits) (*Call, error){DecodeCall, DecodeCallShared} {
+		c, err := decode([]byte(forged), DefaultLimits)
+		var de *DecodeError
+		if !errors.As(err, &de) || de.Field != "key" || !errors.Is(err, ErrMalformed) {
+			t.Fatalf("decoding a call with another call's key = %+v, %v; want a malformed error naming the key", c, err)
+		}
+	}
+	c := &Call{ID: "call_0", Tool: "echo", Key: victim, Tenant: "acme", Session: "victim", Input: json.RawMessage(`{"text":"forged"}`)}
+	if data, err := EncodeCall(c); err == nil {
+		t.Errorf("EncodeCall wrote a call with another call's key: %s", data)
+	}
+
+	// The key of the same content with other white space is its own.
+	same := `{"v":1,"id":"call_0","tool":"echo","key":"` + victim + `","tenant":"acme","session":"victim","input":{ "text" : "real" }}`
+	if _, err := DecodeCall([]byte(same), DefaultLimits); err != nil {
+		t.Errorf("DecodeCall refused a call whose key is its own: %v", err)
+	}
+}

@@ -49,9 +49,11 @@ func (w *Worker) resultsStream(ctx context.Context) (js.Stream, error) {
 // reply_to. A stored transient error stored before this call message was
 // published is not used: it is the answer of an earlier message of the same
 // call (a re-post after the duplicate window), it says that one did not get
-// through, and this is the retry. A look-up that fails is logged and the
-// call runs as usual.
-func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Event, log *slog.Logger) bool {
+// through, and this is the retry. A look-up that fails is logged; the call
+// then runs as usual if its tool is idempotent, and is handed back
+// otherwise: it may have run already (its ack lost in a server restart), and
+// a tool that is not idempotent is not started again without the look-up.
+func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Event, idempotent bool, log *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)
 	defer cancel()
 	s, err := w.resultsStream(ctx)
@@ -63,14 +65,24 @@ func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata,
 	case errors.Is(err, js.ErrMsgNotFound):
 		return false
 	case err != nil:
+		then := "running the call"
+		if !idempotent {
+			then = "handing the call back (its tool is not idempotent and the call may have run)"
+		}
 		// Once at warning level: a server that refuses every look-up (a
 		// user without the permission) would otherwise flood the log.
 		if w.lookupFailed.CompareAndSwap(false, true) {
-			log.Warn("looking up a stored result failed; running the call (further failures are logged at debug level)", "err", err)
+			log.Warn("looking up a stored result failed; "+then+" (further failures are logged at debug level)", "err", err)
 		} else {
-			log.Debug("looking up a stored result failed; running the call", "err", err)
+			log.Debug("looking up a stored result failed; "+then, "err", err)
 		}
-		return false
+		if idempotent {
+			return false
+		}
+		if j.settle() {
+			_ = j.msg.NakWithDelay(time.Second)
+		}
+		return true
 	}
 	if m.Time.Before(meta.Timestamp) {
 		if res, err := envelope.DecodeResult(m.Data); err != nil || res.Class == envelope.ClassTransient {

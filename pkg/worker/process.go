@@ -62,7 +62,7 @@ func (w *Worker) process(j *job) {
 	// idempotent is checked on every delivery, which also finds the result
 	// of a re-post that came after the duplicate window.
 	if j.attempt > 1 || !rt.Idempotent {
-		if w.answerStored(j, call, meta, ev, log) {
+		if w.answerStored(j, call, meta, ev, rt.Idempotent, log) {
 			return
 		}
 	}

@@ -28,10 +28,15 @@ func setupOutage(t *testing.T, mods ...func(*worker.Config)) *outageBundle {
 	t.Helper()
 	srv, _, j := natstest.StartProvisioned(t)
 	b := &outageBundle{testBundle: testBundle{srv: srv, js: j, reg: tools.NewRegistry()}}
-	if err := b.reg.Register(tool("counted", func(context.Context, json.RawMessage) (tools.Output, error) {
+	counted := tool("counted", func(context.Context, json.RawMessage) (tools.Output, error) {
 		b.runs.Add(1)
 		return tools.Text("done"), nil
-	})); err != nil {
+	})
+	// Idempotent, so that it runs while TOOL_RESULTS is gone: a tool that
+	// is not idempotent does not start before its stored result could be
+	// looked up (e2e: TestStoredResultLookupFailureDoesNotRerunNonIdempotentTool).
+	counted.Idempotent = true
+	if err := b.reg.Register(counted); err != nil {
 		t.Fatal(err)
 	}
 	b.start(t, mods...)

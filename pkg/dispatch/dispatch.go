@@ -245,9 +245,13 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 		d.log.Warn("dropping a malformed result", slog.String("subject", subject), slog.Any("error", err))
 		return
 	}
-	key := res.Key
-	if key == "" { // a writer that left it out: the subject's last token
-		key = subject[strings.LastIndexByte(subject, '.')+1:]
+	// The subject names the call (tools.result.<instance>.<key>): a result
+	// whose body names another call is not delivered to either, so a
+	// publisher cannot answer one call with another's result.
+	key := subject[strings.LastIndexByte(subject, '.')+1:]
+	if res.Key != "" && res.Key != key {
+		d.log.Warn("dropping a result whose key is not its subject's", slog.String("subject", subject), slog.String("key", res.Key))
+		return
 	}
 	now := time.Now()
 	outcome, tool, _ := d.calls.deliver(key, res, int64(len(data)), now, func(tool string, start time.Time) {

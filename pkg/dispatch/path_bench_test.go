@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -49,12 +50,12 @@ func (l *loopbackJS) PublishMsgAsync(m *nats.Msg, _ ...js.PublishOpt) (js.PubAck
 		return nil, err
 	}
 	data, err := envelope.EncodeResult(&envelope.Result{
-		CallID: c.ID, Tool: c.Tool, Content: envelope.Text(string(c.Input)), Attempts: 1, WorkerID: "w-1",
+		CallID: c.ID, Key: c.Key, Tool: c.Tool, Content: envelope.Text(string(c.Input)), Attempts: 1, WorkerID: "w-1",
 	})
 	if err != nil {
 		return nil, err
 	}
-	l.d.handleResult(&resultMsg{data: data})
+	l.d.handleResult(&resultMsg{subject: jetstream.ResultSubject(c.ReplyTo, c.Key), data: data})
 	f := loopbackFuture{m: m, ok: make(chan *js.PubAck, 1)}
 	f.ok <- loopbackAck
 	return f, nil
@@ -63,18 +64,19 @@ func (l *loopbackJS) PublishMsgAsync(m *nats.Msg, _ ...js.PublishOpt) (js.PubAck
 // resultMsg is a result message as the ordered consumer delivers it.
 type resultMsg struct {
 	js.Msg
-	data []byte
+	subject string
+	data    []byte
 }
 
 func (m *resultMsg) Data() []byte    { return m.data }
-func (m *resultMsg) Subject() string { return "tools.result.bench" }
+func (m *resultMsg) Subject() string { return m.subject }
 
 func BenchmarkDispatchPath(b *testing.B) {
 	input := []byte(`{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`)
 	for _, k := range []int{1, 4} {
 		b.Run("turn-of-"+strconv.Itoa(k), func(b *testing.B) {
 			lj := &loopbackJS{}
-			d, err := New(Config{JS: lj, Instance: "bench", Catalog: StaticCatalog("echo")})
+			d, err := New(Config{JS: lj, Instance: "bench", Catalog: StaticCatalog("echo"), MaxQueueDepth: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -122,7 +122,7 @@ func (s *scriptedJS) PublishMsgAsync(m *nats.Msg, _ ...js.PublishOpt) (js.PubAck
 		if err != nil {
 			return nil, err
 		}
-		s.d.handleResult(&resultMsg{data: data})
+		s.d.handleResult(&resultMsg{subject: jetstream.ResultSubject(c.ReplyTo, c.Key), data: data})
 		f.ok <- &js.PubAck{Stream: jetstream.StreamCalls, Sequence: 1}
 	}
 	return f, nil

@@ -169,3 +169,31 @@ func TestResultGapKeepsStartBeforeLostResults(t *testing.T) {
 		t.Errorf("last sequence %d after the gap, want %d (the result before it)", got, start+5)
 	}
 }
+
+// A result is delivered by its subject's call key: one published on another
+// call's subject with this call's key in its body (a publisher answering one
+// call with another's result) reaches neither.
+func TestResultOnAnotherCallsSubjectIsDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := envelope.CallKey("", "", "someone_else", "echo", []byte(`{}`))
+	startWorker(t, b, "echo", func(w *fakeWorker, c *envelope.Call, _ nats.Header, _ reply) {
+		data, err := envelope.EncodeResult(&envelope.Result{CallID: c.ID, Tool: c.Tool, Key: c.Key, Content: envelope.Text("forged")})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := w.js.Publish(ctx, jetstream.ResultSubject(c.ReplyTo, other), data); err != nil {
+			t.Error(err)
+		}
+	})
+	res, err := b.d.Dispatch(timeout(t, 3*time.Second), "", []envelope.ToolUseBlock{use("victim", "echo", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || !res[0].IsError || res[0].Code != "deadline_exceeded" {
+		t.Fatalf("result = %+v; want the deadline's is_error, not the result published on another call's subject", res)
+	}
+}

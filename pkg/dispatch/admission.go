@@ -103,11 +103,14 @@ type admission struct {
 }
 
 // queueDepth is a tool's queue depth as last read, plus the calls this
-// dispatcher published to it since (an estimate that errs on the full
-// side: some of them may have been delivered already).
+// dispatcher published to it since that read started and has no results
+// for yet (an estimate that errs on the full side: some of them may have
+// been delivered already). Calls answered leave the estimate: at a high
+// rate, a second's calls would otherwise count as queued although they ran.
 type queueDepth struct {
 	pending    int64
 	since      int64
+	gen        uint64 // counts the reads started: which calls since holds
 	read       time.Time
 	refreshing bool
 }
@@ -153,17 +156,37 @@ func (d *Dispatcher) admit(t *turn) (done func(), err error) {
 		a.inFlight.Add(n)
 	}
 	if a.maxDepth > 0 {
-		if err := a.reserve(perTool); err != nil {
+		gens, err := a.reserve(perTool)
+		if err != nil {
 			a.inFlight.Add(-n)
 			return nil, err
 		}
+		return func() {
+			a.inFlight.Add(-n)
+			a.release(perTool, gens)
+		}, nil
 	}
 	return func() { a.inFlight.Add(-n) }, nil
 }
 
+// release takes the calls of a turn that ended out of the tools' estimates,
+// where they are still counted: gens are the reads current when the turn
+// was admitted. Calls admitted before a read started are the read's to
+// count (it subtracts them when it ends).
+func (a *admission) release(perTool map[string]int64, gens map[string]uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for tool, k := range perTool {
+		if q := a.depths[tool]; q != nil && q.gen == gens[tool] {
+			q.since -= k
+		}
+	}
+}
+
 // reserve refuses the turn when a tool's queue is full, and otherwise
-// counts its calls into the tools' estimates.
-func (a *admission) reserve(perTool map[string]int64) error {
+// counts its calls into the tools' estimates and returns the tools' read
+// generations, for release.
+func (a *admission) reserve(perTool map[string]int64) (map[string]uint64, error) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -175,16 +198,20 @@ func (a *admission) reserve(perTool map[string]int64) error {
 		}
 		if !q.refreshing && now.Sub(q.read) >= a.refresh {
 			q.refreshing = true
+			q.gen++
 			go a.readDepth(tool, q.since)
 		}
 		if load := q.pending + q.since; load >= a.maxDepth {
-			return &SaturatedError{Tool: tool, Load: load, Limit: a.maxDepth, RetryAfter: a.retryAfter}
+			return nil, &SaturatedError{Tool: tool, Load: load, Limit: a.maxDepth, RetryAfter: a.retryAfter}
 		}
 	}
+	gens := make(map[string]uint64, len(perTool))
 	for tool, k := range perTool {
-		a.depths[tool].since += k
+		q := a.depths[tool]
+		q.since += k
+		gens[tool] = q.gen
 	}
-	return nil
+	return gens, nil
 }
 
 // readDepth reads the number of calls waiting in tool's consumer; counted

@@ -26,7 +26,7 @@ import (
 )
 
 // TestServeRefusesBadInstance: --instance becomes a subject token
-// (tools.result.<instance>) and part of consumer names; a dotted, wildcard
+// (tools.result.<instance>.<key>) and part of consumer names; a dotted, wildcard
 // or overlong one is refused by name before anything starts.
 func TestServeRefusesBadInstance(t *testing.T) {
 	t.Parallel()

@@ -40,9 +40,13 @@ const (
 
 // The queue wait estimate (see queueDepth.sample).
 const (
-	// drainSmoothing is the weight of the newest interval in a tool's
-	// drain rate (an exponentially weighted moving average).
-	drainSmoothing = 0.5
+	// drainDecay is how much of a tool's past deliveries and busy time
+	// each newly measured interval keeps: its drain rate is their ratio,
+	// so it is weighted by time and forgets an interval within a few
+	// reads. A ratio of sums, not an average of per-interval rates: a tool
+	// whose calls all take 2 s delivers in bursts every 2 s, and a reading
+	// once a second would swing between nothing and twice the rate.
+	drainDecay = 0.8
 	// staleSamples is how many refresh periods a read stays good for: an
 	// interval between reads further apart is not measured (the queue may
 	// have emptied in between), and an older read refuses nothing by
@@ -68,9 +72,10 @@ type SaturatedError struct {
 	// bound they reached; Limit is 0 when Wait is set.
 	Load, Limit int64
 	// Wait, when not zero, is why the turn was refused: the estimated
-	// time until a new call to Tool would start (its queue divided by the
-	// rate at which the tool's workers have drained it), more than the
-	// turn's Left.
+	// time until the turn's last call to Tool would be done (the calls
+	// queued and in progress ahead of it, and the turn's own, divided by
+	// the rate at which the tool's workers have drained its queue), more
+	// than the turn's Left.
 	Wait time.Duration
 	// Left is the time the turn had left until its deadline, when Wait is
 	// set.
@@ -151,11 +156,23 @@ type queueDepth struct {
 
 	sampled   time.Time // the last read that succeeded
 	delivered uint64    // its consumer's delivery counter
-	rate      float64   // deliveries per second while saturated; 0: unknown
+	working   int64     // its calls delivered, not yet acknowledged
+	drained   float64   // deliveries over the measured intervals, decayed
+	busy      float64   // the seconds of those intervals, decayed
+}
+
+// rate is the tool's drain rate, deliveries per second while its queue
+// was non-empty; 0 when unknown.
+func (q *queueDepth) rate() float64 {
+	if q.busy <= 0 {
+		return 0
+	}
+	return q.drained / q.busy
 }
 
 // sample records a read of the tool's consumer at time at: pending calls
-// waiting, delivered its delivery counter (Delivered.Consumer, which
+// waiting, working calls delivered and not acknowledged yet
+// (NumAckPending), delivered its delivery counter (Delivered.Consumer, which
 // counts redeliveries too: they take a worker's time as much as first
 // deliveries, and JetStream serves them first). The drain rate is only
 // measured over an interval in which the queue was non-empty at both
@@ -164,29 +181,30 @@ type queueDepth struct {
 // interval longer than maxGap is not measured either (the queue may have
 // emptied in between), nor one over which the counter went back (the
 // consumer was made again).
-func (q *queueDepth) sample(pending int64, delivered uint64, at time.Time, maxGap time.Duration) {
+func (q *queueDepth) sample(pending, working int64, delivered uint64, at time.Time, maxGap time.Duration) {
 	if dt := at.Sub(q.sampled).Seconds(); !q.sampled.IsZero() && dt > 0 && at.Sub(q.sampled) <= maxGap &&
 		q.pending > 0 && pending > 0 && delivered >= q.delivered {
-		r := float64(delivered-q.delivered) / dt
-		if q.rate == 0 {
-			q.rate = r
-		} else {
-			q.rate = drainSmoothing*r + (1-drainSmoothing)*q.rate
-		}
+		q.drained = q.drained*drainDecay + float64(delivered-q.delivered)
+		q.busy = q.busy*drainDecay + dt
 	}
-	q.pending, q.delivered, q.sampled = pending, delivered, at
+	q.pending, q.working, q.delivered, q.sampled = pending, working, delivered, at
 }
 
-// wait is the estimated time until a call published now would be
-// delivered: the calls ahead of it over the drain rate. ok is false when
+// wait is the estimated time until the last of n calls published now
+// would be done: the deliveries up to it (the calls queued, those
+// published since the read, the n) over the drain rate, plus its own run
+// time, which while the
+// workers are saturated is the calls they hold over the rate (Little's
+// law: each of them is held for its run time). ok is false when
 // there is no estimate: the rate is unknown (the tool was never seen
-// saturated) or nil, the queue was empty at the last read, or that read is
-// older than maxAge.
-func (q *queueDepth) wait(now time.Time, maxAge time.Duration) (d time.Duration, ok bool) {
-	if q.rate <= 0 || q.pending <= 0 || q.sampled.IsZero() || now.Sub(q.sampled) > maxAge {
+// saturated, or it never delivered while saturated), the queue was empty
+// at the last read, or that read is older than maxAge.
+func (q *queueDepth) wait(now time.Time, maxAge time.Duration, n int64) (d time.Duration, ok bool) {
+	rate := q.rate()
+	if rate <= 0 || q.pending <= 0 || q.sampled.IsZero() || now.Sub(q.sampled) > maxAge {
 		return 0, false
 	}
-	secs := float64(q.pending+q.since) / q.rate
+	secs := float64(q.pending+q.since+n+q.working) / rate
 	if secs >= float64(math.MaxInt64/int64(time.Second)) {
 		return time.Duration(math.MaxInt64), true
 	}
@@ -260,7 +278,7 @@ func (a *admission) reserve(perTool map[string]int64, deadline time.Time) error 
 		if !a.byWait {
 			continue
 		}
-		if wait, ok := q.wait(now, staleSamples*a.refresh); ok && wait > left {
+		if wait, ok := q.wait(now, staleSamples*a.refresh, perTool[tool]); ok && wait > left {
 			retry := min(max(wait-left, a.retryAfter), SaturatedRetryAfterMax)
 			return &SaturatedError{Tool: tool, Load: load, Wait: wait, Left: max(left, 0), RetryAfter: retry}
 		}
@@ -301,10 +319,11 @@ func (a *admission) readDepth(tool string, counted int64) {
 	}()
 	var pending int64
 	var delivered uint64
+	var working int64
 	c, err := a.js.Consumer(ctx, jetstream.StreamCalls, jetstream.ConsumerName(tool))
 	if err == nil {
 		info := c.CachedInfo()
-		pending, delivered = int64(info.NumPending), info.Delivered.Consumer
+		pending, working, delivered = int64(info.NumPending), int64(info.NumAckPending), info.Delivered.Consumer
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -317,6 +336,6 @@ func (a *admission) readDepth(tool string, counted int64) {
 		a.log.Debug("reading a queue depth failed", slog.String("tool", tool), slog.Any("error", err))
 		return
 	}
-	q.sample(pending, delivered, q.read, staleSamples*a.refresh)
+	q.sample(pending, working, delivered, q.read, staleSamples*a.refresh)
 	q.since -= counted
 }

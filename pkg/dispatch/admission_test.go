@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -145,39 +146,61 @@ func TestQueueWaitEstimate(t *testing.T) {
 	var q queueDepth
 	check := func(step string, now time.Time, want time.Duration, wantOK bool) {
 		t.Helper()
-		got, ok := q.wait(now, gap)
+		got, ok := q.wait(now, gap, 0)
 		if ok != wantOK || (ok && (got < want-time.Millisecond || got > want+time.Millisecond)) {
-			t.Errorf("%s: wait %v, %v; want %v, %v (rate %v)", step, got, ok, want, wantOK, q.rate)
+			t.Errorf("%s: wait %v, %v; want %v, %v (rate %v)", step, got, ok, want, wantOK, q.rate())
 		}
 	}
 	check("never read", t0, 0, false)
-	q.sample(0, 0, at(0), gap)
-	q.sample(50, 10, at(1), gap) // empty at the first read: arrivals, not capacity
+	q.sample(0, 0, 0, at(0), gap)
+	q.sample(50, 0, 10, at(1), gap) // empty at the first read: arrivals, not capacity
 	check("after a non-saturated interval", at(1), 0, false)
-	q.sample(40, 20, at(2), gap) // 10 deliveries in 1 s, queue non-empty at both reads
+	q.sample(40, 0, 20, at(2), gap) // 10 deliveries in 1 s, queue non-empty at both reads
 	check("rate known", at(2), 4*time.Second, true)
 	q.since = 10
 	check("calls published since the read", at(2), 5*time.Second, true)
 	q.since = 0
-	q.sample(0, 60, at(3), gap) // emptied: not measured, and never refuse on an empty queue
-	check("empty queue", at(3), 0, false)
-	q.sample(30, 80, at(4), gap) // empty at the first read: not measured
-	check("after a non-saturated interval, the old rate", at(4), 3*time.Second, true)
-	q.sample(30, 100, at(5), gap) // 20/s, smoothed with 10/s
-	if q.rate != 15 {
-		t.Errorf("smoothed rate %v, want 15", q.rate)
+	if got, _ := q.wait(at(2), gap, 5); got != 4500*time.Millisecond {
+		t.Errorf("the turn's own 5 calls: wait %v, want 4.5s", got)
 	}
-	q.sample(30, 1000, at(5).Add(gap+time.Second), gap) // too long an interval: not measured
-	q.sample(30, 5, at(5).Add(gap+2*time.Second), gap)  // the counter went back (consumer made again)
-	if q.rate != 15 {
-		t.Errorf("rate %v after unmeasured intervals, want 15", q.rate)
+	q.sample(40, 20, 25, at(2.5), gap) // 10/s again, 20 calls in the workers' hands: 2 s each
+	if got, _ := q.wait(at(2.5), gap, 0); got != 6*time.Second {
+		t.Errorf("with calls in progress: wait %v, want 6s", got)
+	}
+	q.sample(0, 0, 60, at(3), gap) // emptied: not measured, and never refuse on an empty queue
+	check("empty queue", at(3), 0, false)
+	q.sample(30, 0, 80, at(4), gap) // empty at the first read: not measured
+	check("after a non-saturated interval, the old rate", at(4), 3*time.Second, true)
+	q.sample(30, 0, 100, at(5), gap) // 20 in 1 s, after 13 in 1.3 s
+	want := (13*drainDecay + 20) / (1.3*drainDecay + 1)
+	if r := q.rate(); math.Abs(r-want) > 1e-9 || r <= 10 || r >= 20 {
+		t.Errorf("smoothed rate %v, want %v", r, want)
+	}
+	q.sample(30, 0, 1000, at(5).Add(gap+time.Second), gap) // too long an interval: not measured
+	q.sample(30, 0, 5, at(5).Add(gap+2*time.Second), gap)  // the counter went back (consumer made again)
+	if r := q.rate(); math.Abs(r-want) > 1e-9 {
+		t.Errorf("rate %v after unmeasured intervals, want %v", r, want)
 	}
 	check("a read too old", at(5).Add(3*gap), 0, false)
 
+	var bursty queueDepth // 2 s calls, 20 at a time, read every second: 10/s
+	bursty.sample(0, 0, 0, at(0), gap)
+	bursty.sample(100, 0, 20, at(1), gap)
+	bursty.sample(100, 0, 20, at(2), gap) // nothing delivered: still unknown
+	if _, ok := bursty.wait(at(2), gap, 0); ok {
+		t.Errorf("an estimate from no deliveries")
+	}
+	for i, d := range []uint64{40, 40, 60, 60, 80, 80, 100} {
+		bursty.sample(100, 0, d, at(float64(3+i)), gap)
+		if r := bursty.rate(); r < 6 || r > 14 {
+			t.Errorf("bursty deliveries, read %d: rate %v, want about 10", i, r)
+		}
+	}
+
 	var stalled queueDepth // no worker: the rate stays unknown
-	stalled.sample(10, 0, at(0), gap)
-	stalled.sample(20, 0, at(1), gap)
-	if _, ok := stalled.wait(at(1), gap); ok {
+	stalled.sample(10, 0, 0, at(0), gap)
+	stalled.sample(20, 0, 0, at(1), gap)
+	if _, ok := stalled.wait(at(1), gap, 0); ok {
 		t.Errorf("a rate of 0 gave an estimate")
 	}
 }
@@ -245,7 +268,7 @@ func TestAdmissionByQueueWait(t *testing.T) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		q := a.observe("slow", time.Now())
-		_, ok := q.wait(time.Now(), staleSamples*a.refresh)
+		_, ok := q.wait(time.Now(), staleSamples*a.refresh, 1)
 		return ok
 	})
 

@@ -28,6 +28,7 @@ type httpFlags struct {
 	drainTimeout   time.Duration
 	maxInFlight    int
 	maxQueueDepth  int
+	byQueueWait    bool
 	getenv         func(string) string // os.Getenv; tests replace it
 }
 
@@ -42,6 +43,7 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&h.drainTimeout, "http-drain-timeout", 30*time.Second, "on SIGTERM, how long HTTP requests in flight may finish before the pool stops")
 	fs.IntVar(&h.maxInFlight, "max-calls-in-flight", dispatch.MaxCallsInFlightDefault, "tool calls this orchestrator waits for at once; past it turns get 429 at once (negative: unbounded)")
 	fs.IntVar(&h.maxQueueDepth, "max-queue-depth", dispatch.MaxQueueDepthDefault, "calls waiting in one tool's queue past which turns calling it get 429 at once (negative: unbounded)")
+	fs.BoolVar(&h.byQueueWait, "admit-by-queue-wait", true, "give 429 at once to turns calling a tool whose queue holds more work than the turn's timeout (estimated from the rate its workers drain it)")
 }
 
 // check validates the flags and loads the API keys; addr is --http.

@@ -241,6 +241,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		JS: jsCtx, Instance: f.instance, Catalog: live, Logger: log, Metrics: om.dispatch,
 		PublishRetryFor:  f.retryFor,
 		MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
+		NoQueueWaitAdmission: !f.front.byQueueWait,
 	})
 	if err != nil {
 		return err

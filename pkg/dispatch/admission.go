@@ -33,11 +33,31 @@ const (
 	// SaturatedRetryAfterDefault is when a turn refused for saturation is
 	// told to come back.
 	SaturatedRetryAfterDefault = 2 * time.Second
+	// SaturatedRetryAfterMax caps the Retry-After of a turn refused for
+	// its estimated queue wait.
+	SaturatedRetryAfterMax = 30 * time.Second
+)
+
+// The queue wait estimate (see queueDepth.sample).
+const (
+	// drainDecay is how much of a tool's past deliveries and busy time
+	// each newly measured interval keeps: its drain rate is their ratio,
+	// so it is weighted by time and forgets an interval within a few
+	// reads. A ratio of sums, not an average of per-interval rates: a tool
+	// whose calls all take 2 s delivers in bursts every 2 s, and a reading
+	// once a second would swing between nothing and twice the rate.
+	drainDecay = 0.8
+	// staleSamples is how many refresh periods a read stays good for: an
+	// interval between reads further apart is not measured (the queue may
+	// have emptied in between), and an older read refuses nothing by
+	// estimate.
+	staleSamples = 5
 )
 
 // ErrSaturated is matched (errors.Is) by the error of a Dispatch that
 // admission control refused: the dispatcher has Config.MaxCallsInFlight
-// calls waiting, or a tool's queue holds Config.MaxQueueDepth calls. The
+// calls waiting, a tool's queue holds Config.MaxQueueDepth calls, or a
+// tool's queue holds more work than the turn has time left for. The
 // error is a *SaturatedError; it matches ErrUnavailable too, so callers
 // that retry an unavailable pool retry a saturated one. Nothing of the
 // turn was published.
@@ -49,13 +69,26 @@ type SaturatedError struct {
 	// bound on calls in flight was reached.
 	Tool string
 	// Load and Limit are the calls in flight (or in Tool's queue) and the
-	// bound they reached.
+	// bound they reached; Limit is 0 when Wait is set.
 	Load, Limit int64
+	// Wait, when not zero, is why the turn was refused: the estimated
+	// time until the turn's last call to Tool would be done (the calls
+	// queued and in progress ahead of it, and the turn's own, divided by
+	// the rate at which the tool's workers have drained its queue), more
+	// than the turn's Left.
+	Wait time.Duration
+	// Left is the time the turn had left until its deadline, when Wait is
+	// set.
+	Left time.Duration
 	// RetryAfter is when to try again.
 	RetryAfter time.Duration
 }
 
 func (e *SaturatedError) Error() string {
+	if e.Wait > 0 {
+		return fmt.Sprintf("dispatch: %s: %d calls are queued for %s, about %s of work, more than the %s the turn has left",
+			ErrSaturated, e.Load, e.Tool, e.Wait.Round(100*time.Millisecond), e.Left.Round(100*time.Millisecond))
+	}
 	if e.Tool != "" {
 		return fmt.Sprintf("dispatch: %s: %d calls are queued for %s (the limit is %d)", ErrSaturated, e.Load, e.Tool, e.Limit)
 	}
@@ -72,6 +105,13 @@ func (e *SaturatedError) Is(target error) bool {
 // try again.
 func SaturatedResult(id, tool string, e *SaturatedError) envelope.Result {
 	secs := int(math.Ceil(e.RetryAfter.Seconds()))
+	if e.Wait > 0 {
+		r := errorResult(id, tool, envelope.ClassTransient, classify.CodeTransient, fmt.Sprintf(
+			"The call to %s was not run: the tool pool is saturated: %s is busy, with about %d seconds of queued work, more than this call's timeout (%d seconds). Try the call again in %d seconds, or use another approach.",
+			tool, e.Tool, int(math.Ceil(e.Wait.Seconds())), int(math.Ceil(e.Left.Seconds())), secs))
+		r.RetryAfter = e.RetryAfter
+		return r
+	}
 	why := "the tool pool has too many calls in flight"
 	if e.Tool != "" {
 		why = "too many calls are waiting for " + e.Tool
@@ -84,12 +124,14 @@ func SaturatedResult(id, tool string, e *SaturatedError) envelope.Result {
 }
 
 // admission bounds the calls a dispatcher accepts (Config.MaxCallsInFlight,
-// Config.MaxQueueDepth). A turn is admitted whole or not at all: its
+// Config.MaxQueueDepth, and the estimated queue wait unless
+// Config.NoQueueWaitAdmission). A turn is admitted whole or not at all: its
 // results go back in one message, and a refused turn has published
 // nothing, so posting it again later runs each call once.
 type admission struct {
 	maxInFlight int64 // <= 0: unbounded
 	maxDepth    int64 // <= 0: unbounded
+	byWait      bool  // refuse a turn whose calls cannot start before its deadline
 	refresh     time.Duration
 	retryAfter  time.Duration
 	js          js.JetStream
@@ -105,14 +147,71 @@ type admission struct {
 // queueDepth is a tool's queue depth as last read, plus the calls this
 // dispatcher published to it since that read started and has no results
 // for yet (an estimate that errs on the full side: some of them may have
-// been delivered already). Calls answered leave the estimate: at a high
-// rate, a second's calls would otherwise count as queued although they ran.
+// been delivered already), and the rate at which the tool's workers drain
+// its queue. Calls answered leave the estimate: at a high rate, a second's
+// calls would otherwise count as queued although they ran.
 type queueDepth struct {
 	pending    int64
 	since      int64
-	gen        uint64 // counts the reads started: which calls since holds
-	read       time.Time
+	gen        uint64    // counts the reads started: which calls since holds
+	read       time.Time // the last read, failed or not
 	refreshing bool
+
+	sampled   time.Time // the last read that succeeded
+	delivered uint64    // its consumer's delivery counter
+	working   int64     // its calls delivered, not yet acknowledged
+	drained   float64   // deliveries over the measured intervals, decayed
+	busy      float64   // the seconds of those intervals, decayed
+}
+
+// rate is the tool's drain rate, deliveries per second while its queue
+// was non-empty; 0 when unknown.
+func (q *queueDepth) rate() float64 {
+	if q.busy <= 0 {
+		return 0
+	}
+	return q.drained / q.busy
+}
+
+// sample records a read of the tool's consumer at time at: pending calls
+// waiting, working calls delivered and not acknowledged yet
+// (NumAckPending), delivered its delivery counter (Delivered.Consumer, which
+// counts redeliveries too: they take a worker's time as much as first
+// deliveries, and JetStream serves them first). The drain rate is only
+// measured over an interval in which the queue was non-empty at both
+// reads: the workers were busy all along, so the deliveries measure what
+// they can do; over any other interval they measure what arrived. An
+// interval longer than maxGap is not measured either (the queue may have
+// emptied in between), nor one over which the counter went back (the
+// consumer was made again).
+func (q *queueDepth) sample(pending, working int64, delivered uint64, at time.Time, maxGap time.Duration) {
+	if dt := at.Sub(q.sampled).Seconds(); !q.sampled.IsZero() && dt > 0 && at.Sub(q.sampled) <= maxGap &&
+		q.pending > 0 && pending > 0 && delivered >= q.delivered {
+		q.drained = q.drained*drainDecay + float64(delivered-q.delivered)
+		q.busy = q.busy*drainDecay + dt
+	}
+	q.pending, q.working, q.delivered, q.sampled = pending, working, delivered, at
+}
+
+// wait is the estimated time until the last of n calls published now
+// would be done: the deliveries up to it (the calls queued, those
+// published since the read, the n) over the drain rate, plus its own run
+// time, which while the
+// workers are saturated is the calls they hold over the rate (Little's
+// law: each of them is held for its run time). ok is false when
+// there is no estimate: the rate is unknown (the tool was never seen
+// saturated, or it never delivered while saturated), the queue was empty
+// at the last read, or that read is older than maxAge.
+func (q *queueDepth) wait(now time.Time, maxAge time.Duration, n int64) (d time.Duration, ok bool) {
+	rate := q.rate()
+	if rate <= 0 || q.pending <= 0 || q.sampled.IsZero() || now.Sub(q.sampled) > maxAge {
+		return 0, false
+	}
+	secs := float64(q.pending+q.since+n+q.working) / rate
+	if secs >= float64(math.MaxInt64/int64(time.Second)) {
+		return time.Duration(math.MaxInt64), true
+	}
+	return time.Duration(secs * float64(time.Second)), true
 }
 
 func newAdmission(cfg Config, stopped <-chan struct{}) *admission {
@@ -120,6 +219,7 @@ func newAdmission(cfg Config, stopped <-chan struct{}) *admission {
 		stopped:     stopped,
 		maxInFlight: int64(cfg.MaxCallsInFlight),
 		maxDepth:    int64(cfg.MaxQueueDepth),
+		byWait:      !cfg.NoQueueWaitAdmission,
 		refresh:     cfg.QueueDepthRefresh,
 		retryAfter:  cfg.SaturatedRetryAfter,
 		js:          cfg.JS,
@@ -155,8 +255,8 @@ func (d *Dispatcher) admit(t *turn) (done func(), err error) {
 	} else {
 		a.inFlight.Add(n)
 	}
-	if a.maxDepth > 0 {
-		gens, err := a.reserve(perTool)
+	if a.maxDepth > 0 || a.byWait {
+		gens, err := a.reserve(perTool, t.deadline)
 		if err != nil {
 			a.inFlight.Add(-n)
 			return nil, err
@@ -183,26 +283,27 @@ func (a *admission) release(perTool map[string]int64, gens map[string]uint64) {
 	}
 }
 
-// reserve refuses the turn when a tool's queue is full, and otherwise
-// counts its calls into the tools' estimates and returns the tools' read
-// generations, for release.
-func (a *admission) reserve(perTool map[string]int64) (map[string]uint64, error) {
+// reserve refuses the turn when a tool's queue is full or holds more work
+// than the turn has time left for (deadline), and otherwise counts its
+// calls into the tools' estimates and returns the tools' read generations,
+// for release.
+func (a *admission) reserve(perTool map[string]int64, deadline time.Time) (map[string]uint64, error) {
 	now := time.Now()
+	left := deadline.Sub(now)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for tool := range perTool {
-		q := a.depths[tool]
-		if q == nil {
-			q = &queueDepth{}
-			a.depths[tool] = q
-		}
-		if !q.refreshing && now.Sub(q.read) >= a.refresh {
-			q.refreshing = true
-			q.gen++
-			go a.readDepth(tool, q.since)
-		}
-		if load := q.pending + q.since; load >= a.maxDepth {
+		q := a.observe(tool, now)
+		load := q.pending + q.since
+		if a.maxDepth > 0 && load >= a.maxDepth {
 			return nil, &SaturatedError{Tool: tool, Load: load, Limit: a.maxDepth, RetryAfter: a.retryAfter}
+		}
+		if !a.byWait {
+			continue
+		}
+		if wait, ok := q.wait(now, staleSamples*a.refresh, perTool[tool]); ok && wait > left {
+			retry := min(max(wait-left, a.retryAfter), SaturatedRetryAfterMax)
+			return nil, &SaturatedError{Tool: tool, Load: load, Wait: wait, Left: max(left, 0), RetryAfter: retry}
 		}
 	}
 	gens := make(map[string]uint64, len(perTool))
@@ -212,6 +313,22 @@ func (a *admission) reserve(perTool map[string]int64) (map[string]uint64, error)
 		gens[tool] = q.gen
 	}
 	return gens, nil
+}
+
+// observe returns tool's estimate, starting a read of its consumer when
+// the last one is older than the refresh period. a.mu is held.
+func (a *admission) observe(tool string, now time.Time) *queueDepth {
+	q := a.depths[tool]
+	if q == nil {
+		q = &queueDepth{}
+		a.depths[tool] = q
+	}
+	if !q.refreshing && now.Sub(q.read) >= a.refresh {
+		q.refreshing = true
+		q.gen++
+		go a.readDepth(tool, q.since)
+	}
+	return q
 }
 
 // readDepth reads the number of calls waiting in tool's consumer; counted
@@ -228,9 +345,12 @@ func (a *admission) readDepth(tool string, counted int64) {
 		}
 	}()
 	var pending int64
+	var delivered uint64
+	var working int64
 	c, err := a.js.Consumer(ctx, jetstream.StreamCalls, jetstream.ConsumerName(tool))
 	if err == nil {
-		pending = int64(c.CachedInfo().NumPending)
+		info := c.CachedInfo()
+		pending, working, delivered = int64(info.NumPending), int64(info.NumAckPending), info.Delivered.Consumer
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -243,6 +363,6 @@ func (a *admission) readDepth(tool string, counted int64) {
 		a.log.Debug("reading a queue depth failed", slog.String("tool", tool), slog.Any("error", err))
 		return
 	}
-	q.pending = pending
+	q.sample(pending, working, delivered, q.read, staleSamples*a.refresh)
 	q.since -= counted
 }

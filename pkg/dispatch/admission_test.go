@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +154,182 @@ func TestAdmissionForgetsAnsweredCalls(t *testing.T) {
 			t.Fatalf("turn %d: %+v", i+1, res[0])
 		}
 	}
+}
+
+// The drain rate is measured only over intervals in which the queue was
+// non-empty at both reads, and a turn is refused by estimate only when the
+// rate is known and the last read saw calls waiting (issue 12, finding 9).
+func TestQueueWaitEstimate(t *testing.T) {
+	t.Parallel()
+	const gap = 5 * time.Second
+	t0 := time.Unix(1_000_000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	var q queueDepth
+	check := func(step string, now time.Time, want time.Duration, wantOK bool) {
+		t.Helper()
+		got, ok := q.wait(now, gap, 0)
+		if ok != wantOK || (ok && (got < want-time.Millisecond || got > want+time.Millisecond)) {
+			t.Errorf("%s: wait %v, %v; want %v, %v (rate %v)", step, got, ok, want, wantOK, q.rate())
+		}
+	}
+	check("never read", t0, 0, false)
+	q.sample(0, 0, 0, at(0), gap)
+	q.sample(50, 0, 10, at(1), gap) // empty at the first read: arrivals, not capacity
+	check("after a non-saturated interval", at(1), 0, false)
+	q.sample(40, 0, 20, at(2), gap) // 10 deliveries in 1 s, queue non-empty at both reads
+	check("rate known", at(2), 4*time.Second, true)
+	q.since = 10
+	check("calls published since the read", at(2), 5*time.Second, true)
+	q.since = 0
+	if got, _ := q.wait(at(2), gap, 5); got != 4500*time.Millisecond {
+		t.Errorf("the turn's own 5 calls: wait %v, want 4.5s", got)
+	}
+	q.sample(40, 20, 25, at(2.5), gap) // 10/s again, 20 calls in the workers' hands: 2 s each
+	if got, _ := q.wait(at(2.5), gap, 0); got != 6*time.Second {
+		t.Errorf("with calls in progress: wait %v, want 6s", got)
+	}
+	q.sample(0, 0, 60, at(3), gap) // emptied: not measured, and never refuse on an empty queue
+	check("empty queue", at(3), 0, false)
+	q.sample(30, 0, 80, at(4), gap) // empty at the first read: not measured
+	check("after a non-saturated interval, the old rate", at(4), 3*time.Second, true)
+	q.sample(30, 0, 100, at(5), gap) // 20 in 1 s, after 13 in 1.3 s
+	want := (13*drainDecay + 20) / (1.3*drainDecay + 1)
+	if r := q.rate(); math.Abs(r-want) > 1e-9 || r <= 10 || r >= 20 {
+		t.Errorf("smoothed rate %v, want %v", r, want)
+	}
+	q.sample(30, 0, 1000, at(5).Add(gap+time.Second), gap) // too long an interval: not measured
+	q.sample(30, 0, 5, at(5).Add(gap+2*time.Second), gap)  // the counter went back (consumer made again)
+	if r := q.rate(); math.Abs(r-want) > 1e-9 {
+		t.Errorf("rate %v after unmeasured intervals, want %v", r, want)
+	}
+	check("a read too old", at(5).Add(3*gap), 0, false)
+
+	var bursty queueDepth // 2 s calls, 20 at a time, read every second: 10/s
+	bursty.sample(0, 0, 0, at(0), gap)
+	bursty.sample(100, 0, 20, at(1), gap)
+	bursty.sample(100, 0, 20, at(2), gap) // nothing delivered: still unknown
+	if _, ok := bursty.wait(at(2), gap, 0); ok {
+		t.Errorf("an estimate from no deliveries")
+	}
+	for i, d := range []uint64{40, 40, 60, 60, 80, 80, 100} {
+		bursty.sample(100, 0, d, at(float64(3+i)), gap)
+		if r := bursty.rate(); r < 6 || r > 14 {
+			t.Errorf("bursty deliveries, read %d: rate %v, want about 10", i, r)
+		}
+	}
+
+	var stalled queueDepth // no worker: the rate stays unknown
+	stalled.sample(10, 0, 0, at(0), gap)
+	stalled.sample(20, 0, 0, at(1), gap)
+	if _, ok := stalled.wait(at(1), gap, 0); ok {
+		t.Errorf("a rate of 0 gave an estimate")
+	}
+}
+
+// A turn whose calls cannot start before its deadline, by the tool's queue
+// over the rate its workers drain it, is refused at once with nothing
+// published; a turn with time enough is admitted and answered, and once
+// the queue drains short turns are admitted again (issue 12, finding 9).
+func TestAdmissionByQueueWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.QueueDepthRefresh = 100 * time.Millisecond })
+	ctx := timeout(t, 2*time.Minute)
+	// A slow tool: 200 ms a call, two at a time (MaxAckPending), about 10
+	// calls/s; the rest wait in its consumer.
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, jetstream.StreamCalls, js.ConsumerConfig{
+		Durable: jetstream.ConsumerName("slow"), FilterSubject: jetstream.CallSubject("slow"),
+		AckPolicy: js.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &fakeWorker{t: t, js: b.js, done: make(chan struct{})}
+	cc, err := cons.Consume(func(m js.Msg) {
+		c, err := envelope.DecodeCall(m.Data(), envelope.DefaultLimits)
+		if err != nil {
+			_ = m.Term()
+			return
+		}
+		w.mu.Lock()
+		w.calls = append(w.calls, c)
+		w.mu.Unlock()
+		w.Go(func(done <-chan struct{}) {
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-done:
+				return
+			}
+			w.publish(c, &envelope.Result{Content: envelope.Text("slow done")}, msgID(c))
+			_ = m.Ack()
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Stop(); <-cc.Closed(); close(w.done); w.wg.Wait() })
+
+	// A backlog of 150 calls, about 15 s of work, admitted while the rate
+	// is unknown.
+	var backlog []envelope.ToolUseBlock
+	for i := range 150 {
+		backlog = append(backlog, use(fmt.Sprintf("backlog_%d", i), "slow", `{}`))
+	}
+	backlogDone := make(chan error, 1)
+	go func() {
+		res, err := b.d.Dispatch(timeout(t, 90*time.Second), "", backlog)
+		for i := range res {
+			if err == nil && res[i].Content.Text() != "slow done" {
+				err = fmt.Errorf("backlog call %d: %+v", i, res[i])
+			}
+		}
+		backlogDone <- err
+	}()
+	a := b.d.adm
+	natstest.Eventually(t, 30*time.Second, "the drain rate of slow measured", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		q := a.observe("slow", time.Now())
+		_, ok := q.wait(time.Now(), staleSamples*a.refresh, 1)
+		return ok
+	})
+
+	_, err = b.d.Dispatch(timeout(t, 2*time.Second), "", []envelope.ToolUseBlock{use("wait_short", "slow", `{}`)})
+	var se *SaturatedError
+	if !errors.As(err, &se) || !errors.Is(err, ErrSaturated) {
+		t.Fatalf("a turn with 2 s left behind about 10 s of queued work: err %v; want a *SaturatedError", err)
+	}
+	if se.Tool != "slow" || se.Wait <= se.Left || se.Left > 2*time.Second || se.Load <= 0 ||
+		se.RetryAfter < SaturatedRetryAfterDefault || se.RetryAfter > SaturatedRetryAfterMax {
+		t.Errorf("SaturatedError %+v", se)
+	}
+	if !strings.Contains(err.Error(), "of work") {
+		t.Errorf("error %q does not give the estimate", err)
+	}
+	r := SaturatedResult("wait_short", "slow", se)
+	if txt := r.Content.Text(); !r.IsError || r.Class != envelope.ClassTransient || !strings.Contains(txt, "slow is busy") ||
+		!strings.Contains(txt, "seconds of queued work, more than this call's timeout") || !strings.Contains(txt, "another approach") {
+		t.Errorf("result for the model %+v", r)
+	}
+
+	// Time enough: admitted, and answered after the backlog (FIFO), so the
+	// refused call would have been delivered before it had it been sent.
+	res, err := b.d.Dispatch(timeout(t, 60*time.Second), "", []envelope.ToolUseBlock{use("wait_long", "slow", `{}`)})
+	if err != nil || res[0].IsError || res[0].Content.Text() != "slow done" {
+		t.Fatalf("a turn with 60 s left: %v %+v", err, res)
+	}
+	if err := <-backlogDone; err != nil {
+		t.Fatalf("backlog: %v", err)
+	}
+	calls, _ := w.seen()
+	for _, c := range calls {
+		if c.ID == "wait_short" {
+			t.Errorf("the refused call ran")
+		}
+	}
+
+	// The queue drained: a short turn is admitted again.
+	natstest.Eventually(t, 30*time.Second, "a short turn admitted again", func() bool {
+		res, err := b.d.Dispatch(timeout(t, 2*time.Second), "", []envelope.ToolUseBlock{use(fmt.Sprintf("again_%d", time.Now().UnixNano()), "slow", `{}`)})
+		return err == nil && res[0].Content.Text() == "slow done"
+	})
 }

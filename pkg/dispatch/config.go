@@ -150,6 +150,12 @@ type Config struct {
 	// SaturatedRetryAfter is when a refused turn is told to try again.
 	// Default SaturatedRetryAfterDefault.
 	SaturatedRetryAfter time.Duration
+	// NoQueueWaitAdmission turns off refusing a turn whose calls cannot
+	// start before its deadline: by default a turn calling a tool whose
+	// queue holds more work than the turn has time left for (the queue
+	// over the rate at which the tool's workers drained it while they were
+	// saturated) is refused at once, like one past MaxQueueDepth.
+	NoQueueWaitAdmission bool
 }
 
 // WithDefaults returns c with zero fields set to their defaults. A missing

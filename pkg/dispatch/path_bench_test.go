@@ -76,7 +76,7 @@ func BenchmarkDispatchPath(b *testing.B) {
 	for _, k := range []int{1, 4} {
 		b.Run("turn-of-"+strconv.Itoa(k), func(b *testing.B) {
 			lj := &loopbackJS{}
-			d, err := New(Config{JS: lj, Instance: "bench", Catalog: StaticCatalog("echo"), MaxQueueDepth: -1})
+			d, err := New(Config{JS: lj, Instance: "bench", Catalog: StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true})
 			if err != nil {
 				b.Fatal(err)
 			}

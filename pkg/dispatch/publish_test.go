@@ -145,7 +145,7 @@ func newScripted(t *testing.T, script func(id string, n int) attempt, mod func(*
 	s := &scriptedJS{script: script, sent: map[string][]*nats.Msg{}, ackied: map[string]time.Time{}}
 	logs := &logRecorder{}
 	cfg := Config{JS: s, Instance: "scripted", Catalog: StaticCatalog("echo"), Logger: slog.New(logs),
-		MaxQueueDepth: -1} // scriptedJS has no consumers to read queue depths from
+		MaxQueueDepth: -1, NoQueueWaitAdmission: true} // scriptedJS has no consumers to read queue depths from
 	if mod != nil {
 		mod(&cfg)
 	}

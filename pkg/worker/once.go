@@ -168,7 +168,7 @@ func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *dlq.Started,
 	entry := dlq.NewEntry(dlq.ReasonOutcomeUnknown, call.Tool, call.ID, j.msg.Data())
 	entry.Error = fmt.Sprintf("attempt %d started on worker %s at %s and never reported; the tool is not idempotent, so the call was not run again",
 		prior.N, prior.WorkerID, prior.At.UTC().Format(time.RFC3339))
-	if md, err := j.msg.Metadata(); err == nil {
+	if md, err := j.metadata(); err == nil {
 		entry.SourceSeq, entry.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
 	}
 	entry.Attempts = w.loadAttempts(call, &ev, log)

@@ -24,9 +24,27 @@ import (
 type job struct {
 	msg     js.Msg
 	served  *served
-	seq     uint64 // the call message's stream sequence; 0 when unknown
+	meta    *js.MsgMetadata // parsed once, by metadata
+	metaErr error
 	attempt int
 	settled atomic.Bool // set by whoever acks/naks the message
+}
+
+// metadata returns the message's JetStream metadata, parsed at the first
+// call only.
+func (j *job) metadata() (*js.MsgMetadata, error) {
+	if j.meta == nil && j.metaErr == nil {
+		j.meta, j.metaErr = j.msg.Metadata()
+	}
+	return j.meta, j.metaErr
+}
+
+// seq is the call message's stream sequence; 0 when it has no metadata.
+func (j *job) seq() uint64 {
+	if m, err := j.metadata(); err == nil {
+		return m.Sequence.Stream
+	}
+	return 0
 }
 
 // settle reports whether the caller is the one to settle the message.
@@ -36,7 +54,7 @@ func (j *job) settle() bool { return j.settled.CompareAndSwap(false, true) }
 func (w *Worker) process(j *job) {
 	start := time.Now()
 	rt := j.served.tool
-	meta, err := j.msg.Metadata()
+	meta, err := j.metadata()
 	if err != nil {
 		// Not a JetStream message: nothing to ack.
 		w.cfg.Logger.Error("call message without JetStream metadata", "tool", rt.Name, "err", err)

@@ -129,11 +129,9 @@ func (w *Worker) take(msg js.Msg, s *served) {
 		return
 	}
 	j := &job{msg: msg, served: s}
-	if meta, err := msg.Metadata(); err == nil {
-		j.seq = meta.Sequence.Stream
-	}
+	seq := j.seq()
 	w.mu.Lock()
-	if held := w.seqs[j.seq]; held != nil && !held.settled.Load() {
+	if held := w.seqs[seq]; held != nil && !held.settled.Load() {
 		// This worker holds the message already and has not settled it: a
 		// NATS server that was killed before it stored the first delivery
 		// hands it out again, or its AckWait ran out while the job waited.
@@ -142,11 +140,11 @@ func (w *Worker) take(msg js.Msg, s *served) {
 		// twice.
 		w.mu.Unlock()
 		w.cfg.Logger.Info("a call this worker already holds was delivered again; the held one answers it",
-			"tool", s.tool.Name, "stream_seq", j.seq)
+			"tool", s.tool.Name, "stream_seq", seq)
 		return
 	}
-	if j.seq != 0 {
-		w.seqs[j.seq] = j
+	if seq != 0 {
+		w.seqs[seq] = j
 	}
 	w.jobs[j] = struct{}{}
 	w.wg.Add(1)
@@ -180,8 +178,8 @@ func (w *Worker) run(j *job) {
 func (w *Worker) finish(j *job, slot bool) {
 	w.mu.Lock()
 	delete(w.jobs, j)
-	if w.seqs[j.seq] == j {
-		delete(w.seqs, j.seq)
+	if seq := j.seq(); w.seqs[seq] == j {
+		delete(w.seqs, seq)
 	}
 	w.mu.Unlock()
 	if slot {

@@ -3,12 +3,13 @@ package e2e_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/toolpool/toolpool/internal/testbin"
 )
 
 // Paths of the binaries TestMain builds.
@@ -46,14 +47,8 @@ func run(m *testing.M) int {
 // buildBinaries builds cmd/orchestrator and cmd/worker into dir with one go
 // build (the packages share most of their dependencies).
 func buildBinaries(dir string) error {
-	root, err := moduleRoot()
-	if err != nil {
+	if err := testbin.Build(dir, "./cmd/orchestrator", "./cmd/worker"); err != nil {
 		return err
-	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/orchestrator", "./cmd/worker")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	exe := ""
 	if runtime.GOOS == "windows" {
@@ -62,23 +57,4 @@ func buildBinaries(dir string) error {
 	orchestratorBin = filepath.Join(dir, "orchestrator"+exe)
 	workerBin = filepath.Join(dir, "worker"+exe)
 	return nil
-}
-
-// moduleRoot is the directory holding go.mod, above the test's working
-// directory (the e2e package directory).
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -78,21 +77,11 @@ type serveProc struct {
 	err    error // Wait's, once exited is closed
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // runServeProc starts the binary's serve with its HTTP server on a free
 // port; it is killed when the test ends.
 func runServeProc(t *testing.T, bin string, env []string, args ...string) *serveProc {
 	t.Helper()
-	addr := freePort(t)
+	addr := natstest.FreeAddr(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--http", addr, "--workspace", t.TempDir()}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	p := &serveProc{cmd: cmd, logs: &syncBuf{}, http: "http://" + addr, exited: make(chan struct{})}
@@ -186,11 +175,11 @@ func TestSecondServeOnOneDataDirRefuses(t *testing.T) {
 	t.Parallel()
 	bin := orchestratorBin(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	first := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", freePort(t), "--workers", "1")
+	first := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", natstest.FreeAddr(t), "--workers", "1")
 	first.waitHealthy(t)
 	waitReady(t, first)
 
-	second := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", freePort(t), "--workers", "1")
+	second := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", natstest.FreeAddr(t), "--workers", "1")
 	if code := second.waitExit(t); code == 0 {
 		t.Errorf("the second serve exited 0:\n%s", second.logs)
 	}

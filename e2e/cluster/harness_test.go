@@ -48,30 +48,11 @@ type cluster struct {
 	nodes []*node
 }
 
-// freePorts returns n distinct free loopback ports.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
 // startCluster starts three nodes and waits until JetStream answers on
 // each. syncInterval is the SYNC_INTERVAL of the configuration.
 func startCluster(t *testing.T, syncInterval string) *cluster {
 	t.Helper()
-	ports := freePorts(t, 9)
+	ports := natstest.FreePorts(t, 9)
 	c := &cluster{t: t}
 	var routes []string
 	for i := range 3 {

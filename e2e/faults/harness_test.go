@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/discovery"
+
+	"github.com/toolpool/toolpool/internal/natstest"
 )
 
 // waitLong bounds every wait for something that should happen: generous,
@@ -219,7 +220,7 @@ func catalog() string {
 func startPool(t *testing.T, workers int) *pool {
 	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 2)
+	ports := natstest.FreePorts(t, 2)
 	p := &pool{
 		t:        t,
 		natsAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
@@ -425,25 +426,6 @@ func (p *pool) executions() (perMarker map[string][]string, perWorker map[string
 		perWorker[worker]++
 	}
 	return perMarker, perWorker
-}
-
-// freePorts returns n distinct free loopback ports.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
 }
 
 func tail(s string, n int) string {

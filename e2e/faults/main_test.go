@@ -3,11 +3,12 @@ package faults_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/toolpool/toolpool/internal/testbin"
 )
 
 // Paths of the binaries TestMain builds.
@@ -26,19 +27,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	root, err := moduleRoot()
-	if err != nil {
+	if err := testbin.Build(dir, testbin.NATSServer, "./cmd/orchestrator", "./cmd/worker"); err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
-		return 1
-	}
-	// One build, without -race (the processes should be as fast as in
-	// production): the pinned nats-server and both binaries share
-	// dependencies.
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"github.com/nats-io/nats-server/v2", "./cmd/orchestrator", "./cmd/worker")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "faults: go build: %v\n%s", err, out)
 		return 1
 	}
 	natsServerBin = filepath.Join(dir, "nats-server")
@@ -49,24 +39,6 @@ func run(m *testing.M) int {
 		fmt.Println("fault suite:\n" + t)
 	}
 	return code
-}
-
-// moduleRoot is the directory holding go.mod above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // summary collects every scenario's row for the table TestMain prints.

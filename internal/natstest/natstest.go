@@ -158,12 +158,7 @@ type PasswordServer struct {
 // user with password; it is shut down when the test ends.
 func StartPasswordServer(t testing.TB, user, password string) *PasswordServer {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := FreePorts(t, 1)[0]
 	storeDir := t.TempDir()
 	p := &PasswordServer{
 		URL: fmt.Sprintf("nats://127.0.0.1:%d", port),
@@ -172,6 +167,7 @@ func StartPasswordServer(t testing.TB, user, password string) *PasswordServer {
 				NoSigs: true, NoLog: true, Username: user, Password: password}
 		},
 	}
+	var err error
 	p.srv, err = server.NewServer(p.opts(password))
 	if err != nil {
 		t.Fatal(err)
@@ -205,4 +201,29 @@ func (p *PasswordServer) ChangePassword(t testing.TB, password string) {
 	if err := p.srv.ReloadOptions(p.opts(password)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FreePorts returns n distinct loopback ports that were free a moment ago.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ls := make([]net.Listener, 0, n)
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return ports
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", FreePorts(t, 1)[0])
 }

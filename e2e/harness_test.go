@@ -71,7 +71,7 @@ func startDispatcher(t *testing.T, j js.JetStream, cat dispatch.Catalog) *dispat
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("dispatcher Start: %v", err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	return d
 }
 

@@ -148,7 +148,9 @@ func TestRepostToAnotherInstanceGetsTheResult(t *testing.T) {
 
 			first := p.dispatchAsync(context.Background(), b)
 			eventually(t, "the call to start", func() bool { return bt.execs.Load() == 1 })
-			p.d.Stop() // the first orchestrator dies: its result consumer is gone
+			dead, kill := context.WithCancel(context.Background())
+			kill()
+			_ = p.d.Stop(dead) // the first orchestrator dies at once: its result consumer is gone
 			if tr := <-first; !errors.Is(tr.err, dispatch.ErrStopped) {
 				t.Fatalf("the stopped dispatcher's Dispatch = %v; want ErrStopped", tr.err)
 			}

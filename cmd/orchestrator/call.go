@@ -63,12 +63,15 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: jsCtx, Logger: log})
+	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: jsCtx, Logger: log})
+	if err == nil {
+		err = live.Start(ctx)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "orchestrator call:", err)
 		return cli.ExitUsage
 	}
-	defer live.Close()
+	defer live.Stop(context.Background())
 	d, err := dispatch.New(dispatch.Config{
 		JS: jsCtx, Catalog: live, Logger: log,
 		Instance: "call-" + nuid.Next(),
@@ -81,7 +84,7 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "orchestrator call:", err)
 		return cli.ExitUsage
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 
 	blocks, err := d.DispatchBlocks(ctx, *session, []envelope.ToolUseBlock{{
 		Type: "tool_use", ID: "toolu_cli_" + nuid.Next(), Name: tool, Input: json.RawMessage(input),

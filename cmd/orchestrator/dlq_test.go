@@ -100,7 +100,7 @@ func newDLPool(t *testing.T, workers int) *dlPool {
 	if err := p.d.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.d.Stop)
+	t.Cleanup(func() { _ = p.d.Stop(context.Background()) })
 	return p
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -71,7 +70,9 @@ func (h *httpFlags) check(addr string) error {
 		return cli.Usagef("--http %s is not a loopback address: anyone who reaches it could run tools. "+
 			"Give API keys (--api-keys FILE or %s), or pass --http-insecure-no-auth if something in front authenticates", addr, httpapi.EnvAPIKeys)
 	}
-	if _, err := httpapi.NewServer(h.serverConfig(addr, http.NotFoundHandler(), nil, nil)); err != nil {
+	cfg := h.serverConfig(addr)
+	cfg.Handler = http.NotFoundHandler()
+	if _, err := httpapi.NewServer(cfg); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	return nil
@@ -100,9 +101,11 @@ func splitList(s string) []string {
 	return out
 }
 
-func (h *httpFlags) serverConfig(addr string, handler http.Handler, log *slog.Logger, m httpapi.Metrics) httpapi.ServerConfig {
+// serverConfig is the HTTP server's configuration from the flags; the
+// orchestrator sets its handler, metrics and logger.
+func (h *httpFlags) serverConfig(addr string) httpapi.ServerConfig {
 	return httpapi.ServerConfig{
-		Handler:        handler,
+		Addr:           addr,
 		Loopback:       loopbackAddr(addr),
 		AllowedHosts:   splitList(h.hosts),
 		AllowedOrigins: splitList(h.origins),
@@ -110,17 +113,10 @@ func (h *httpFlags) serverConfig(addr string, handler http.Handler, log *slog.Lo
 		ReadTimeout:    h.readTimeout,
 		MaxConns:       h.maxConns,
 		MaxRequests:    h.maxRequests,
-		Logger:         log,
-		Metrics:        m,
 	}
 }
 
-// server is the HTTP server of addr serving handler.
-func (h *httpFlags) server(addr string, handler http.Handler, log *slog.Logger, m httpapi.Metrics) (*httpapi.Server, error) {
-	return httpapi.NewServer(h.serverConfig(addr, handler, log, m))
-}
-
 // apiConfig is the agent API's configuration from the flags.
-func (h *httpFlags) apiConfig(m httpapi.Metrics) httpapi.Config {
-	return httpapi.Config{Keys: h.keys, Metrics: m}
+func (h *httpFlags) apiConfig() httpapi.Config {
+	return httpapi.Config{Keys: h.keys}
 }

@@ -75,7 +75,10 @@ func (c *liveCommand) open(ctx context.Context, args []string) (*liveEnv, func()
 		return nil, nil, errExit{cli.ExitUsage}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *c.timeout)
-	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: log})
+	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Logger: log})
+	if err == nil {
+		err = live.Start(ctx)
+	}
 	if err != nil {
 		cancel()
 		nc.Close()
@@ -83,7 +86,7 @@ func (c *liveCommand) open(ctx context.Context, args []string) (*liveEnv, func()
 		return nil, nil, errExit{cli.ExitUsage}
 	}
 	return &liveEnv{ctx: ctx, js: j, live: live}, func() {
-		live.Close()
+		_ = live.Stop(context.Background())
 		cancel()
 		nc.Close()
 	}, nil

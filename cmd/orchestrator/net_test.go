@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 )
@@ -250,7 +251,15 @@ func TestServeReadyzReportsUnwritableStore(t *testing.T) {
 	if err := jetstream.Provision(ctx, j, jetstream.Config{DLQMaxBytes: -1}); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(newHTTPHandler(nc, j, http.NotFoundHandler()))
+	orch, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: nc, NoPoisonWatcher: true, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		err = orch.Start(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orch.Stop(context.Background())
+	hs := httptest.NewServer(orch.Handler())
 	defer hs.Close()
 	if code, body := httpStatus(hs.URL + "/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz before the store filled up: %d %s", code, body)

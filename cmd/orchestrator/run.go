@@ -13,10 +13,10 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/pkg/agent"
 	"github.com/toolpool/toolpool/pkg/client"
-	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -180,9 +180,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			defer os.RemoveAll(dir)
 			f.dataDir = dir
 		}
-		f.ready = func(ctx context.Context, d *dispatch.Dispatcher, live func(context.Context) []tools.Definition) {
-			defs := httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) { return live(ctx), nil })
-			setupErr = runLoop(ctx, client.NewLocal(d, defs), defs)
+		f.ready = func(ctx context.Context, orch *toolpool.Orchestrator) {
+			defs := httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) { return orch.Definitions(ctx), nil })
+			setupErr = runLoop(ctx, client.NewLocal(orch, defs), defs)
 		}
 		if err := runServe(ctx, f, log); err != nil && setupErr == nil {
 			setupErr = err

@@ -7,22 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	js "github.com/nats-io/nats.go/jetstream"
-
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
-	"github.com/toolpool/toolpool/pkg/health"
 	"github.com/toolpool/toolpool/pkg/httpapi"
-	"github.com/toolpool/toolpool/pkg/tools"
+	"github.com/toolpool/toolpool/pkg/metrics"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 	"github.com/toolpool/toolpool/pkg/worker"
 )
@@ -51,7 +44,7 @@ type serveFlags struct {
 	set          map[string]bool // flags given on the command line
 	// ready, when set, runs once the pool is up, in place of waiting for
 	// ctx (orchestrator run uses it); the pool shuts down when it returns.
-	ready func(ctx context.Context, d *dispatch.Dispatcher, defs func(context.Context) []tools.Definition)
+	ready func(ctx context.Context, orch *toolpool.Orchestrator)
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -150,214 +143,130 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
-// runServe runs the pool until ctx is done.
+// runServe runs the pool until ctx is done: the embedded server unless
+// --nats-url names one, the streams, the in-process workers, the
+// orchestrator and the HTTP server, stopped in the reverse order.
 func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	url := f.nats.URL()
-	var emb *jetstream.Embedded
 	if url == "" {
-		var err error
-		emb, err = jetstream.StartEmbedded(jetstream.EmbeddedOptions{
-			Listen: f.natsListen, DataDir: f.dataDir, Logger: log,
-		})
+		emb, err := toolpool.NewEmbedded(toolpool.EmbeddedConfig{Listen: f.natsListen, DataDir: f.dataDir, Logger: log})
+		if err == nil {
+			err = emb.Start(ctx)
+		}
 		if err != nil {
 			return err
 		}
-		defer emb.Shutdown()
-		url = emb.ClientURL()
+		defer emb.Stop(context.Background())
+		url = emb.URL()
 		log.Info("embedded JetStream server started", "url", url, "data_dir", f.dataDir)
 	}
 	nc, err := f.nats.Connect(url, "toolpool-orchestrator", log)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	jsCtx, err := js.New(nc, js.WithPublishAsyncTimeout(dispatch.PublishAsyncTimeout))
-	if err != nil {
-		return err
+	defer cli.DrainConn(nc, 5*time.Second) // flushes what the workers publish last
+	drainCtx := func(d time.Duration) context.Context {
+		c, cancel := context.WithTimeout(context.Background(), d)
+		_ = cancel // released when the timer fires: the process ends soon after
+		return c
 	}
-	provCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = jetstream.Provision(provCtx, jsCtx, jetstream.Config{Replicas: f.replicas})
-	cancel()
-	if err != nil {
-		return err
-	}
-	om, err := newServeMetrics(jsCtx, log)
-	if err != nil {
-		return err
-	}
-	history, poison, err := startDeadLetters(ctx, nc, jsCtx, f.attemptsTTL, f.replicas, om.dispatch.PoisonCall, log)
-	if err != nil {
-		return err
-	}
-	defer poison.Stop()
 
-	reg := tools.NewRegistry()
-	if f.demoTools {
-		if err := demo.Register(reg); err != nil {
-			return err
-		}
-	}
+	reg := metrics.NewRegistry()
+	history := dlq.HistoryConfig{TTL: f.attemptsTTL, Replicas: f.replicas}
+	var srv *toolpool.Server
 	if f.workers > 0 {
-		closeBuiltins, err := f.catalog.RegisterTools(reg, &f.builtin)
+		tools, closeTools, err := cli.Registry(f.demoTools, demo.Options{}, &f.catalog, &f.builtin)
 		if err != nil {
 			return err
 		}
-		defer closeBuiltins.Close()
-	}
-	var workers []*worker.Worker
-	var announcers []*discovery.Announcer
-	if f.workers > 0 && len(reg.Names()) > 0 {
-		if err := om.addWorkers(reg.Names()); err != nil {
-			return err
-		}
-		for i := range f.workers {
-			w, err := worker.New(worker.Config{
-				JetStream: jsCtx, Registry: reg, Concurrency: f.concurrency,
-				DrainTimeout: f.drainTimeout, Logger: log.With("worker", i), History: history,
-				Metrics: om.worker,
+		defer closeTools.Close()
+		if len(tools.Names()) > 0 {
+			srv, err = toolpool.NewServer(toolpool.ServerConfig{
+				Conn: nc, Registry: tools, Workers: f.workers,
+				Worker:  worker.Config{Concurrency: f.concurrency, DrainTimeout: f.drainTimeout},
+				History: history, Discovery: f.catalog.Bucket(), Metrics: reg, Logger: log,
 			})
 			if err != nil {
 				return err
 			}
-			if err := w.Start(ctx); err != nil {
-				return err
-			}
-			workers = append(workers, w)
-			a, err := f.catalog.Announce(ctx, jsCtx, reg, w.ID(), log)
-			if err != nil {
-				return fmt.Errorf("announcing the tools: %w", err)
-			}
-			announcers = append(announcers, a)
 		}
-		log.Info("in-process workers started", "workers", f.workers, "tools", reg.Names())
 	}
-
-	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: jsCtx, Bucket: f.catalog.Bucket(), Logger: log})
+	if err := toolpool.Provision(ctx, nc, toolpool.StreamsConfig{Replicas: f.replicas}); err != nil {
+		return err
+	}
+	if srv != nil { // first: the orchestrator's catalog then sees its tools at once
+		if err := srv.Start(ctx); err != nil {
+			return err
+		}
+		defer srv.Stop(drainCtx(f.drainTimeout)) // on a failed start-up; idempotent
+	}
+	ocfg := toolpool.OrchestratorConfig{
+		Conn: nc, Replicas: f.replicas,
+		Dispatch: dispatch.Config{
+			Instance: f.instance, PublishRetryFor: f.retryFor,
+			MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
+			NoQueueWaitAdmission: !f.front.byQueueWait,
+		},
+		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), Metrics: reg, Logger: log,
+	}
+	if srv != nil {
+		ocfg.Checks = srv.Checks()
+	}
+	orch, err := toolpool.NewOrchestrator(ocfg)
+	if err == nil {
+		err = orch.Start(ctx)
+	}
 	if err != nil {
 		return err
 	}
-	defer live.Close()
-	d, err := dispatch.New(dispatch.Config{
-		JS: jsCtx, Instance: f.instance, Catalog: live, Logger: log, Metrics: om.dispatch,
-		PublishRetryFor:  f.retryFor,
-		MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
-		NoQueueWaitAdmission: !f.front.byQueueWait,
-	})
-	if err != nil {
-		return err
-	}
-	if err := d.Start(ctx); err != nil {
-		return err
-	}
-	defer d.Stop()
-
-	var srv *httpapi.Server
+	defer orch.Stop(drainCtx(time.Second))
+	var hs *httpapi.Server
 	if f.httpAddr != "" {
-		ln, err := net.Listen("tcp", f.httpAddr)
-		if err != nil {
-			return fmt.Errorf("http: listen on %s: %w (pass --http ADDR)", f.httpAddr, err)
-		}
-		api, err := newAPI(d, live.Definitions, log, f.front.apiConfig(om.front))
-		if err != nil {
-			_ = ln.Close()
+		if hs, err = orch.NewHTTPServer(f.front.serverConfig(f.httpAddr)); err != nil {
 			return err
 		}
-		ready := health.Check{Name: "http", Func: func(ctx context.Context) error { return srv.Ready(ctx) }}
-		srv, err = f.front.server(f.httpAddr, om.handler(newHTTPHandler(nc, jsCtx, api, ready)), log, om.front)
-		if err != nil {
-			_ = ln.Close()
-			return err
+		if err := hs.Start(ctx); err != nil {
+			return fmt.Errorf("%w (pass --http ADDR)", err)
 		}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("http server failed", "err", err)
-			}
-		}()
-		log.Info("http listening", "addr", ln.Addr().String(), "api_keys", f.front.keys.Len())
+		log.Info("http listening", "addr", hs.Addr(), "api_keys", f.front.keys.Len())
 	}
-	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", d.Instance())
+	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", orch.Instance())
 
-	// A connection closed for good (a protocol error, refused credentials:
-	// reconnects never give up otherwise) leaves the pool a zombie: stop,
-	// and exit non-zero so the supervisor starts a fresh process.
+	// A connection closed for good leaves the pool a zombie: stop, and
+	// exit non-zero so the supervisor starts a fresh process.
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	go func() {
 		select {
 		case <-jetstream.Closed(nc):
-			stopRun(errConnClosed)
+			stopRun(toolpool.ErrConnClosed)
 		case <-runCtx.Done():
 		}
 	}()
 	if f.ready != nil {
-		f.ready(runCtx, d, live.Definitions)
+		f.ready(runCtx, orch)
 	} else {
 		<-runCtx.Done()
 	}
-	lost := errors.Is(context.Cause(runCtx), errConnClosed)
+	lost := errors.Is(context.Cause(runCtx), toolpool.ErrConnClosed)
 	if lost {
 		log.Error("the NATS connection is closed for good; stopping so that the orchestrator is restarted", "err", nc.LastError())
 	}
 	log.Info("shutting down")
-	if srv != nil {
+	if hs != nil {
 		// First the HTTP requests in flight, while the dispatcher and the
 		// workers still run: /readyz fails and new requests get 503 at
 		// once; then the rest stops.
-		sctx, cancel := context.WithTimeout(context.Background(), f.front.drainTimeout)
-		if err := srv.Shutdown(sctx); err != nil {
+		if err := hs.Stop(drainCtx(f.front.drainTimeout)); err != nil {
 			log.Warn("http requests still in flight after --http-drain-timeout", "timeout", f.front.drainTimeout, "err", err)
 		}
-		cancel()
 	}
-	for _, a := range announcers { // withdrawn first: no new calls are routed here
-		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = a.Stop(actx)
-		cancel()
+	_ = orch.Stop(drainCtx(time.Second)) // nothing waits on it once HTTP is drained
+	if srv != nil {
+		_ = srv.Stop(drainCtx(f.drainTimeout))
 	}
-	drain := f.drainTimeout
 	if lost {
-		drain = min(drain, time.Second) // no result could be published
-	}
-	var wg sync.WaitGroup
-	for _, w := range workers {
-		wg.Go(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), drain)
-			defer cancel()
-			_ = w.Stop(sctx)
-		})
-	}
-	wg.Wait()
-	if lost {
-		return errConnClosed
+		return toolpool.ErrConnClosed
 	}
 	return nil
-}
-
-// errConnClosed ends serve when its NATS connection closed for good.
-var errConnClosed = errors.New("the NATS connection is closed for good")
-
-// newHTTPHandler serves health (503 once the NATS connection is closed for
-// good), readiness (NATS connected, streams present, the store takes a
-// write: package health) and, under /v1/, the agent API
-// (POST /v1/tool_calls, GET /v1/tools: see newAPI). The API's endpoints
-// have patterns of their own so that metrics label requests by them.
-func newHTTPHandler(nc *nats.Conn, jsCtx js.JetStream, api http.Handler, extra ...health.Check) *http.ServeMux {
-	mux := http.NewServeMux()
-	health.New(0, append(extra, health.NATSConnected(nc), health.Streams(jsCtx), health.StoreWritable(jsCtx))...).
-		WithLiveness(health.NATSNotClosed(nc)).Register(mux)
-	mux.Handle(httpapi.PathToolCalls, api)
-	mux.Handle(httpapi.PathTools, api)
-	mux.Handle("/v1/", api)
-	return mux
-}
-
-// newAPI is the agent API (package httpapi): tool calls through d, the
-// tool definitions that defs lists (the live ones).
-func newAPI(d httpapi.Dispatcher, defs func(context.Context) []tools.Definition, log *slog.Logger, cfg httpapi.Config) (*httpapi.Handler, error) {
-	cfg.Dispatcher = d
-	cfg.Definitions = httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
-		return defs(ctx), nil
-	})
-	cfg.Logger = log
-	return httpapi.New(cfg)
 }

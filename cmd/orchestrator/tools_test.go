@@ -14,10 +14,9 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/pkg/discovery"
-	"github.com/toolpool/toolpool/pkg/dispatch"
-	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
@@ -124,20 +123,19 @@ func TestToolsCommand(t *testing.T) {
 	}
 
 	// GET /v1/tools reads the same live set.
-	live, err := discovery.NewCatalog(t.Context(), discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	onc := natstest.Connect(t, url)
+	if err := toolpool.Provision(t.Context(), onc, toolpool.StreamsConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	orch, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: onc, NoPoisonWatcher: true, Logger: natstest.Logger(t)})
+	if err == nil {
+		err = orch.Start(t.Context())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer live.Close()
-	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: live}) // not started: only GET /v1/tools is asked
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := newAPI(d, live.Definitions, natstest.Logger(t), httpapi.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(newHTTPHandler(natstest.Connect(t, url), j, api))
+	defer orch.Stop(context.Background())
+	hs := httptest.NewServer(orch.Handler())
 	defer hs.Close()
 	resp, err := http.Get(hs.URL + "/v1/tools")
 	if err != nil {

@@ -38,11 +38,14 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	if err == nil {
+		err = live.Start(ctx)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer live.Close()
+	defer live.Stop(context.Background())
 
 	const token = "example-secret-token-42"
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", filepath.Join("..", "..", "examples", "tools.yaml"),
@@ -216,11 +219,14 @@ func TestKilledWorkerProcessExpires(t *testing.T) {
 	srv, _, j := natstest.StartProvisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Bucket: discovery.BucketConfig{TTL: time.Second}, Logger: natstest.Logger(t)})
+	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Bucket: discovery.BucketConfig{TTL: time.Second}, Logger: natstest.Logger(t)})
+	if err == nil {
+		err = live.Start(ctx)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer live.Close()
+	defer live.Stop(context.Background())
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--id", "doomed")
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -320,11 +326,14 @@ func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
 	if _, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	if err == nil {
+		err = live.Start(ctx)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer live.Close()
+	defer live.Stop(context.Background())
 	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: live, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +341,7 @@ func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	call := func(id string, timeout time.Duration) envelope.Result {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, timeout)

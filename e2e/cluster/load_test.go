@@ -63,7 +63,7 @@ func startPool(t *testing.T, c *cluster) *pool {
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("dispatcher Start: %v", err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	return &pool{c: c, j: j, d: d}
 }
 
@@ -128,7 +128,7 @@ func (p *pool) warmUpWorkers(t *testing.T, tool, input string, ids ...string) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	seen := map[string]bool{}
 	for turn := 0; ; turn++ {
 		var blocks []envelope.ToolUseBlock

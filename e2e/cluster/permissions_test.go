@@ -77,11 +77,14 @@ func TestPermissions(t *testing.T) {
 		w := startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--id", "alive-check")
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: p.j, Logger: natstest.Logger(t)})
+		live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: p.j, Logger: natstest.Logger(t)})
+		if err == nil {
+			err = live.Start(ctx)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer live.Close()
+		defer live.Stop(context.Background())
 		var subject string
 		natstest.Eventually(t, 90*time.Second, "the worker's announcement", func() bool {
 			for _, a := range live.Workers(ctx, "echo") {

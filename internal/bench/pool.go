@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
-	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/metrics"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -103,13 +102,15 @@ func (p *poolTarget) turn(ctx context.Context, a *agent, seq uint64, k int) {
 	}
 }
 
-// pool is a running pool: in-process workers (unless external) and a
-// dispatcher, each side on its own connection, with their Prometheus
-// metrics as the orchestrator has them.
+// pool is a running pool assembled as the orchestrator assembles it
+// (package toolpool): a Server of in-process workers (unless external) and
+// an Orchestrator, each on its own connection, their Prometheus metrics in
+// one registry.
 type pool struct {
-	target  *poolTarget
-	workers []*worker.Worker
-	conns   []*nats.Conn
+	target *poolTarget
+	server *toolpool.Server
+	orch   *toolpool.Orchestrator
+	conns  []*nats.Conn
 }
 
 // startPool starts the workers and the dispatcher.
@@ -121,13 +122,13 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry)
 			p.stop()
 		}
 	}()
-	connect := func(name string) (js.JetStream, error) {
+	connect := func(name string) (*nats.Conn, error) {
 		nc, err := cfg.Connect(url, name)
 		if err != nil {
 			return nil, err
 		}
 		p.conns = append(p.conns, nc)
-		return js.New(nc, js.WithPublishAsyncTimeout(dispatch.PublishAsyncTimeout)) // as serve has it
+		return nc, nil
 	}
 	var catalog dispatch.Catalog
 	if cfg.ExternalWorkers {
@@ -137,67 +138,51 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry)
 		}
 		catalog = dispatch.StaticCatalog(names...)
 	} else {
-		wj, err := connect("toolpool-bench-worker")
+		wnc, err := connect("toolpool-bench-worker")
 		if err != nil {
 			return nil, err
 		}
-		// As the orchestrator does: failed attempts are recorded so dead
-		// letters carry them all (best effort).
-		var history worker.History
-		if h, err := dlq.OpenHistory(ctx, wj, dlq.HistoryConfig{}); err == nil {
-			history = h
-		} else {
-			cfg.Logger.Warn("bench: no attempt history", "err", err)
-		}
-		wm, err := metrics.NewWorker(promReg, metrics.WorkerOptions{Tools: reg.Names()})
+		// The bench's catalog is the registry: no announcements.
+		p.server, err = toolpool.NewServer(toolpool.ServerConfig{
+			Conn: wnc, Registry: reg, Workers: cfg.Workers, NoAnnounce: true,
+			Worker:  worker.Config{Concurrency: cfg.WorkerConcurrency},
+			Metrics: promReg, Logger: cfg.Logger,
+		})
 		if err != nil {
 			return nil, err
 		}
-		for i := range cfg.Workers {
-			w, err := worker.New(worker.Config{
-				JetStream: wj, Registry: reg, Concurrency: cfg.WorkerConcurrency,
-				Logger: cfg.Logger.With("worker", i), Metrics: wm, History: history,
-			})
-			if err != nil {
-				return nil, err
-			}
-			if err := w.Start(ctx); err != nil {
-				return nil, err
-			}
-			p.workers = append(p.workers, w)
+		if err := p.server.Start(ctx); err != nil {
+			return nil, err
 		}
 		catalog = dispatch.RegistryCatalog(reg)
 	}
-	oj, err := connect("toolpool-bench-orchestrator")
+	onc, err := connect("toolpool-bench-orchestrator")
 	if err != nil {
 		return nil, err
 	}
-	dm, err := metrics.NewDispatch(promReg, metrics.DispatchOptions{})
-	if err != nil {
-		return nil, err
-	}
-	d, err := dispatch.New(dispatch.Config{
-		JS: oj, Instance: "bench-" + nuidShort(), Catalog: catalog,
-		DefaultTimeout: cfg.TurnTimeout, Logger: cfg.Logger, Metrics: dm,
+	p.orch, err = toolpool.NewOrchestrator(toolpool.OrchestratorConfig{
+		Conn: onc, NoPoisonWatcher: true, Catalog: catalog,
+		Dispatch: dispatch.Config{Instance: "bench-" + nuidShort(), DefaultTimeout: cfg.TurnTimeout},
+		Metrics:  promReg, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := d.Start(ctx); err != nil {
+	if err := p.orch.Start(ctx); err != nil {
 		return nil, err
 	}
-	p.target = &poolTarget{d: d, inputs: newCallInputs(cfg)}
+	p.target = &poolTarget{d: p.orch.Dispatcher(), inputs: newCallInputs(cfg)}
 	return p, nil
 }
 
 func (p *pool) stop() {
-	if p.target != nil {
-		p.target.d.Stop()
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, w := range p.workers {
-		_ = w.Stop(ctx) // calls still running are handed back; the phase is over
+	if p.orch != nil {
+		_ = p.orch.Stop(ctx)
+	}
+	if p.server != nil {
+		_ = p.server.Stop(ctx) // calls still running are handed back; the phase is over
 	}
 	for _, nc := range p.conns {
 		nc.Close()

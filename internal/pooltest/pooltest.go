@@ -104,7 +104,7 @@ func Start(t testing.TB, mods ...func(*dispatch.Config)) *Pool {
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("pooltest: dispatcher Start: %v", err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	p.D = d
 	return p
 }

@@ -207,7 +207,7 @@ func startPoolLogging(t *testing.T, log *slog.Logger, ts ...tools.Tool) *pool {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	return &pool{d: d}
 }
 

@@ -63,6 +63,9 @@ type Announcer struct {
 	stopped bool
 	cancel  context.CancelFunc // ends the heartbeat
 	done    chan struct{}      // closed when the heartbeat has ended
+
+	stoppedCh chan struct{} // closed when Stop has returned
+	stopOnce  sync.Once
 }
 
 // NewAnnouncer checks cfg and returns an announcer. It does not touch the
@@ -99,7 +102,7 @@ func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
 		}
 		anns[Key(name, cfg.WorkerID)] = AnnouncementOf(rt, cfg.WorkerID, startedAt)
 	}
-	a := &Announcer{cfg: cfg, anns: anns, liveness: LivenessPrefix + nuid.Next(), done: make(chan struct{})}
+	a := &Announcer{cfg: cfg, anns: anns, liveness: LivenessPrefix + nuid.Next(), done: make(chan struct{}), stoppedCh: make(chan struct{})}
 	if _, err := a.encode(""); err != nil {
 		return nil, err
 	}
@@ -284,13 +287,19 @@ func (a *Announcer) heartbeat(ctx context.Context) {
 // has nothing to delete.
 func (a *Announcer) Stop(ctx context.Context) error {
 	a.mu.Lock()
-	if !a.started || a.stopped {
+	if a.stopped {
+		a.mu.Unlock()
+		return nil
+	}
+	if !a.started {
 		a.stopped = true
 		a.mu.Unlock()
+		a.closeStopped()
 		return nil
 	}
 	a.stopped = true
 	a.mu.Unlock()
+	defer a.closeStopped()
 	a.cancel()
 	<-a.done
 	a.mu.Lock()
@@ -304,6 +313,13 @@ func (a *Announcer) Stop(ctx context.Context) error {
 	}
 	return a.withdraw(ctx, kv)
 }
+
+// Stopped is closed once Stop has withdrawn the announcements (or found
+// nothing to withdraw).
+func (a *Announcer) Stopped() <-chan struct{} { return a.stoppedCh }
+
+// closeStopped closes Stopped's channel, once.
+func (a *Announcer) closeStopped() { a.stopOnce.Do(func() { close(a.stoppedCh) }) }
 
 // unsubscribe ends the liveness subscription, if any.
 func (a *Announcer) unsubscribe() {

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,6 +82,11 @@ type Catalog struct {
 	stopProbes context.CancelFunc // ends the probe loop
 	probesDone chan struct{}      // closed when the probe loop has ended
 
+	started  atomic.Bool // Start was called
+	running  atomic.Bool // Start succeeded: Stop has things to end
+	stopOnce sync.Once
+	stopped  chan struct{}
+
 	mu      sync.RWMutex
 	live    map[string]map[string]entry // tool → key → entry
 	known   map[string]struct{}         // tools ever announced
@@ -100,48 +107,68 @@ type entry struct {
 	seen time.Time
 }
 
-// NewCatalog opens (or creates) the bucket, reads the announcements in it
-// and keeps watching it until Close. It returns once the current
-// announcements are read, or with ctx's error.
-func NewCatalog(ctx context.Context, cfg CatalogConfig) (*Catalog, error) {
-	if cfg.JetStream == nil {
-		return nil, errors.New("discovery: CatalogConfig.JetStream is required")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Known == nil {
-		cfg.Known = dispatch.ConsumerCatalog(cfg.JetStream, 0)
-	}
-	kv, ttl, err := OpenBucket(ctx, cfg.JetStream, cfg.Bucket)
-	if err != nil {
+// NewCatalog returns a Catalog for cfg, with defaults applied. It does not
+// touch the network: Start does.
+func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	// The watch lives until Close, not until ctx ends.
-	w, err := kv.WatchAll(context.WithoutCancel(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("discovery: watch bucket: %w", err)
-	}
-	if cfg.ProbeInterval == 0 {
-		cfg.ProbeInterval = ProbeIntervalDefault
-	}
-	if cfg.GoneAfter <= 0 {
-		cfg.GoneAfter = GoneAfterDefault
-	}
 	c := &Catalog{
-		cfg: cfg, ttl: ttl, watcher: w, done: make(chan struct{}), now: time.Now,
+		cfg: cfg, done: make(chan struct{}), now: time.Now,
 		live: map[string]map[string]entry{}, known: map[string]struct{}{}, unheard: map[string]*unheard{},
-		probesDone: make(chan struct{}),
+		probesDone: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	if cfg.ProbeInterval > 0 {
 		c.nc = cfg.JetStream.Conn()
 	}
+	return c, nil
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c CatalogConfig) WithDefaults() CatalogConfig {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Known == nil && c.JetStream != nil {
+		c.Known = dispatch.ConsumerCatalog(c.JetStream, 0)
+	}
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, ProbeIntervalDefault)
+	if c.GoneAfter <= 0 {
+		c.GoneAfter = GoneAfterDefault
+	}
+	return c
+}
+
+func (c CatalogConfig) validate() error {
+	if c.JetStream == nil {
+		return errors.New("discovery: CatalogConfig.JetStream is required")
+	}
+	return nil
+}
+
+// Start opens (or creates) the bucket, reads the announcements in it and
+// keeps watching it until Stop. It returns once the current announcements
+// are read, or with ctx's error.
+func (c *Catalog) Start(ctx context.Context) error {
+	if c.started.Swap(true) {
+		return errors.New("discovery: catalog: already started")
+	}
+	kv, ttl, err := OpenBucket(ctx, c.cfg.JetStream, c.cfg.Bucket)
+	if err != nil {
+		return err
+	}
+	c.ttl = ttl
+	// The watch lives until Stop, not until ctx ends.
+	w, err := kv.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		return fmt.Errorf("discovery: watch bucket: %w", err)
+	}
+	c.watcher = w
 	// Read the current announcements before answering anything.
 	for initial := true; initial; {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, errors.New("discovery: the bucket watch ended before the announcements were read")
+				return errors.New("discovery: the bucket watch ended before the announcements were read")
 			}
 			if e == nil {
 				initial = false
@@ -150,7 +177,7 @@ func NewCatalog(ctx context.Context, cfg CatalogConfig) (*Catalog, error) {
 			c.apply(e)
 		case <-ctx.Done():
 			_ = w.Stop()
-			return nil, fmt.Errorf("discovery: reading the announcements: %w", ctx.Err())
+			return fmt.Errorf("discovery: reading the announcements: %w", ctx.Err())
 		}
 	}
 	go c.run()
@@ -161,7 +188,8 @@ func NewCatalog(ctx context.Context, cfg CatalogConfig) (*Catalog, error) {
 	} else {
 		close(c.probesDone)
 	}
-	return c, nil
+	c.running.Store(true)
+	return nil
 }
 
 // probeLoop probes the liveness subjects every ProbeInterval until ctx
@@ -287,13 +315,30 @@ func (c *Catalog) apply(e js.KeyValueEntry) {
 	c.known[tool] = struct{}{}
 }
 
-// Close stops watching the bucket and probing the workers.
-func (c *Catalog) Close() {
-	c.stopProbes()
-	<-c.probesDone
-	_ = c.watcher.Stop()
-	<-c.done
+// Stop stops watching the bucket and probing the workers. It has nothing
+// to drain: it returns at once, nil, and ctx only bounds the wait for the
+// watch to end. A Catalog never started stops too.
+func (c *Catalog) Stop(ctx context.Context) error {
+	c.stopOnce.Do(func() {
+		defer close(c.stopped)
+		if !c.running.Load() {
+			return
+		}
+		c.stopProbes()
+		<-c.probesDone
+		_ = c.watcher.Stop()
+		<-c.done
+	})
+	select {
+	case <-c.stopped:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
+
+// Stopped is closed once Stop has ended the watch and the probes.
+func (c *Catalog) Stopped() <-chan struct{} { return c.stopped }
 
 // TTL is the bucket's TTL in force.
 func (c *Catalog) TTL() time.Duration { return c.ttl }

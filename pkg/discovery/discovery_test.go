@@ -81,11 +81,14 @@ func newCatalog(t *testing.T, j js.JetStream) *Catalog {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	c, err := NewCatalog(ctx, CatalogConfig{JetStream: j, Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t)})
+	c, err := NewCatalog(CatalogConfig{JetStream: j, Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t)})
+	if err == nil {
+		err = c.Start(ctx)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	return c
 }
 
@@ -224,7 +227,7 @@ func TestDispatcherNoLiveWorker(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	res, err := d.Dispatch(ctx, "", []envelope.ToolUseBlock{
 		{Type: "tool_use", ID: "toolu_1", Name: "orphan", Input: json.RawMessage(`{}`)},
 		{Type: "tool_use", ID: "toolu_2", Name: "nothing", Input: json.RawMessage(`{}`)},
@@ -425,14 +428,17 @@ func probingCatalog(t *testing.T, j js.JetStream, goneAfter time.Duration) *Cata
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	c, err := NewCatalog(ctx, CatalogConfig{
+	c, err := NewCatalog(CatalogConfig{
 		JetStream: j, Bucket: BucketConfig{TTL: time.Hour}, Logger: natstest.Logger(t),
 		ProbeInterval: 50 * time.Millisecond, GoneAfter: goneAfter,
 	})
+	if err == nil {
+		err = c.Start(ctx)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	return c
 }
 

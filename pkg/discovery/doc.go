@@ -29,9 +29,10 @@
 // right now" when the tool is known (it has a consumer on TOOL_CALLS) and
 // "unknown tool" otherwise.
 //
-//	c, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: js})
+//	c, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: js})
+//	if err == nil { err = c.Start(ctx) }
 //	if err != nil { … }
-//	defer c.Close()
+//	defer c.Stop(context.Background())
 //	d, err := dispatch.New(dispatch.Config{JS: js, Catalog: c, …})
 //	defs := c.Definitions(ctx)          // Anthropic tools format, one per tool
 //	workers := c.Workers(ctx, "search") // who serves it

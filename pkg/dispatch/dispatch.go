@@ -88,7 +88,11 @@ type Dispatcher struct {
 	watchDone  chan struct{}
 
 	running  atomic.Bool   // started and not stopped
-	stopped  chan struct{} // closed by Stop
+	draining atomic.Bool   // Stop was called: no new turn starts
+	turns    atomic.Int64  // Dispatch calls in progress
+	idle     chan struct{} // signalled when turns falls to 0 while draining
+	stopped  chan struct{} // closed when Stop fails the turns left
+	done     chan struct{} // closed when Stop has released everything
 	stopOnce sync.Once
 }
 
@@ -122,6 +126,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
 		adm:      newAdmission(cfg, stopped),
 		stopped:  stopped,
+		done:     make(chan struct{}),
+		idle:     make(chan struct{}, 1),
 		kicked:   make(chan string, 1),
 	}, nil
 }
@@ -182,12 +188,48 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops consuming results and fails every waiting Dispatch at once
-// with an error wrapping ErrStopped and ErrUnavailable. Results that arrive
-// later are not consumed. Stop is idempotent; Dispatch after Stop fails the
-// same way.
-func (d *Dispatcher) Stop() {
+// Stop stops the dispatcher in two stages. First it drains: new turns
+// fail at once (errors wrapping ErrStopped and ErrUnavailable) while the
+// turns in progress go on until they end or ctx is done. Then it cancels:
+// every turn still waiting fails with ErrStopped, the result consumer stops
+// and results that arrive later are not consumed. Stop returns nil when
+// every turn ended in time, and ctx's cause otherwise. It is idempotent;
+// Dispatch after Stop fails as above.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	d.draining.Store(true)
+	d.running.Store(false)
+	d.mu.Unlock()
+	var err error
+	for err == nil && d.turns.Load() > 0 {
+		select {
+		case <-d.idle:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+	}
+	d.stop()
+	return err
+}
+
+// Stopped is closed once Stop has failed the turns left and released the
+// result consumer.
+func (d *Dispatcher) Stopped() <-chan struct{} { return d.done }
+
+// leaveTurn ends a Dispatch call begun with d.turns.Add(1).
+func (d *Dispatcher) leaveTurn() {
+	if d.turns.Add(-1) == 0 && d.draining.Load() {
+		select {
+		case d.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// stop is Stop's second stage.
+func (d *Dispatcher) stop() {
 	d.stopOnce.Do(func() {
+		defer close(d.done)
 		d.mu.Lock()
 		d.running.Store(false)
 		close(d.stopped)
@@ -219,6 +261,9 @@ func (d *Dispatcher) stoppedErr() error {
 }
 
 func (d *Dispatcher) notRunningErr() error {
+	if d.draining.Load() {
+		return fmt.Errorf("dispatch: %w", d.stoppedErr())
+	}
 	select {
 	case <-d.stopped:
 		return fmt.Errorf("dispatch: %w", d.stoppedErr())
@@ -306,6 +351,8 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 // their results are kept a while, so dispatching the same calls again does
 // not run them twice.
 func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
+	d.turns.Add(1)
+	defer d.leaveTurn()
 	if !d.running.Load() {
 		return nil, d.notRunningErr()
 	}

@@ -509,7 +509,7 @@ func TestStopFailsWaitersPromptly(t *testing.T) {
 	}()
 	eventually(t, "the call to be published", func() bool { return b.metrics.get("dispatched", "slow") == 1 })
 	start := time.Now()
-	b.d.Stop()
+	stopNow(b.d)
 	select {
 	case err := <-errc:
 		if !errors.Is(err, ErrStopped) || !errors.Is(err, ErrUnavailable) {
@@ -527,7 +527,7 @@ func TestStopFailsWaitersPromptly(t *testing.T) {
 	if err := b.d.Start(context.Background()); !errors.Is(err, ErrStopped) {
 		t.Errorf("Start after Stop: err = %v, want ErrStopped", err)
 	}
-	b.d.Stop() // idempotent
+	stopNow(b.d) // idempotent
 }
 
 func TestDispatchCancelled(t *testing.T) {

@@ -14,7 +14,7 @@
 //	})
 //	if err != nil { … }
 //	if err := d.Start(ctx); err != nil { … }         // begins consuming results
-//	defer d.Stop()
+//	defer d.Stop(context.Background())
 //
 //	ctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the calls' deadline
 //	defer cancel()

@@ -32,7 +32,7 @@ func ExampleDispatcher_DispatchBlocks() {
 		fmt.Println(err)
 		return
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

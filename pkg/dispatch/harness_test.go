@@ -52,7 +52,7 @@ func setup(t testing.TB, mod ...func(*Config)) *testBundle {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	b.d = d
 	return b
 }
@@ -277,4 +277,11 @@ func timeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// stopNow stops d without draining: the turns in progress fail at once.
+func stopNow(d *Dispatcher) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = d.Stop(ctx)
 }

@@ -155,7 +155,7 @@ func newScripted(t *testing.T, script func(id string, n int) attempt, mod func(*
 	}
 	s.d = d
 	d.running.Store(true)
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	return d, s, logs
 }
 
@@ -536,7 +536,7 @@ func TestDispatchPermissionViolationFailsAtOnce(t *testing.T) {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	start := time.Now()
 	_, err = d.Dispatch(timeout(t, 60*time.Second), "", []envelope.ToolUseBlock{use("toolu_p", "secret", `{}`)})
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, nats.ErrPermissionViolation) {
@@ -565,7 +565,7 @@ func TestDispatchEndsWhileRetrying(t *testing.T) {
 	}{
 		{"cancel", func(_ *testBundle, cancel context.CancelFunc) { cancel() }, time.Minute,
 			func(err error) bool { return errors.Is(err, context.Canceled) && !errors.Is(err, ErrUnavailable) }},
-		{"stop", func(b *testBundle, _ context.CancelFunc) { b.d.Stop() }, time.Minute,
+		{"stop", func(b *testBundle, _ context.CancelFunc) { stopNow(b.d) }, time.Minute,
 			func(err error) bool { return errors.Is(err, ErrStopped) && errors.Is(err, ErrUnavailable) }},
 		{"deadline", func(*testBundle, context.CancelFunc) {}, 1500 * time.Millisecond,
 			func(err error) bool { return errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrStopped) }},

@@ -115,7 +115,7 @@ func TestResultConsumerMadeAgainAfterDeletion(t *testing.T) {
 	if names := resultConsumers(t, b); len(names) != 1 || names[0] != b.d.current().name {
 		t.Errorf("consumers of %s = %v, want only the new one", jetstream.StreamResults, names)
 	}
-	b.d.Stop()
+	stopNow(b.d)
 	if names := resultConsumers(t, b); len(names) != 0 {
 		t.Errorf("consumers of %s after Stop = %v, want none", jetstream.StreamResults, names)
 	}

@@ -216,7 +216,7 @@ func newPool(t *testing.T, history worker.History, ts ...tools.Tool) *pool {
 	if err := d.Start(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	p.d = d
 	return p
 }

@@ -44,7 +44,7 @@ func startDispatcher(t *testing.T, j js.JetStream, tools ...string) *dispatch.Di
 	if err := d.Start(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	return d
 }
 

@@ -41,6 +41,9 @@ const (
 // ServerConfig configures a Server: the orchestrator's HTTP server, with
 // the checks every request passes before its handler runs.
 type ServerConfig struct {
+	// Addr is the address Start listens on (host:port). Required by Start;
+	// Serve takes a listener instead.
+	Addr string
 	// Handler serves the requests that pass. Required.
 	Handler http.Handler
 	// Loopback says the server listens on loopback addresses only. Its
@@ -147,10 +150,13 @@ func (c ServerConfig) Validate() error {
 	return nil
 }
 
-// Server is the orchestrator's HTTP server. Start it with Serve; Shutdown
-// drains it.
+// Server is the orchestrator's HTTP server. Start listens on
+// ServerConfig.Addr (or Serve takes a listener); Stop drains it.
 type Server struct {
 	cfg     ServerConfig
+	stopped chan struct{} // closed when serving has ended
+	once    sync.Once     // closes stopped
+	addr    atomic.Pointer[string]
 	srv     *http.Server
 	origins map[string]bool
 	hosts   map[string]bool // lower case, with or without a port
@@ -167,7 +173,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, origins: map[string]bool{}, hosts: map[string]bool{}, idle: make(chan struct{})}
+	s := &Server{cfg: cfg, origins: map[string]bool{}, hosts: map[string]bool{}, idle: make(chan struct{}), stopped: make(chan struct{})}
 	for _, o := range cfg.AllowedOrigins {
 		n, _ := normalOrigin(o)
 		s.origins[n] = true
@@ -188,11 +194,48 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
-// Serve accepts connections on ln, at most MaxConns at once, until
-// Shutdown; it returns http.ErrServerClosed then.
+// Start listens on ServerConfig.Addr and serves in the background until
+// Stop. It returns once the address is bound (or with the error binding
+// it); Addr then reports the address bound.
+func (s *Server) Start(ctx context.Context) error {
+	if s.cfg.Addr == "" {
+		return errors.New("httpapi: ServerConfig.Addr is required to Start (or call Serve with a listener)")
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("http: listen on %s: %w", s.cfg.Addr, err)
+	}
+	a := ln.Addr().String()
+	s.addr.Store(&a)
+	go func() {
+		if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.cfg.Logger.Error("http server failed", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Addr is the address the server listens on: empty before Start or Serve.
+func (s *Server) Addr() string {
+	if a := s.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// Serve accepts connections on ln, at most MaxConns at once, until Stop;
+// it returns http.ErrServerClosed then.
 func (s *Server) Serve(ln net.Listener) error {
+	a := ln.Addr().String()
+	s.addr.Store(&a)
+	defer s.once.Do(func() { close(s.stopped) })
 	return s.srv.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConns), metrics: s.cfg.Metrics})
 }
+
+// Stopped is closed once the server stopped serving (after Stop, or when
+// serving failed).
+func (s *Server) Stopped() <-chan struct{} { return s.stopped }
 
 // Ready is a readiness check (package health's Check.Func): an error once
 // the server drains.
@@ -203,22 +246,30 @@ func (s *Server) Ready(context.Context) error {
 	return nil
 }
 
-// Shutdown drains the server: from now on readiness fails and new
-// requests but OpenPaths get 503 with Retry-After; the requests in flight
-// finish (until ctx is done); then the listener and the connections are
-// closed. The handlers' dependencies (the dispatcher) must run until it
-// returns.
-func (s *Server) Shutdown(ctx context.Context) error {
+// Stop drains the server: from now on readiness fails and new requests
+// but OpenPaths get 503 with Retry-After; the requests in flight finish
+// (until ctx is done); then the listener and the connections are closed,
+// which cancels the requests left. The handlers' dependencies (the
+// dispatcher) must run until it returns. It returns nil when every request
+// finished in time.
+func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.draining.CompareAndSwap(false, true) && s.active.Load() == 0 {
 		close(s.idle)
 	}
 	s.mu.Unlock()
+	var err error
 	select {
 	case <-s.idle:
 	case <-ctx.Done():
+		err = context.Cause(ctx)
 	}
-	return s.srv.Shutdown(ctx)
+	if cerr := s.srv.Shutdown(ctx); cerr != nil {
+		_ = s.srv.Close() // the requests left are cancelled
+		err = cmp.Or(err, cerr)
+	}
+	s.once.Do(func() { close(s.stopped) }) // never served
+	return err
 }
 
 // done ends a counted request.

@@ -80,7 +80,7 @@ func startServer(t *testing.T, mod func(*ServerConfig)) *serverBundle {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(ctx)
+		_ = srv.Stop(ctx)
 		<-b.served
 	})
 	return b
@@ -297,7 +297,7 @@ func TestShutdownDrains(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		shut <- b.srv.Shutdown(ctx)
+		shut <- b.srv.Stop(ctx)
 	}()
 	natstestEventually(t, "/readyz failing", func() bool {
 		status, _, _ := b.get(t, "/readyz")

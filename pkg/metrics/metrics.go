@@ -137,3 +137,8 @@ func (l *toolLabels) label(tool string) string {
 	}
 	return tool
 }
+
+// Registry is the Prometheus registry a process's metrics live in (see
+// NewRegistry): an alias, so that packages which only pass one along need
+// not import Prometheus.
+type Registry = prometheus.Registry

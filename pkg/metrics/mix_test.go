@@ -105,7 +105,7 @@ func TestScriptedMixCounts(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	hs := httptest.NewServer(metrics.Handler(mreg))
 	defer hs.Close()
 

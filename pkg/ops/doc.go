@@ -4,9 +4,10 @@
 // paused after a rate limit, and the live workers serving it (the
 // discovery bucket). `orchestrator status` prints it.
 //
-//	live, err := discovery.NewCatalog(ctx, discovery.CatalogConfig{JetStream: js})
+//	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: js})
+//	if err == nil { err = live.Start(ctx) }
 //	if err != nil { … }
-//	defer live.Close()
+//	defer live.Stop(context.Background())
 //	tools, err := ops.Status(ctx, js, live)
 //	for _, t := range tools {
 //		fmt.Println(t.Tool, t.Pending, t.InFlight, t.DeadLetters, len(t.Workers))

@@ -187,7 +187,7 @@ func TestRateLimitPausesTheFleet(t *testing.T) {
 	if err := d.Start(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 
 	results := make(chan envelope.Result, 2)
 	send := func(n string) {

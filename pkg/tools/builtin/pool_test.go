@@ -129,7 +129,7 @@ func startPool(t *testing.T) *poolBundle {
 	if err := p.d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.d.Stop)
+	t.Cleanup(func() { _ = p.d.Stop(context.Background()) })
 	return p
 }
 

@@ -1,0 +1,293 @@
+package toolpool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/discovery"
+	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/health"
+	"github.com/toolpool/toolpool/pkg/httpapi"
+	"github.com/toolpool/toolpool/pkg/metrics"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// OrchestratorConfig configures an Orchestrator. Zero fields take the
+// documented defaults (WithDefaults); Validate names the field that is
+// wrong.
+type OrchestratorConfig struct {
+	// Conn is the NATS connection. Required. The Orchestrator does not
+	// close it.
+	Conn *nats.Conn
+	// Replicas of the buckets the Orchestrator creates when they are
+	// missing, unless History or Discovery name their own: 1 on one
+	// server, 3 on a cluster, as the streams (Provision). Default 1.
+	Replicas int
+	// Dispatch is the dispatcher's configuration: Instance (default
+	// random), DefaultTimeout, PublishRetryFor, admission limits and the
+	// rest, with package dispatch's defaults. Its NC, JS, Catalog, Metrics
+	// and Logger are set by the Orchestrator.
+	Dispatch dispatch.Config
+	// Catalog says which tools exist and who serves them. Default: the
+	// live catalog of the workers' announcements (package discovery) in
+	// the Discovery bucket.
+	Catalog dispatch.Catalog
+	// Discovery is the bucket of the workers' announcements that the live
+	// catalog watches.
+	Discovery discovery.BucketConfig
+	// History is the attempts bucket the poison watcher reads, opened (or
+	// created) at Start. Best effort, as for Server.
+	History dlq.HistoryConfig
+	// NoPoisonWatcher runs without the poison watcher, which sets aside
+	// (dead-letters) a call that stops every worker running it.
+	NoPoisonWatcher bool
+	// API is the HTTP API's configuration (Handler): API keys, body and
+	// timeout limits. Its Dispatcher, Definitions, Metrics and Logger are
+	// set by the Orchestrator.
+	API httpapi.Config
+	// Checks are more readiness checks for Handler's /readyz, e.g. those
+	// of a Server in the same process (Server.Checks).
+	Checks []health.Check
+	// Metrics is the registry the Orchestrator's metrics are registered
+	// in, with the pool's state read from JetStream at scrape time.
+	// Default: a registry of its own. Handler serves it.
+	Metrics *metrics.Registry
+	// Logger receives the Orchestrator's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c OrchestratorConfig) WithDefaults() OrchestratorConfig {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Replicas = cmp.Or(c.Replicas, jetstream.ReplicasDefault)
+	c.History.Replicas = cmp.Or(c.History.Replicas, c.Replicas)
+	c.Discovery.Replicas = cmp.Or(c.Discovery.Replicas, c.Replicas)
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewRegistry()
+	}
+	return c
+}
+
+// Validate reports the first field of c that is wrong, by name.
+func (c OrchestratorConfig) Validate() error {
+	switch {
+	case c.Conn == nil:
+		return errors.New("toolpool: OrchestratorConfig.Conn is required")
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("toolpool: OrchestratorConfig.Replicas must be 1 to 5, got %d", c.Replicas)
+	}
+	return nil
+}
+
+// Orchestrator is what serves agents: it keeps the live catalog of tools, publishes calls and waits for their results
+// (the dispatcher), sets poison calls aside, and serves the HTTP API
+// (Handler). Create it with NewOrchestrator, then Start and Stop it.
+type Orchestrator struct {
+	cfg   OrchestratorConfig
+	js    js.JetStream
+	d     *dispatch.Dispatcher
+	api   *httpapi.Handler
+	m     *metrics.Dispatch
+	httpM *metrics.HTTP
+	front *metrics.Front
+	live  *discovery.Catalog // nil with a Catalog of the config's
+
+	mu       sync.Mutex
+	started  bool
+	poison   *dlq.PoisonWatcher
+	stopOnce sync.Once
+	stopped  chan struct{}
+	stopErr  error
+}
+
+// NewOrchestrator returns an Orchestrator for cfg, with defaults applied.
+// It does not touch the network: Start does.
+func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// Publishes wait for JetStream's acknowledgement longer than the
+	// client's default: a leader election can take that long.
+	j, err := js.New(cfg.Conn, js.WithPublishAsyncTimeout(dispatch.PublishAsyncTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("toolpool: JetStream context: %w", err)
+	}
+	o := &Orchestrator{cfg: cfg, js: j, stopped: make(chan struct{})}
+	if o.m, err = metrics.NewDispatch(cfg.Metrics, metrics.DispatchOptions{}); err != nil {
+		return nil, err
+	}
+	if o.httpM, err = metrics.NewHTTP(cfg.Metrics); err != nil {
+		return nil, err
+	}
+	if o.front, err = metrics.NewFront(cfg.Metrics); err != nil {
+		return nil, err
+	}
+	if err := cfg.Metrics.Register(metrics.NewJetStreamCollector(j, metrics.JetStreamOptions{Logger: cfg.Logger})); err != nil {
+		return nil, err
+	}
+	dc := cfg.Dispatch
+	dc.NC, dc.JS, dc.Metrics, dc.Logger = cfg.Conn, j, o.m, cfg.Logger
+	dc.Catalog = cfg.Catalog
+	if dc.Catalog == nil {
+		if o.live, err = discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Bucket: cfg.Discovery, Logger: cfg.Logger}); err != nil {
+			return nil, err
+		}
+		dc.Catalog = o.live
+	}
+	if o.d, err = dispatch.New(dc); err != nil {
+		return nil, err
+	}
+	ac := cfg.API
+	ac.Dispatcher, ac.Metrics, ac.Logger = o.d, o.front, cfg.Logger
+	ac.Definitions = httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
+		return o.Definitions(ctx), nil
+	})
+	if o.api, err = httpapi.New(ac); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Start opens the attempt history, starts the poison watcher and the live
+// catalog, then the dispatcher. The streams must exist (Provision). It returns
+// once calls can be dispatched, or with the first error (what was started
+// is stopped again). Requests are bounded by ctx, or by
+// StartTimeoutDefault when ctx has no deadline.
+func (o *Orchestrator) Start(ctx context.Context) (err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.started {
+		return errors.New("toolpool: orchestrator: already started")
+	}
+	o.started = true
+	ctx, cancel := startContext(ctx)
+	defer cancel()
+	defer func() {
+		if err != nil {
+			_ = o.stopAll(context.Background())
+		}
+	}()
+	if !o.cfg.NoPoisonWatcher {
+		pc := dlq.PoisonConfig{Conn: o.cfg.Conn, JetStream: o.js, Logger: o.cfg.Logger, OnPoison: o.m.PoisonCall}
+		if h, err := dlq.OpenHistory(ctx, o.js, o.cfg.History); err != nil {
+			o.cfg.Logger.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)
+		} else {
+			pc.History = h
+		}
+		if o.poison, err = dlq.StartPoisonWatcher(ctx, pc); err != nil {
+			return err
+		}
+	}
+	if o.live != nil {
+		if err := o.live.Start(ctx); err != nil {
+			return err
+		}
+	}
+	return o.d.Start(ctx)
+}
+
+// Stop stops the dispatcher — the turns in progress may finish until ctx
+// is done, then the rest fail with dispatch.ErrStopped — then the live
+// catalog and the poison watcher. It returns nil when every turn ended in
+// time. It is idempotent.
+func (o *Orchestrator) Stop(ctx context.Context) error {
+	o.stopOnce.Do(func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.stopErr = o.stopAll(ctx)
+		close(o.stopped)
+	})
+	return o.stopErr
+}
+
+func (o *Orchestrator) stopAll(ctx context.Context) error {
+	err := o.d.Stop(ctx)
+	if o.live != nil {
+		_ = o.live.Stop(context.WithoutCancel(ctx))
+	}
+	if o.poison != nil {
+		o.poison.Stop()
+	}
+	return err
+}
+
+// Stopped is closed once Stop has returned.
+func (o *Orchestrator) Stopped() <-chan struct{} { return o.stopped }
+
+// Dispatch publishes the tool calls of one assistant turn and returns
+// their results in the calls' order (see dispatch.Dispatcher.Dispatch).
+func (o *Orchestrator) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
+	return o.d.Dispatch(ctx, session, calls)
+}
+
+// Dispatcher is the Orchestrator's dispatcher.
+func (o *Orchestrator) Dispatcher() *dispatch.Dispatcher { return o.d }
+
+// Instance is the id in this orchestrator's result subjects.
+func (o *Orchestrator) Instance() string { return o.d.Instance() }
+
+// Metrics is the registry the Orchestrator's metrics are in.
+func (o *Orchestrator) Metrics() *metrics.Registry { return o.cfg.Metrics }
+
+// Definitions are the tools live workers serve, in the Anthropic tools
+// format; with a Catalog of the config's, those of a catalog that lists
+// definitions (none otherwise).
+func (o *Orchestrator) Definitions(ctx context.Context) []tools.Definition {
+	var c dispatch.Catalog = o.cfg.Catalog
+	if o.live != nil {
+		c = o.live
+	}
+	if d, ok := c.(interface {
+		Definitions(context.Context) []tools.Definition
+	}); ok {
+		return d.Definitions(ctx)
+	}
+	return nil
+}
+
+// Handler serves the agent API (POST /v1/tool_calls, GET /v1/tools: package
+// httpapi), GET /metrics, GET /healthz (503 once the NATS connection is
+// closed for good) and GET /readyz (NATS connected, streams present, the
+// store takes a write, OrchestratorConfig.Checks and extra), counting
+// requests by route. Put it behind an httpapi.Server (NewHTTPServer) for
+// API keys, browser and host checks and limits.
+func (o *Orchestrator) Handler(extra ...health.Check) http.Handler {
+	mux := http.NewServeMux()
+	checks := append(append(append([]health.Check(nil), o.cfg.Checks...), extra...),
+		health.NATSConnected(o.cfg.Conn), health.Streams(o.js), health.StoreWritable(o.js))
+	health.New(0, checks...).WithLiveness(health.NATSNotClosed(o.cfg.Conn)).Register(mux)
+	// The API's endpoints have patterns of their own so that metrics label
+	// requests by them.
+	mux.Handle(httpapi.PathToolCalls, o.api)
+	mux.Handle(httpapi.PathTools, o.api)
+	mux.Handle("/v1/", o.api)
+	mux.Handle("GET /metrics", metrics.Handler(o.cfg.Metrics))
+	return o.httpM.Wrap(mux)
+}
+
+// NewHTTPServer is the HTTP server of Handler: cfg's Handler, Metrics and
+// Logger are set here, and /readyz fails once the server drains. Start it
+// after Start, and Stop it before Stop (and before the Servers of this
+// process), so that the requests in flight get their results.
+func (o *Orchestrator) NewHTTPServer(cfg httpapi.ServerConfig) (*httpapi.Server, error) {
+	var srv *httpapi.Server
+	ready := health.Check{Name: "http", Func: func(ctx context.Context) error { return srv.Ready(ctx) }}
+	cfg.Handler, cfg.Metrics, cfg.Logger = o.Handler(ready), o.front, o.cfg.Logger
+	srv, err := httpapi.NewServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return srv, nil
+}

@@ -1,0 +1,294 @@
+package toolpool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/pkg/discovery"
+	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/health"
+	"github.com/toolpool/toolpool/pkg/metrics"
+	"github.com/toolpool/toolpool/pkg/tools"
+	"github.com/toolpool/toolpool/pkg/worker"
+)
+
+// Defaults shared by Server and Orchestrator.
+const (
+	// WorkersDefault is ServerConfig.Workers: one worker per connection
+	// pulls for as many slots as its Concurrency.
+	WorkersDefault = 1
+	// StartTimeoutDefault bounds Start's requests to the server when the
+	// ctx given to Start has no deadline of its own.
+	StartTimeoutDefault = 30 * time.Second
+	// WithdrawTimeoutDefault bounds the withdrawal of a worker's
+	// announcements in Stop (they expire on their own otherwise).
+	WithdrawTimeoutDefault = 5 * time.Second
+	// LostConnDrain is how long Stop lets calls run once the NATS
+	// connection is closed for good: none of their results could be
+	// published, so they are cancelled almost at once.
+	LostConnDrain = time.Second
+)
+
+// ErrConnClosed is the cause a Server or Orchestrator gives when its NATS
+// connection closed for good (a protocol error, refused credentials:
+// reconnects never give up otherwise). A process in that state is a
+// zombie; the binaries exit non-zero so that a supervisor starts a fresh
+// one.
+var ErrConnClosed = errors.New("toolpool: the NATS connection is closed for good")
+
+// ServerConfig configures a Server. Zero fields take the documented
+// defaults (WithDefaults); Validate names the field that is wrong.
+type ServerConfig struct {
+	// Conn is the NATS connection the workers pull and publish on.
+	// Required. The Server does not close it.
+	Conn *nats.Conn
+	// Registry holds the tools served, at least one. Required.
+	Registry *tools.Registry
+	// Workers is how many workers pull on Conn. Default WorkersDefault.
+	Workers int
+	// Worker is each worker's configuration: Concurrency, DrainTimeout,
+	// PublishRetryFor, WorkerID (with several workers, the i-th gets
+	// "<WorkerID>-<i>"), AckWait and the rest, with package worker's
+	// defaults. Its JetStream, Registry, History, Metrics and Logger are
+	// set by the Server.
+	Worker worker.Config
+	// History is the attempts bucket, opened (or created) at Start so that
+	// dead letters carry every failed attempt. Best effort: when it cannot
+	// be opened the workers run without it, and a warning is logged.
+	History dlq.HistoryConfig
+	// NoHistory runs the workers without the attempts bucket.
+	NoHistory bool
+	// Discovery is the bucket the workers announce their tools in, so
+	// that orchestrators route calls to them (package discovery).
+	Discovery discovery.BucketConfig
+	// NoAnnounce skips the announcements: for a pool whose orchestrator
+	// has a fixed catalog (OrchestratorConfig.Catalog).
+	NoAnnounce bool
+	// Metrics is the registry the workers' metrics are registered in.
+	// Default: a registry of the Server's own, served by Handler.
+	Metrics *metrics.Registry
+	// Logger receives the Server's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c ServerConfig) WithDefaults() ServerConfig {
+	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewRegistry()
+	}
+	return c
+}
+
+// Validate reports the first field of c that is wrong, by name.
+func (c ServerConfig) Validate() error {
+	switch {
+	case c.Conn == nil:
+		return errors.New("toolpool: ServerConfig.Conn is required")
+	case c.Registry == nil:
+		return errors.New("toolpool: ServerConfig.Registry is required")
+	case len(c.Registry.Names()) == 0:
+		return errors.New("toolpool: ServerConfig.Registry holds no tool: register at least one")
+	case c.Workers < 1:
+		return fmt.Errorf("toolpool: ServerConfig.Workers must be at least 1, got %d", c.Workers)
+	case len(c.Worker.WorkerID) > worker.WorkerIDMaxBytes:
+		return fmt.Errorf("toolpool: ServerConfig.Worker.WorkerID is %d bytes; the limit is %d", len(c.Worker.WorkerID), worker.WorkerIDMaxBytes)
+	}
+	return nil
+}
+
+// Server is what a worker process is: workers that pull the calls of the
+// tools in a registry from JetStream, execute them and publish their
+// results; the announcements that route calls to them; the attempt
+// history that dead letters carry; their metrics and health. Create it
+// with NewServer, then Start and Stop it.
+type Server struct {
+	cfg     ServerConfig
+	js      js.JetStream
+	metrics *metrics.Worker
+	ready   atomic.Bool
+
+	mu         sync.Mutex
+	started    bool
+	workers    []*worker.Worker
+	announcers []*discovery.Announcer
+	stopOnce   sync.Once
+	stopped    chan struct{}
+	stopErr    error
+}
+
+// NewServer returns a Server for cfg, with defaults applied. It does not
+// touch the network: Start does.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	j, err := js.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("toolpool: JetStream context: %w", err)
+	}
+	m, err := metrics.NewWorker(cfg.Metrics, metrics.WorkerOptions{Tools: cfg.Registry.Names()})
+	if err != nil {
+		return nil, fmt.Errorf("toolpool: worker metrics: %w", err)
+	}
+	return &Server{cfg: cfg, js: j, metrics: m, stopped: make(chan struct{})}, nil
+}
+
+// Start opens the attempt history, starts the workers and announces their
+// tools. It returns once every worker pulls, or with the first error (the
+// workers started are stopped again). Requests are bounded by ctx, or by
+// StartTimeoutDefault when ctx has no deadline.
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("toolpool: server: already started")
+	}
+	s.started = true
+	ctx, cancel := startContext(ctx)
+	defer cancel()
+	defer func() {
+		if err != nil {
+			s.stopAll(context.Background(), LostConnDrain)
+		}
+	}()
+	var history worker.History
+	if !s.cfg.NoHistory {
+		if h, err := dlq.OpenHistory(ctx, s.js, s.cfg.History); err != nil {
+			s.cfg.Logger.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)
+		} else {
+			history = h
+		}
+	}
+	for i := range s.cfg.Workers {
+		wc := s.cfg.Worker
+		wc.JetStream, wc.Registry, wc.History, wc.Metrics, wc.Logger = s.js, s.cfg.Registry, history, s.metrics, s.cfg.Logger
+		if s.cfg.Workers > 1 {
+			wc.Logger = s.cfg.Logger.With("worker", i)
+			if wc.WorkerID != "" {
+				wc.WorkerID += "-" + strconv.Itoa(i)
+			}
+		}
+		w, err := worker.New(wc)
+		if err != nil {
+			return err
+		}
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+		s.workers = append(s.workers, w)
+		if s.cfg.NoAnnounce {
+			continue
+		}
+		a, err := discovery.NewAnnouncer(discovery.AnnouncerConfig{
+			JetStream: s.js, Registry: s.cfg.Registry, WorkerID: w.ID(), Bucket: s.cfg.Discovery, Logger: s.cfg.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		if err := a.Start(ctx); err != nil {
+			return fmt.Errorf("announcing the tools: %w", err)
+		}
+		s.announcers = append(s.announcers, a)
+	}
+	s.ready.Store(true)
+	s.cfg.Logger.Info("workers started", "workers", s.cfg.Workers, "tools", s.cfg.Registry.Names())
+	return nil
+}
+
+// Stop withdraws the announcements (so that no new call is routed here),
+// then stops the workers: the calls in flight may finish until ctx is
+// done, then the rest are cancelled with worker.ErrShutdown and handed
+// back to JetStream for another worker. With the NATS connection closed
+// for good the calls get LostConnDrain at most. Stop returns nil when
+// every call finished in time. It is idempotent.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.ready.Store(false)
+		s.stopErr = s.stopAll(ctx, 0)
+		close(s.stopped)
+	})
+	return s.stopErr
+}
+
+// stopAll stops what Start started; drain, when positive, caps how long
+// the calls in flight may finish.
+func (s *Server) stopAll(ctx context.Context, drain time.Duration) error {
+	for _, a := range s.announcers {
+		actx, cancel := context.WithTimeout(ctx, WithdrawTimeoutDefault)
+		if err := a.Stop(actx); err != nil {
+			s.cfg.Logger.Warn("withdrawing the tools' announcements failed; they expire on their own", "err", err)
+		}
+		cancel()
+	}
+	if s.cfg.Conn.IsClosed() {
+		drain = LostConnDrain
+	}
+	if drain > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, drain)
+		defer cancel()
+	}
+	errs := make([]error, len(s.workers))
+	var wg sync.WaitGroup
+	for i, w := range s.workers {
+		wg.Go(func() { errs[i] = w.Stop(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Stopped is closed once Stop has returned.
+func (s *Server) Stopped() <-chan struct{} { return s.stopped }
+
+// Workers are the Server's workers, once started.
+func (s *Server) Workers() []*worker.Worker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*worker.Worker(nil), s.workers...)
+}
+
+// Checks are the Server's readiness checks: its tools' consumers exist,
+// and the workers are started and not draining. Handler serves them with
+// the connection's; an Orchestrator in the same process adds them to its
+// own (OrchestratorConfig.Checks).
+func (s *Server) Checks() []health.Check {
+	return []health.Check{
+		health.Consumers(s.js, s.cfg.Registry.Names()),
+		health.Flag("worker", &s.ready, "the worker is starting or draining"),
+	}
+}
+
+// Handler serves GET /metrics (the Server's registry), GET /healthz (503
+// once the NATS connection is closed for good) and GET /readyz (NATS
+// connected, streams present, Checks).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(s.cfg.Metrics))
+	health.New(0, append([]health.Check{health.NATSConnected(s.cfg.Conn), health.Streams(s.js)}, s.Checks()...)...).
+		WithLiveness(health.NATSNotClosed(s.cfg.Conn)).Register(mux)
+	return mux
+}
+
+// startContext bounds ctx by StartTimeoutDefault when it has no deadline.
+func startContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, StartTimeoutDefault)
+}

@@ -1,0 +1,75 @@
+package toolpool
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// The types a program needs to define tools and dispatch calls, so that a
+// program can run a pool through this package alone. Each is the type of
+// the package that owns it (an alias, not a copy).
+type (
+	// Tool is a tool's definition: name, description, input schema,
+	// timeout, retry policy, idempotence and handler (tools.Tool).
+	Tool = tools.Tool
+	// Handler executes one call of a tool (tools.Handler). Its error is
+	// classified for the retry decision and the model's words: wrap it
+	// with Transient, Permanent or RetryAfter, or return it as it is.
+	Handler = tools.Handler
+	// Output is what a handler returns (tools.Output).
+	Output = tools.Output
+	// Registry holds the tools a Server serves (tools.Registry).
+	Registry = tools.Registry
+	// ToolUse is one tool call a model asked for: an Anthropic tool_use
+	// block (envelope.ToolUseBlock).
+	ToolUse = envelope.ToolUseBlock
+	// Result is the answer to one call: content, is_error, class and code
+	// (envelope.Result).
+	Result = envelope.Result
+)
+
+// NewRegistry returns an empty Registry with the default JSON Schema
+// engine.
+func NewRegistry() *Registry { return tools.NewRegistry() }
+
+// Text is the Output of a handler that answers with text.
+func Text(s string) Output { return tools.Text(s) }
+
+// Transient marks err as transient: the call is retried after a jittered
+// exponential backoff, and dead-lettered when its attempts run out.
+func Transient(err error) error { return classify.Transient(err) }
+
+// Permanent marks err as permanent: never retried, answered as is_error.
+func Permanent(err error) error { return classify.Permanent(err) }
+
+// RetryAfter marks err as transient with a server-given delay (an HTTP
+// 429 or 503 Retry-After): the next attempt waits at least d.
+func RetryAfter(err error, d time.Duration) error { return classify.RetryAfter(err, d) }
+
+// StreamsConfig configures the streams Provision makes: replicas (1 on one
+// server, 3 on a cluster), storage, message size and limits (see
+// jetstream.Config; zero fields take its defaults).
+type StreamsConfig = jetstream.Config
+
+// Provision creates the pool's streams on the server nc is connected to, or
+// updates them to cfg. Run it once before Servers and Orchestrators start
+// (it is idempotent: `orchestrator serve` runs it at each start). Bounded
+// by ctx, or by StartTimeoutDefault when ctx has no deadline.
+func Provision(ctx context.Context, nc *nats.Conn, cfg StreamsConfig) error {
+	j, err := js.New(nc)
+	if err != nil {
+		return fmt.Errorf("toolpool: JetStream context: %w", err)
+	}
+	ctx, cancel := startContext(ctx)
+	defer cancel()
+	return jetstream.Provision(ctx, j, cfg)
+}

@@ -60,8 +60,8 @@ type ServerConfig struct {
 	// Worker is each worker's configuration: Concurrency, DrainTimeout,
 	// PublishRetryFor, WorkerID (with several workers, the i-th gets
 	// "<WorkerID>-<i>"), AckWait and the rest, with package worker's
-	// defaults. Its JetStream, Registry, History, Metrics and Logger are
-	// set by the Server.
+	// defaults. Its JetStream and Registry are set by the Server; so are
+	// its History, Metrics and Logger unless given (a test's recorder).
 	Worker worker.Config
 	// History is the attempts bucket, opened (or created) at Start so that
 	// dead letters carry every failed attempt. Best effort: when it cannot
@@ -165,8 +165,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			s.stopAll(context.Background(), LostConnDrain)
 		}
 	}()
-	var history worker.History
-	if !s.cfg.NoHistory {
+	history := s.cfg.Worker.History
+	if history == nil && !s.cfg.NoHistory {
 		if h, err := dlq.OpenHistory(ctx, s.js, s.cfg.History); err != nil {
 			s.cfg.Logger.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)
 		} else {
@@ -175,9 +175,13 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	for i := range s.cfg.Workers {
 		wc := s.cfg.Worker
-		wc.JetStream, wc.Registry, wc.History, wc.Metrics, wc.Logger = s.js, s.cfg.Registry, history, s.metrics, s.cfg.Logger
+		wc.JetStream, wc.Registry, wc.History = s.js, s.cfg.Registry, history
+		if wc.Metrics == nil {
+			wc.Metrics = s.metrics
+		}
+		wc.Logger = cmp.Or(wc.Logger, s.cfg.Logger)
 		if s.cfg.Workers > 1 {
-			wc.Logger = s.cfg.Logger.With("worker", i)
+			wc.Logger = wc.Logger.With("worker", i)
 			if wc.WorkerID != "" {
 				wc.WorkerID += "-" + strconv.Itoa(i)
 			}
@@ -262,6 +266,9 @@ func (s *Server) Workers() []*worker.Worker {
 	defer s.mu.Unlock()
 	return append([]*worker.Worker(nil), s.workers...)
 }
+
+// Conn is the connection the Server's workers use.
+func (s *Server) Conn() *nats.Conn { return s.cfg.Conn }
 
 // Checks are the Server's readiness checks: its tools' consumers exist,
 // and the workers are started and not draining. Handler serves them with

@@ -18,7 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
@@ -59,20 +61,11 @@ func newPool(t *testing.T, ts ...tools.Tool) *pool {
 	return p
 }
 
-// startDispatcher starts a dispatcher on j, stopped when the test ends.
+// startDispatcher starts an orchestrator on j's connection, stopped when
+// the test ends, and returns its dispatcher.
 func startDispatcher(t *testing.T, j js.JetStream, cat dispatch.Catalog) *dispatch.Dispatcher {
 	t.Helper()
-	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: cat, Logger: natstest.Logger(t)})
-	if err != nil {
-		t.Fatalf("dispatch.New: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatalf("dispatcher Start: %v", err)
-	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
-	return d
+	return pooltest.StartOrchestrator(t, j.Conn(), cat).Dispatcher()
 }
 
 // startWorker starts a worker for the pool's registry on a connection of
@@ -85,42 +78,17 @@ func (p *pool) startWorker(mods ...func(*worker.Config)) *worker.Worker {
 	return w
 }
 
-// startWorkerOn starts a worker serving reg on a new connection to url, and
-// returns it with its connection.
+// startWorkerOn starts a server of one worker serving reg on a new
+// connection to url (pooltest.StartServer), and returns the worker with its
+// connection.
 func startWorkerOn(t *testing.T, url string, reg *tools.Registry, mods ...func(*worker.Config)) (*worker.Worker, *nats.Conn) {
 	t.Helper()
-	nc := natstest.Connect(t, url)
-	j, err := js.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := worker.Config{
-		JetStream:      j,
-		Registry:       reg,
-		Logger:         natstest.Logger(t),
-		DrainTimeout:   5 * time.Second,
-		PublishTimeout: 5 * time.Second,
-	}
-	for _, m := range mods {
-		m(&cfg)
-	}
-	w, err := worker.New(cfg)
-	if err != nil {
-		t.Fatalf("worker.New: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := w.Start(ctx); err != nil {
-		t.Fatalf("worker Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := w.Stop(ctx); err != nil {
-			t.Logf("worker %s Stop: %v", w.ID(), err)
+	s := pooltest.StartServer(t, url, reg, func(c *toolpool.ServerConfig) {
+		for _, m := range mods {
+			m(&c.Worker)
 		}
 	})
-	return w, nc
+	return s.Workers()[0], s.Conn()
 }
 
 var callSeq atomic.Int64

@@ -1,8 +1,10 @@
-// Package pooltest starts a whole toolpool inside a test: an embedded
-// JetStream server with the streams provisioned (internal/natstest), a
-// pkg/worker serving the demo tools echo, sleep and flaky on a connection
-// of its own, and a started dispatcher whose catalog is the worker's
-// registry. Everything stops when the test ends.
+// Package pooltest starts a whole toolpool inside a test, assembled by the
+// root package: an embedded JetStream server with the streams provisioned
+// (internal/natstest), a toolpool.Server serving the demo tools echo,
+// sleep and flaky on a connection of its own, and a started
+// toolpool.Orchestrator whose catalog is the server's registry. Everything
+// stops when the test ends. StartServer and StartOrchestrator are the
+// pieces, for tests that assemble pools of their own.
 //
 //	p := pooltest.Start(t)
 //	res, err := p.D.Dispatch(ctx, "session", calls)
@@ -20,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/dispatch"
@@ -38,9 +41,11 @@ type Pool struct {
 	// Reg holds the demo tools; the worker serves them and the dispatcher's
 	// catalog is made of them.
 	Reg *tools.Registry
-	// D is the started dispatcher.
-	D *dispatch.Dispatcher
-	// Worker serves Reg on a connection of its own.
+	// Orch is the started orchestrator; D is its dispatcher.
+	Orch *toolpool.Orchestrator
+	D    *dispatch.Dispatcher
+	// Server runs Worker, which serves Reg on a connection of its own.
+	Server *toolpool.Server
 	Worker *worker.Worker
 
 	listen  string // host:port of the server
@@ -63,50 +68,77 @@ func Start(t testing.TB, mods ...func(*dispatch.Config)) *Pool {
 	if err := demo.Register(p.Reg); err != nil {
 		t.Fatalf("pooltest: %v", err)
 	}
-
-	wnc := natstest.Connect(t, srv.ClientURL())
-	wjs, err := js.New(wnc)
-	if err != nil {
-		t.Fatalf("pooltest: %v", err)
-	}
-	w, err := worker.New(worker.Config{
-		JetStream:      wjs,
-		Registry:       p.Reg,
-		Logger:         natstest.Logger(t),
-		DrainTimeout:   5 * time.Second,
-		PublishTimeout: 5 * time.Second,
+	p.Server = StartServer(t, srv.ClientURL(), p.Reg)
+	p.Worker = p.Server.Workers()[0]
+	p.Orch = StartOrchestrator(t, nc, dispatch.RegistryCatalog(p.Reg), func(c *toolpool.OrchestratorConfig) {
+		for _, m := range mods {
+			m(&c.Dispatch)
+		}
 	})
+	p.D = p.Orch.Dispatcher()
+	return p
+}
+
+// StartServer starts a toolpool.Server serving reg on a new connection to
+// url, as tests want it: no announcements (the orchestrator's catalog is
+// the registry), no attempt history, five-second drain and publish
+// timeouts, logs to the test. mods may change the config. It is stopped
+// when the test ends; a stop that does not finish cleanly is logged, not
+// failed (a test may have killed its connection on purpose).
+func StartServer(t testing.TB, url string, reg *tools.Registry, mods ...func(*toolpool.ServerConfig)) *toolpool.Server {
+	t.Helper()
+	cfg := toolpool.ServerConfig{
+		Conn: natstest.Connect(t, url), Registry: reg, NoAnnounce: true, NoHistory: true,
+		Worker: worker.Config{DrainTimeout: 5 * time.Second, PublishTimeout: 5 * time.Second},
+		Logger: natstest.Logger(t),
+	}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	s, err := toolpool.NewServer(cfg)
 	if err != nil {
-		t.Fatalf("pooltest: worker.New: %v", err)
+		t.Fatalf("pooltest: toolpool.NewServer: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := w.Start(ctx); err != nil {
-		t.Fatalf("pooltest: worker Start: %v", err)
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("pooltest: server Start: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := w.Stop(ctx); err != nil {
-			t.Logf("pooltest: worker Stop: %v", err)
+		if err := s.Stop(ctx); err != nil {
+			t.Logf("pooltest: server Stop: %v", err)
 		}
 	})
-	p.Worker = w
+	return s
+}
 
-	cfg := dispatch.Config{JS: j, Catalog: dispatch.RegistryCatalog(p.Reg), Logger: natstest.Logger(t)}
+// StartOrchestrator starts a toolpool.Orchestrator on nc whose catalog is
+// cat, without a poison watcher, logging to the test; mods may change the
+// config. It is stopped (at once: turns still waiting fail) when the test
+// ends.
+func StartOrchestrator(t testing.TB, nc *nats.Conn, cat dispatch.Catalog, mods ...func(*toolpool.OrchestratorConfig)) *toolpool.Orchestrator {
+	t.Helper()
+	cfg := toolpool.OrchestratorConfig{Conn: nc, Catalog: cat, NoPoisonWatcher: true, Logger: natstest.Logger(t)}
 	for _, m := range mods {
 		m(&cfg)
 	}
-	d, err := dispatch.New(cfg)
+	o, err := toolpool.NewOrchestrator(cfg)
 	if err != nil {
-		t.Fatalf("pooltest: dispatch.New: %v", err)
+		t.Fatalf("pooltest: toolpool.NewOrchestrator: %v", err)
 	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatalf("pooltest: dispatcher Start: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := o.Start(ctx); err != nil {
+		t.Fatalf("pooltest: orchestrator Start: %v", err)
 	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
-	p.D = d
-	return p
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = o.Stop(ctx)
+	})
+	return o
 }
 
 // Stop shuts the NATS server down. The connections keep trying to

@@ -42,6 +42,7 @@ const (
 	CodeNetwork         = "network"           // another network failure: unreachable host or network, closed connection
 	CodePoison          = "poison"            // every delivery of the call killed its worker (ErrPoison)
 	CodeOutcomeUnknown  = "outcome_unknown"   // an attempt of a tool that is not idempotent started and never reported
+	CodeNoWorker        = "no_worker"         // the tool is known but no live worker serves it right now
 )
 
 // Decision is what Classify concludes about an error.

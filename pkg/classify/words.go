@@ -15,10 +15,6 @@ import (
 // wrong and what to try next, and never shows internals (subjects, stream
 // names, Go errors). Durations in them are written by FormatDuration.
 
-// CodeNoWorker is the code of the is_error result of a call to a tool that
-// is known but that no live worker serves right now.
-const CodeNoWorker = "no_worker"
-
 // FormatDuration writes d the way every sentence for the model does, as a
 // person would: "250ms", "1.5s", "30s", "2m", "1m30s", "1h", "1h30m". Below
 // 10s it keeps tenths of a second; above, whole seconds. d <= 0 is "0s".

@@ -43,7 +43,7 @@ type ToolInfo struct {
 	Name string
 	// NoWorker, set by a Lookup that answers false, says the tool is known
 	// but no live worker serves it right now: the call is answered with
-	// NoWorkerMessage instead of the unknown-tool message.
+	// classify.NoWorkerMessage instead of the unknown-tool message.
 	NoWorker bool
 }
 

@@ -18,8 +18,8 @@ import (
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/pkg/agent"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/client"
-	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/httpapi"
 )
 
@@ -139,7 +139,7 @@ func TestRunRepeatedFailureAdvice(t *testing.T) {
 	if len(reqs) != 4 {
 		t.Fatalf("%d requests, want 4", len(reqs))
 	}
-	advice := dispatch.AdviceMessage("flaky", 3)
+	advice := classify.RepeatedFailureMessage("flaky", 3)
 	// Requests 2, 3 and 4 carry the first, second and third failure.
 	for i, req := range reqs[1:] {
 		tr := req.ToolResults()

@@ -42,6 +42,7 @@ const (
 	CodeNetwork         = "network"           // another network failure: unreachable host or network, closed connection
 	CodePoison          = "poison"            // every delivery of the call killed its worker (ErrPoison)
 	CodeOutcomeUnknown  = "outcome_unknown"   // an attempt of a tool that is not idempotent started and never reported
+	CodeNoWorker        = "no_worker"         // the tool is known but no live worker serves it right now
 )
 
 // Decision is what Classify concludes about an error.
@@ -261,7 +262,7 @@ func unknownToolDecision(e *UnknownToolError) Decision {
 	d := fromCode(CodeUnknownTool)
 	d.Cause = "there is no tool named " + modelToolName(e.Tool)
 	if len(e.Available) == 0 {
-		d.Hint = "No tools are available right now."
+		d.Hint = hintNoTools
 		return d
 	}
 	names := slices.Clone(e.Available)
@@ -297,15 +298,7 @@ type MessageInput struct {
 	// GaveUp is set when a retryable error is answered now because the next
 	// attempt would start past the call's deadline (Verdict.GaveUp).
 	GaveUp bool
-	// FailuresInRow counts this tool's consecutive failed calls in the agent's
-	// session, this one included. From RepeatedFailureThreshold on, the
-	// message tells the model to stop calling the tool.
-	FailuresInRow int
 }
-
-// RepeatedFailureThreshold is the number of failures in a row of one tool in
-// one session from which Message tells the model to use a different approach.
-const RepeatedFailureThreshold = 3
 
 // Message writes the content of an is_error result for the model: it names
 // the tool and the cause and says what to try next. A permanent error that ran
@@ -342,7 +335,7 @@ func (d Decision) Message(in MessageInput) string {
 		b.WriteString(tool)
 		if in.Timeout > 0 {
 			b.WriteString(" did not answer within ")
-			b.WriteString(humanDuration(in.Timeout))
+			b.WriteString(FormatDuration(in.Timeout))
 		} else {
 			b.WriteString(" did not answer in time")
 		}
@@ -363,7 +356,7 @@ func (d Decision) Message(in MessageInput) string {
 		b.WriteString(".")
 		if d.RetryAfter > 0 {
 			b.WriteString(" It may work again in about ")
-			b.WriteString(humanDuration(d.RetryAfter))
+			b.WriteString(FormatDuration(d.RetryAfter))
 			b.WriteString(".")
 		} else {
 			b.WriteString(" It may work again after a short wait.")
@@ -381,17 +374,17 @@ func (d Decision) Message(in MessageInput) string {
 		b.WriteString(".")
 		if d.Retryable && d.RetryAfter > 0 {
 			b.WriteString(" It may work again in about ")
-			b.WriteString(humanDuration(d.RetryAfter))
+			b.WriteString(FormatDuration(d.RetryAfter))
 			b.WriteString(".")
 		}
 	}
 	switch {
 	case in.Exhausted:
 		b.WriteString(" Retries ran out, so the call was set aside (dead-lettered). ")
-		b.WriteString(differentApproach)
+		b.WriteString(hintDifferentApproach)
 	case in.GaveUp:
 		b.WriteString(" There is no time left for another attempt before the call's deadline. ")
-		b.WriteString(differentApproach)
+		b.WriteString(hintDifferentApproach)
 	default:
 		hint := d.Hint
 		if hint == "" {
@@ -400,44 +393,12 @@ func (d Decision) Message(in MessageInput) string {
 		b.WriteString(" ")
 		b.WriteString(hint)
 	}
-	if in.FailuresInRow >= RepeatedFailureThreshold {
-		b.WriteString(" ")
-		if in.Tool != "" {
-			b.WriteString(in.Tool)
-		} else {
-			b.WriteString("This tool")
-		}
-		b.WriteString(" has failed ")
-		b.WriteString(strconv.Itoa(in.FailuresInRow))
-		b.WriteString(" times in a row in this session: stop calling it and use a different approach.")
-	}
 	return b.String()
 }
-
-const differentApproach = "Do not call it again right away; try a different approach, such as another tool, or answer from what you know."
 
 func upperFirst(s string) string {
 	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
 		return string(s[0]-'a'+'A') + s[1:]
-	}
-	return s
-}
-
-// humanDuration writes d the way a person would: "250ms", "1.5s", "10s",
-// "2m", "1m30s".
-func humanDuration(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }

@@ -81,6 +81,20 @@
 //	away; try a different approach, such as another tool, or answer from what
 //	you know.
 //
+// Every other sentence toolpool writes for a model is here too, one function
+// per situation, each for the is_error result of one code: the dispatcher's
+// advice after repeated failures (RepeatedFailureMessage), a tool no worker
+// serves (NoWorkerMessage, CodeNoWorker), a call with no result in time
+// (NoResultMessage), a saturated pool (SaturatedMessage), the calls the
+// dispatcher or the HTTP API refuse before publishing them
+// (MissingIDMessage, RefusedFieldMessage, NotPreparedMessage,
+// UnsupportedCallTypeMessage, InvalidArgumentsMessage), a poison call
+// (PoisonMessage), a call that expired in the queue (ExpiredMessage) and a
+// call whose outcome is unknown (OutcomeUnknownMessage). Each says what went
+// wrong and what to try next. Durations in all of them, and in
+// Decision.Message, are written by FormatDuration; a wait that a Retry-After
+// header also carries is rounded by RetryAfterSeconds, so the two agree.
+//
 // # Retries
 //
 // A Policy (defaults: 3 attempts, 1s base delay, 30s max delay, ±25% jitter)

@@ -57,3 +57,23 @@ func ExamplePolicy_Fate() {
 	// 2 retry
 	// 3 dead_letter
 }
+
+func ExampleFormatDuration() {
+	for _, d := range []time.Duration{250 * time.Millisecond, 1500 * time.Millisecond, 30 * time.Second, 90 * time.Second, 2 * time.Hour} {
+		fmt.Println(classify.FormatDuration(d))
+	}
+	// Output:
+	// 250ms
+	// 1.5s
+	// 30s
+	// 1m30s
+	// 2h
+}
+
+func ExampleRepeatedFailureMessage() {
+	// The dispatcher adds this to the third is_error result in a row of one
+	// tool in one agent session.
+	fmt.Println(classify.RepeatedFailureMessage("search_web", 3))
+	// Output:
+	// The tool search_web has now failed 3 times in a row in this session: stop retrying it and use a different approach.
+}

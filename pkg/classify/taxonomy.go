@@ -22,6 +22,14 @@ const (
 	hintPermanent  = "Retrying the same call will not help; change the input or try a different approach."
 	hintValidation = "Fix the input and call the tool again."
 	hintInternal   = "This was not caused by your input; try a different approach or answer from what you know."
+	// hintDifferentApproach is what a model is told after a call that ran
+	// out of attempts or time: not to loop on the same call.
+	hintDifferentApproach = "Do not call it again right away; try a different approach, such as another tool, or answer from what you know."
+	// hintPoison is what a model is told of a call that stopped its workers.
+	hintPoison = "Do not call it again with the same input; try a different approach or answer from what you know."
+	// hintNoTools ends a message that would list the available tools when
+	// there are none.
+	hintNoTools = "No tools are available right now."
 )
 
 func transientEntry(cause, hint string) entry {
@@ -72,7 +80,7 @@ var codes = map[string]entry{
 		cause: "it crashed with an internal error", hint: hintInternal},
 	CodePoison: {class: envelope.ClassInternal,
 		cause: "the worker running it stopped each time, before it could answer",
-		hint:  "Do not call it again with the same input; try a different approach or answer from what you know."},
+		hint:  hintPoison},
 	CodeInternal: {class: envelope.ClassInternal,
 		cause: "it hit an internal error", hint: hintInternal},
 }

@@ -104,21 +104,9 @@ func (e *SaturatedError) Is(target error) bool {
 // answered with: the model reads that the pool is saturated and when to
 // try again.
 func SaturatedResult(id, tool string, e *SaturatedError) envelope.Result {
-	secs := int(math.Ceil(e.RetryAfter.Seconds()))
-	if e.Wait > 0 {
-		r := errorResult(id, tool, envelope.ClassTransient, classify.CodeTransient, fmt.Sprintf(
-			"The call to %s was not run: the tool pool is saturated: %s is busy, with about %d seconds of queued work, more than this call's timeout (%d seconds). Try the call again in %d seconds, or use another approach.",
-			tool, e.Tool, int(math.Ceil(e.Wait.Seconds())), int(math.Ceil(e.Left.Seconds())), secs))
-		r.RetryAfter = e.RetryAfter
-		return r
-	}
-	why := "the tool pool has too many calls in flight"
-	if e.Tool != "" {
-		why = "too many calls are waiting for " + e.Tool
-	}
-	r := errorResult(id, tool, envelope.ClassTransient, classify.CodeTransient, fmt.Sprintf(
-		"The call to %s was not run: the tool pool is saturated (%s). Try the call again in %d seconds, or answer from what you know.",
-		tool, why, secs))
+	r := errorResult(id, tool, envelope.ClassTransient, classify.CodeTransient, classify.SaturatedMessage(classify.Saturation{
+		Tool: tool, Busy: e.Tool, Wait: e.Wait, Left: e.Left, RetryAfter: e.RetryAfter,
+	}))
 	r.RetryAfter = e.RetryAfter
 	return r
 }

@@ -52,7 +52,7 @@ func TestAdmissionBoundsCallsInFlight(t *testing.T) {
 	}
 	r := SaturatedResult("adm_5", "slow", se)
 	if !r.IsError || r.Class != envelope.ClassTransient || !strings.Contains(r.Content.Text(), "saturated") ||
-		!strings.Contains(r.Content.Text(), "again in 3 seconds") {
+		!strings.Contains(r.Content.Text(), "again in 3s,") {
 		t.Errorf("result for the model %+v", r)
 	}
 
@@ -307,7 +307,7 @@ func TestAdmissionByQueueWait(t *testing.T) {
 	}
 	r := SaturatedResult("wait_short", "slow", se)
 	if txt := r.Content.Text(); !r.IsError || r.Class != envelope.ClassTransient || !strings.Contains(txt, "slow is busy") ||
-		!strings.Contains(txt, "seconds of queued work, more than this call's timeout") || !strings.Contains(txt, "another approach") {
+		!strings.Contains(txt, "s of queued work, more than this call's timeout (") || !strings.Contains(txt, "another approach") {
 		t.Errorf("result for the model %+v", r)
 	}
 

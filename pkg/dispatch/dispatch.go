@@ -43,7 +43,7 @@ type ToolInfo struct {
 	Name string
 	// NoWorker, set by a Lookup that answers false, says the tool is known
 	// but no live worker serves it right now: the call is answered with
-	// NoWorkerMessage instead of the unknown-tool message.
+	// classify.NoWorkerMessage instead of the unknown-tool message.
 	NoWorker bool
 }
 
@@ -525,10 +525,9 @@ func encodeErrorResult(id, tool string, err error) envelope.Result {
 			return invalidInputResult(id, tool, de.Reason)
 		}
 		return errorResult(id, tool, envelope.ClassValidation, classify.CodeInvalidArgument,
-			fmt.Sprintf("The call to %s was not run: its %s %s.", tool, de.Field, de.Reason))
+			classify.RefusedFieldMessage(tool, de.Field, de.Reason))
 	}
-	return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal,
-		fmt.Sprintf("The call to %s could not be prepared and was not run.", tool))
+	return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal, classify.NotPreparedMessage(tool))
 }
 
 func (t *turn) expiryC() <-chan time.Time {
@@ -647,7 +646,7 @@ func (t *turn) advise() {
 	t.d.sessions.record(sessionScope(t.tenant, t.session), time.Now(), outs)
 	for i := range outs {
 		if o := outs[i]; o.isError && o.run >= t.d.cfg.FailureThreshold {
-			t.results[i].Content = withSentence(t.results[i].Content, AdviceMessage(o.tool, o.run))
+			t.results[i].Content = withSentence(t.results[i].Content, classify.RepeatedFailureMessage(o.tool, o.run))
 		}
 	}
 }

@@ -415,8 +415,8 @@ func TestDispatchRepeatedFailureAdvice(t *testing.T) {
 		if advised(r) != wantAdvice {
 			t.Errorf("%s: advice = %v, want %v (content %q)", step, advised(r), wantAdvice, r.Content.Text())
 		}
-		if wantAdvice && !strings.Contains(r.Content.Text(), AdviceMessage("maybe", wantRun)) {
-			t.Errorf("%s: content %q lacks %q", step, r.Content.Text(), AdviceMessage("maybe", wantRun))
+		if wantAdvice && !strings.Contains(r.Content.Text(), classify.RepeatedFailureMessage("maybe", wantRun)) {
+			t.Errorf("%s: content %q lacks %q", step, r.Content.Text(), classify.RepeatedFailureMessage("maybe", wantRun))
 		}
 		if wantAdvice && !strings.HasPrefix(r.Content.Text(), "The tool maybe failed. ") {
 			t.Errorf("%s: the advice must follow the tool's own content: %q", step, r.Content.Text())
@@ -702,7 +702,7 @@ func TestAdviceIsScopedByTenant(t *testing.T) {
 	for range 2 {
 		failIn(acme)
 	}
-	if r := failIn(acme); !strings.Contains(r.Content.Text(), AdviceMessage("maybe", 3)) {
+	if r := failIn(acme); !strings.Contains(r.Content.Text(), classify.RepeatedFailureMessage("maybe", 3)) {
 		t.Errorf("third failure in acme/s1: content %q; want the advice", r.Content.Text())
 	}
 	if r := failIn(WithTenant(context.Background(), "globex")); strings.Contains(r.Content.Text(), "different approach") {

@@ -1,9 +1,7 @@
 package dispatch
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -56,49 +54,12 @@ func invalidInputResult(id, tool, reason string) envelope.Result {
 
 // missingIDResult answers a tool_use block without an id.
 func missingIDResult(tool string) envelope.Result {
-	return errorResult("", tool, envelope.ClassValidation, classify.CodeInvalidArgument,
-		fmt.Sprintf("The call to %s has no tool_use id, so it was not run: every tool_use block needs a unique id.", tool))
+	return errorResult("", tool, envelope.ClassValidation, classify.CodeInvalidArgument, classify.MissingIDMessage(tool))
 }
 
 // deadlineResult answers a call with no result by its deadline.
 func deadlineResult(id, tool string, waited time.Duration) envelope.Result {
-	return errorResult(id, tool, envelope.ClassTransient, classify.CodeDeadline, DeadlineMessage(tool, waited))
-}
-
-// DeadlineMessage is the content of the is_error result of a call to tool
-// that returned no result within waited.
-func DeadlineMessage(tool string, waited time.Duration) string {
-	return fmt.Sprintf("The tool %s returned no result within %s; it may still be running. Try again later or use a different approach.",
-		tool, formatWait(waited))
-}
-
-// AdviceMessage is the sentence added to the content of an is_error result
-// when tool has failed n times in a row in one session.
-func AdviceMessage(tool string, n int) string {
-	return fmt.Sprintf("The tool %s has now failed %d times in a row in this session: stop retrying it and use a different approach.", tool, n)
-}
-
-// formatWait writes a wait for a person: "250ms", "1.5s", "30s", "2m",
-// "1m30s".
-func formatWait(d time.Duration) string {
-	if d <= 0 {
-		return "0s"
-	}
-	if ms := d.Round(time.Millisecond); ms < time.Second {
-		return strconv.FormatInt(ms.Milliseconds(), 10) + "ms"
-	}
-	if tenths := d.Round(100 * time.Millisecond); tenths < 10*time.Second {
-		return strconv.FormatFloat(tenths.Seconds(), 'f', -1, 64) + "s"
-	}
-	d = d.Round(time.Second)
-	if d < time.Minute {
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-	}
-	m, s := int64(d/time.Minute), int64(d%time.Minute/time.Second)
-	if s == 0 {
-		return strconv.FormatInt(m, 10) + "m"
-	}
-	return strconv.FormatInt(m, 10) + "m" + strconv.FormatInt(s, 10) + "s"
+	return errorResult(id, tool, envelope.ClassTransient, classify.CodeDeadline, classify.NoResultMessage(tool, waited))
 }
 
 // withSentence returns content with sentence appended to its last text

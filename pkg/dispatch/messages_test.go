@@ -5,43 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-func TestFormatWait(t *testing.T) {
+func TestDeadlineResult(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"},
-		{250 * time.Millisecond, "250ms"},
-		{999 * time.Millisecond, "999ms"},
-		{999*time.Millisecond + 900*time.Microsecond, "1s"},
-		{9960 * time.Millisecond, "10s"},
-		{59600 * time.Millisecond, "1m"},
-		{time.Second, "1s"},
-		{1500 * time.Millisecond, "1.5s"},
-		{9949 * time.Millisecond, "9.9s"},
-		{30 * time.Second, "30s"},
-		{59*time.Second + 400*time.Millisecond, "59s"},
-		{time.Minute, "1m"},
-		{90 * time.Second, "1m30s"},
-		{2 * time.Hour, "120m"},
-	}
-	for _, tc := range tests {
-		if got := formatWait(tc.d); got != tc.want {
-			t.Errorf("formatWait(%v) = %q, want %q", tc.d, got, tc.want)
-		}
-	}
-}
-
-func TestDeadlineMessage(t *testing.T) {
-	t.Parallel()
-	got := DeadlineMessage("echo", 30*time.Second)
+	r := deadlineResult("toolu_1", "echo", 30*time.Second)
 	want := "The tool echo returned no result within 30s; it may still be running. Try again later or use a different approach."
-	if got != want {
-		t.Errorf("DeadlineMessage = %q, want %q", got, want)
+	if got := r.Content.Text(); got != want || !r.IsError || r.Class != envelope.ClassTransient || r.Code != classify.CodeDeadline {
+		t.Errorf("deadlineResult = %+v %q, want the text %q", r, got, want)
 	}
 }
 

@@ -37,7 +37,7 @@ func TestDispatchKnownToolWithoutWorker(t *testing.T) {
 	}
 	p, u := res[0], res[1]
 	if !p.IsError || p.Class != envelope.ClassTransient || p.Code != CodeNoWorker ||
-		p.Content.Text() != NoWorkerMessage("paused", []string{"echo"}) {
+		p.Content.Text() != classify.NoWorkerMessage("paused", []string{"echo"}) {
 		t.Errorf("known tool without a worker: %+v %q", p, p.Content.Text())
 	}
 	if want := "No worker serves the tool paused right now"; !strings.HasPrefix(p.Content.Text(), want) ||
@@ -50,7 +50,7 @@ func TestDispatchKnownToolWithoutWorker(t *testing.T) {
 	if n := streamMsgs(t, b.js, jetstream.StreamCalls); n != 0 {
 		t.Errorf("TOOL_CALLS holds %d messages, want 0", n)
 	}
-	if got := NoWorkerMessage("x", nil); !strings.HasSuffix(got, "No tools are available right now.") {
+	if got := classify.NoWorkerMessage("x", nil); !strings.HasSuffix(got, "No tools are available right now.") {
 		t.Errorf("no tools: %q", got)
 	}
 }

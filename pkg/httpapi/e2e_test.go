@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/httpapi"
 )
@@ -222,7 +223,7 @@ func TestE2EBadBodies(t *testing.T) {
 func TestE2ERepeatedFailureAdvice(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
-	advice := dispatch.AdviceMessage("flaky", 3)
+	advice := classify.RepeatedFailureMessage("flaky", 3)
 	for i := 1; i <= 3; i++ {
 		body := `[{"type":"tool_use","id":"` + uid("toolu_rep_") + `","name":"flaky","input":{"fail":"404"}}]`
 		a := b.post(t, "", body, httpapi.HeaderSession, "sess-advice")

@@ -160,7 +160,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		// that appends the body tells the model the truth.
 		h.cfg.Metrics.ToolCalls(tenant, OutcomeSaturated, sent)
 		status = http.StatusTooManyRequests
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(saturated.RetryAfter.Seconds())))))
+		setRetryAfter(w, saturated.RetryAfter)
 		err = nil
 	case err == nil:
 		h.cfg.Metrics.ToolCalls(tenant, OutcomeDispatched, sent)
@@ -168,10 +168,10 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch {
 		case errors.Is(err, errCannotList):
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.cfg.RetryAfter.Seconds()))))
+			setRetryAfter(w, h.cfg.RetryAfter)
 			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable, "the tools this API key may call cannot be listed right now; retry after the Retry-After delay")
 		case errors.Is(err, dispatch.ErrUnavailable):
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.cfg.RetryAfter.Seconds()))))
+			setRetryAfter(w, h.cfg.RetryAfter)
 			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable,
 				"the tool pool did not take the calls: its message server is unreachable or did not store them in time; retry after the Retry-After delay")
 		case r.Context().Err() != nil:
@@ -198,6 +198,12 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	h.log.DebugContext(r.Context(), "tool calls",
 		slog.String("format", string(t.format)), slog.Int("calls", len(t.calls)), slog.Int("status", status),
 		slog.String("tenant", tenant), slog.String("session", session), slog.Duration("elapsed", time.Since(start)))
+}
+
+// setRetryAfter sends d as a Retry-After header in whole seconds, rounded
+// as the model's text about the same wait is (classify.RetryAfterSeconds).
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(classify.RetryAfterSeconds(d)))
 }
 
 // errCannotList: the tools a restricted key may call could not be listed.
@@ -347,7 +353,7 @@ func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.log.WarnContext(r.Context(), "listing the tools failed", slog.Any("error", err))
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.cfg.RetryAfter.Seconds()))))
+		setRetryAfter(w, h.cfg.RetryAfter)
 		h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable, "the tool definitions cannot be listed right now; retry after the Retry-After delay")
 		return
 	}

@@ -169,7 +169,7 @@ func TestSaturatedIs429WithAnAnswer(t *testing.T) {
 		t.Fatalf("body %s", w.Body)
 	}
 	for _, b := range msg.Content {
-		if !b.IsError || !strings.Contains(b.Content.Text(), "saturated") || !strings.Contains(b.Content.Text(), "3 seconds") {
+		if !b.IsError || !strings.Contains(b.Content.Text(), "saturated") || !strings.Contains(b.Content.Text(), "again in 3s") {
 			t.Errorf("block %+v", b)
 		}
 	}

@@ -309,8 +309,7 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 				name = name[:MaxToolNameBytes]
 			}
 			t.calls = append(t.calls, envelope.ToolUseBlock{Type: "tool_use", ID: id, Name: name})
-			t.local = append(t.local, localError(id, name, fmt.Sprintf(
-				"This tool call is of type %q, which this tool pool does not run: it runs function tools only. Call one of the function tools instead.", typ)))
+			t.local = append(t.local, localError(id, name, classify.UnsupportedCallTypeMessage(typ)))
 			continue
 		}
 		fn, err := object(call["function"], at+".function", `an object {"name":…,"arguments":…}`)
@@ -327,9 +326,7 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 		input, problem := arguments(fn["arguments"])
 		t.calls = append(t.calls, envelope.ToolUseBlock{Type: "tool_use", ID: id, Name: name, Input: input})
 		if problem != "" {
-			t.local = append(t.local, localError(id, name, fmt.Sprintf(
-				"The arguments of this call to %s are not valid JSON (%s), so it was not run. Call %s again with arguments that are one JSON object.",
-				name, problem, name)))
+			t.local = append(t.local, localError(id, name, classify.InvalidArgumentsMessage(name, problem)))
 			continue
 		}
 		t.local = append(t.local, nil)

@@ -69,7 +69,7 @@ type Loop struct {
 	// dispatcher's (one minute for the pool).
 	ToolTimeout time.Duration
 	// Logger receives a record per model turn and per tool result.
-	// Default: discard.
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -121,7 +121,7 @@ func (l *Loop) Run(ctx context.Context, task string) (Result, error) {
 	}
 	log := l.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 
 	res := Result{Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(task))}}

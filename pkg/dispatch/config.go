@@ -129,7 +129,7 @@ type Config struct {
 	// RecentMaxBytes caps the bytes of results cached for settled calls.
 	// Default RecentMaxBytesDefault.
 	RecentMaxBytes int64
-	// Logger receives the dispatcher's logs. Default: discard.
+	// Logger receives the dispatcher's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics receives the dispatcher's measurements. Default NopMetrics.
 	Metrics Metrics
@@ -181,7 +181,7 @@ func (c Config) WithDefaults() Config {
 	c.QueueDepthRefresh = cmp.Or(max(c.QueueDepthRefresh, 0), QueueDepthRefreshDefault)
 	c.SaturatedRetryAfter = cmp.Or(max(c.SaturatedRetryAfter, 0), SaturatedRetryAfterDefault)
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	if c.Metrics == nil {
 		c.Metrics = NopMetrics{}

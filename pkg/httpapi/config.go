@@ -65,7 +65,7 @@ type Config struct {
 	// Definitions lists the tools for GET /v1/tools. Required.
 	Definitions DefinitionSource
 	// Logger receives one debug record per request and warnings for
-	// failures. Default: discard.
+	// failures. Default slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body. Default MaxBodyBytesDefault.
 	MaxBodyBytes int64
@@ -134,7 +134,7 @@ func (NopMetrics) ToolCalls(string, string, int) {}
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeoutDefault)

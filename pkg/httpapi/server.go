@@ -93,7 +93,7 @@ type ServerConfig struct {
 	// RetryAfter is sent with 503 answers (busy, draining). Default
 	// RetryAfterDefault.
 	RetryAfter time.Duration
-	// Logger receives warnings. Default: discard.
+	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics counts refusals. Default NopMetrics.
 	Metrics Metrics
@@ -113,7 +113,7 @@ func (c ServerConfig) WithDefaults() ServerConfig {
 	c.MaxRequests = cmp.Or(c.MaxRequests, MaxRequestsDefault)
 	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	if c.Metrics == nil {
 		c.Metrics = NopMetrics{}

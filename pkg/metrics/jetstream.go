@@ -24,7 +24,7 @@ type JetStreamOptions struct {
 	// JetStreamTimeoutDefault.
 	Timeout time.Duration
 	// Logger receives the errors of failed scrapes, at debug level (the
-	// failure shows as toolpool_jetstream_up 0). Default: discard.
+	// failure shows as toolpool_jetstream_up 0). Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -52,7 +52,7 @@ func NewJetStreamCollector(j js.JetStream, opts JetStreamOptions) *JetStreamColl
 		opts.Timeout = JetStreamTimeoutDefault
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+		opts.Logger = slog.Default()
 	}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)

@@ -62,16 +62,22 @@ func (f *dlqFlags) filter() (dlq.Filter, error) {
 	return dlq.Filter{Tool: f.tool, Reason: dlq.Reason(f.reason)}, nil
 }
 
-// selection reads the sequences given, or --all: exactly one of them, and
-// --tool and --reason only with --all.
-func (f *dlqFlags) selection(all bool, args []string) ([]uint64, error) {
+// selection is what replay and purge act on: the sequences given, or
+// --all with the filter; exactly one of them, and --tool and --reason only
+// with --all.
+func (f *dlqFlags) selection(all bool, args []string) (dlq.Filter, []uint64, error) {
+	filter, err := f.filter()
+	if err != nil {
+		return filter, nil, err
+	}
 	if all == (len(args) > 0) {
-		return nil, cli.Usagef("give the dead letters' sequences, or --all")
+		return filter, nil, cli.Usagef("give the dead letters' sequences, or --all")
 	}
 	if len(args) > 0 && (f.tool != "" || f.reason != "") {
-		return nil, cli.Usagef("--tool and --reason go with --all, not with sequences")
+		return filter, nil, cli.Usagef("--tool and --reason go with --all, not with sequences")
 	}
-	return parseSeqs(args)
+	seqs, err := parseSeqs(args)
+	return filter, seqs, err
 }
 
 // connect connects and binds to TOOL_DLQ; its error exits 2.

@@ -29,11 +29,7 @@ func dlqPurgeCommand() *cli.Command {
 			fs.BoolVar(&yes, "yes", false, "really delete them")
 		},
 		Run: func(ctx context.Context, env *cli.Env, args []string) error {
-			filter, err := f.filter()
-			if err != nil {
-				return err
-			}
-			seqs, err := f.selection(all, args)
+			filter, seqs, err := f.selection(all, args)
 			if err != nil {
 				return err
 			}

@@ -41,11 +41,7 @@ func dlqReplayCommand() *cli.Command {
 			fs.BoolVar(&wait, "wait", false, "wait for each replayed call's result and print it; exit 1 if any failed")
 		},
 		Run: func(ctx context.Context, env *cli.Env, args []string) error {
-			filter, err := f.filter()
-			if err != nil {
-				return err
-			}
-			seqs, err := f.selection(all, args)
+			filter, seqs, err := f.selection(all, args)
 			if err != nil {
 				return err
 			}

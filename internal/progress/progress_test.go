@@ -3,7 +3,6 @@ package progress
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -74,7 +73,7 @@ func TestNilBar(t *testing.T) {
 // A started bar redraws on its own until Finish.
 func TestBarRedraws(t *testing.T) {
 	t.Parallel()
-	var term syncBuffer
+	var term bytes.Buffer // read only after Finish, which waits for the drawing
 	b := New(&term, Config{Duration: time.Second, Unit: "calls"})
 	b.Start()
 	time.Sleep(3 * redraw)
@@ -84,20 +83,3 @@ func TestBarRedraws(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the bar's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

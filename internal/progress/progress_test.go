@@ -82,4 +82,3 @@ func TestBarRedraws(t *testing.T) {
 		t.Errorf("drawn %d times in %s: %q", n, 3*redraw, term.String())
 	}
 }
-

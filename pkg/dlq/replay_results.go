@@ -61,8 +61,12 @@ func (w *ReplayResults) handle(m js.Msg) {
 	}
 }
 
-// Expect adds a replayed call to those Wait waits for.
+// Expect adds a replayed call to those Wait waits for; a letter Replay
+// skipped (r.Err set) is not. It fits as Replay's report function.
 func (w *ReplayResults) Expect(r Replayed) {
+	if r.Err != nil || r.NewID == "" {
+		return
+	}
 	w.mu.Lock()
 	w.expected[r.NewID] = r
 	w.mu.Unlock()

@@ -43,6 +43,7 @@ func TestReplayResultsWait(t *testing.T) {
 	for i, id := range []string{"old-r1", "ok-r2", "bad-r3", "none-r4"} {
 		w.Expect(dlq.Replayed{Seq: uint64(i + 1), Tool: "echo", NewID: id})
 	}
+	w.Expect(dlq.Replayed{Seq: 5, NewID: "skipped-r5", Err: dlq.ErrNotFound}) // not waited for
 	publish("ok-r2", false, "fine")
 	publish("ok-r2", false, "a duplicate") // the first one counts
 	publish("bad-r3", true, "not found")

@@ -3,104 +3,99 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// call sends one tool call through the pool and prints its tool_result block.
-// Exit 0 on success, 1 when the result is an error, 2 on usage or connection
-// errors.
-func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("orchestrator call", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: orchestrator call [flags] TOOL 'JSON'\n\nSends one tool call through the pool and prints its tool_result block.\nExit 0 on success, 1 when the result is an error, 2 on usage or connection errors.\n\nflags:")
-		fs.PrintDefaults()
+// callCommand is "orchestrator call": one tool call through the pool, its
+// tool_result block printed. Exit 0 on success, 1 when the result is an
+// error, 2 on usage or connection errors.
+func callCommand() *cli.Command {
+	var (
+		natsFlags cli.NATSFlags
+		session   string
+		timeout   time.Duration
+	)
+	return &cli.Command{
+		Name:    "call",
+		Args:    "[flags] TOOL 'JSON'",
+		Summary: "send one tool call through the pool and print its tool_result",
+		Help:    "Sends one tool call through the pool and prints its tool_result block.\nExit 0 on success, 1 when the result is an error, 2 on usage or connection errors.",
+		MinArgs: 1, MaxArgs: 2,
+		Flags: func(fs *flag.FlagSet) {
+			natsFlags.Register(fs)
+			fs.StringVar(&session, "session", "", "agent session id (scopes the repeated-failure advice)")
+			fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the result")
+		},
+		Run: func(ctx context.Context, env *cli.Env, args []string) error {
+			tool, input := args[0], "{}"
+			if len(args) == 2 {
+				input = args[1]
+			}
+			if !json.Valid([]byte(input)) {
+				return cli.Usagef("the input %q is not valid JSON; give a JSON object such as '{\"text\":\"hi\"}'", input)
+			}
+			if timeout <= 0 {
+				return cli.Usagef("--timeout must be positive")
+			}
+			log := cli.WarnLogger(env.Stderr)
+			nc, err := natsFlags.Connect("", "toolpool-call", log)
+			if err != nil {
+				return cli.Unavailable(err)
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			block, err := callOnce(ctx, nc, log, session, tool, json.RawMessage(input))
+			if err != nil {
+				return cli.Unavailable(err)
+			}
+			out, err := json.MarshalIndent(block, "", "  ")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Stdout, string(out))
+			if block.IsError {
+				return cli.Exit(cli.ExitIsError)
+			}
+			return nil
+		},
 	}
-	var natsFlags cli.NATSFlags
-	natsFlags.Register(fs)
-	session := fs.String("session", "", "agent session id (scopes the repeated-failure advice)")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the result")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cli.ExitOK
-		}
-		return cli.ExitUsage
-	}
-	if fs.NArg() < 1 || fs.NArg() > 2 {
-		fs.Usage()
-		return cli.ExitUsage
-	}
-	tool, input := fs.Arg(0), "{}"
-	if fs.NArg() == 2 {
-		input = fs.Arg(1)
-	}
-	if !json.Valid([]byte(input)) {
-		fmt.Fprintf(stderr, "orchestrator call: the input %q is not valid JSON; give a JSON object such as '{\"text\":\"hi\"}'\n", input)
-		return cli.ExitUsage
-	}
-	if *timeout <= 0 {
-		fmt.Fprintln(stderr, "orchestrator call: --timeout must be positive")
-		return cli.ExitUsage
-	}
+}
 
-	log := cli.WarnLogger(stderr)
-	nc, jsCtx, err := natsFlags.ConnectJetStream("toolpool-call", log)
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator call:", err)
-		return cli.ExitUsage
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: jsCtx, Logger: log})
-	if err == nil {
-		err = live.Start(ctx)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator call:", err)
-		return cli.ExitUsage
-	}
-	defer live.Stop(context.Background())
-	d, err := dispatch.New(dispatch.Config{
-		JS: jsCtx, Catalog: live, Logger: log,
-		Instance: "call-" + nuid.Next(),
+// callOnce sends one call of tool with input through the pool nc is
+// connected to, as an agent's tool_use block with a new id, and returns
+// its tool_result block: an orchestrator of its own, under a new instance
+// and without a poison watcher, for the one call. An error means the call
+// could not be made (no pool, no stream); a call that failed is a result
+// with IsError.
+func callOnce(ctx context.Context, nc *nats.Conn, log *slog.Logger, session, tool string, input json.RawMessage) (envelope.ToolResultBlock, error) {
+	orch, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{
+		Conn: nc, NoPoisonWatcher: true, Logger: log,
+		Dispatch: dispatch.Config{Instance: "call-" + nuid.Next()},
 	})
+	if err == nil {
+		err = orch.Start(ctx)
+	}
 	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator call:", err)
-		return cli.ExitUsage
+		return envelope.ToolResultBlock{}, err
 	}
-	if err := d.Start(ctx); err != nil {
-		fmt.Fprintln(stderr, "orchestrator call:", err)
-		return cli.ExitUsage
-	}
-	defer d.Stop(context.Background())
-
-	blocks, err := d.DispatchBlocks(ctx, *session, []envelope.ToolUseBlock{{
-		Type: "tool_use", ID: "toolu_cli_" + nuid.Next(), Name: tool, Input: json.RawMessage(input),
+	defer orch.Stop(context.WithoutCancel(ctx))
+	blocks, err := orch.Dispatcher().DispatchBlocks(ctx, session, []envelope.ToolUseBlock{{
+		Type: "tool_use", ID: "toolu_cli_" + nuid.Next(), Name: tool, Input: input,
 	}})
 	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator call:", err)
-		return cli.ExitUsage
+		return envelope.ToolResultBlock{}, err
 	}
-	out, err := json.MarshalIndent(blocks[0], "", "  ")
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator call:", err)
-		return cli.ExitIsError
-	}
-	fmt.Fprintln(stdout, string(out))
-	if blocks[0].IsError {
-		return cli.ExitIsError
-	}
-	return cli.ExitOK
+	return blocks[0], nil
 }

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -12,33 +12,49 @@ import (
 	"github.com/toolpool/toolpool/pkg/ops"
 )
 
-// statusCmd prints, per tool, the calls pending, in flight and
-// redelivered, the dead letters, whether the tool is paused, and its live
-// workers. Exit 0, 1 when the state cannot be read, 2 on usage or
-// connection errors.
-func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newLiveCommand("status", "Per tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers.", stderr)
-	asJSON := c.fs.Bool("json", false, "print a JSON array")
-	env, done, err := c.open(ctx, args)
-	if err != nil {
-		return exitCode(err)
+// statusCommand is "orchestrator status": per tool, the calls pending, in
+// flight and redelivered, the dead letters, whether the tool is paused,
+// and its live workers. Exit 0, 1 when the state cannot be read, 2 on
+// usage or connection errors.
+func statusCommand() *cli.Command {
+	var (
+		lf     liveFlags
+		asJSON bool
+	)
+	return &cli.Command{
+		Name:    "status",
+		Summary: "per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers",
+		Help:    "Per tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers.",
+		Flags: func(fs *flag.FlagSet) {
+			lf.register(fs)
+			fs.BoolVar(&asJSON, "json", false, "print a JSON array")
+		},
+		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
+			live, err := lf.open(ctx, env)
+			if err != nil {
+				return err
+			}
+			defer live.close()
+			st, err := ops.Status(live.ctx, live.js, live.catalog)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeIndented(env.Stdout, st)
+			}
+			if len(st) == 0 {
+				fmt.Fprintln(env.Stderr, "no tools: no worker has served one yet")
+				return nil
+			}
+			writeStatus(env, st, time.Now())
+			return nil
+		},
 	}
-	defer done()
-	ctx, j, live := env.ctx, env.js, env.live
-	st, err := ops.Status(ctx, j, live)
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator status:", err)
-		return cli.ExitIsError
-	}
-	if *asJSON {
-		return writeIndented(stdout, stderr, st)
-	}
-	if len(st) == 0 {
-		fmt.Fprintln(stderr, "no tools: no worker has served one yet")
-		return cli.ExitOK
-	}
-	now := time.Now()
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+}
+
+// writeStatus prints the status table.
+func writeStatus(env *cli.Env, st []ops.ToolStatus, now time.Time) {
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tPENDING\tIN FLIGHT\tREDELIVERED\tDEAD-LETTERED\tPAUSED UNTIL\tLIVE WORKERS")
 	for _, t := range st {
 		paused := "-"
@@ -52,5 +68,4 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\n", t.Tool, pending, inFlight, redelivered, t.DeadLetters, paused, len(t.Workers))
 	}
 	_ = tw.Flush()
-	return cli.ExitOK
 }

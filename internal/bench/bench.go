@@ -193,7 +193,7 @@ type runner struct {
 	inputs                 callInputs
 	callBytes, resultBytes int
 	raw                    rawConfig
-	progress               *progress
+	progress               *phaseProgress
 	phases                 int
 	peakRSS                uint64
 }

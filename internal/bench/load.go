@@ -81,7 +81,7 @@ type loadSpec struct {
 	prefix      string // call id prefix, unique to the run
 	mix         FailMix
 	seed        uint64
-	progress    *progress // may be nil
+	progress    *phaseProgress // may be nil
 }
 
 // loadResult is what a load run measured.
@@ -119,11 +119,8 @@ func runLoad(ctx context.Context, t target, spec loadSpec) loadResult {
 	if spec.calls == 0 {
 		end = start.Add(spec.duration)
 	}
-	var done atomic.Int64 // for the progress bar
-	if spec.progress != nil {
-		spec.progress.begin(spec.calls, spec.duration, &done)
-		defer spec.progress.finish()
-	}
+	done := spec.progress.begin(spec.calls, spec.duration) // nil without a terminal
+	defer done.Finish()
 	var wg sync.WaitGroup
 	if spec.rate <= 0 {
 		var next atomic.Uint64
@@ -140,7 +137,7 @@ func runLoad(ctx context.Context, t target, spec loadSpec) loadResult {
 					t0 := time.Now()
 					t.turn(ctx, a, i*uint64(k), k)
 					a.hist.record(time.Since(t0))
-					done.Add(int64(k))
+					done.Add(k)
 				}
 			})
 		}
@@ -175,7 +172,7 @@ func runLoad(ctx context.Context, t target, spec loadSpec) loadResult {
 					}
 					t.turn(ctx, a, tk.seq, k)
 					a.hist.record(time.Since(tk.due))
-					done.Add(int64(k))
+					done.Add(k)
 				}
 			})
 		}

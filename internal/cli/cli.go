@@ -1,5 +1,53 @@
-// Package cli holds what the toolpool binaries share: flags for NATS
-// connections and logging, and exit codes.
+// Package cli holds what the toolpool binaries share: the one way a
+// command is defined (Command), flags for NATS connections, logging, tools
+// and catalogs, and the exit codes.
+//
+// # A command
+//
+// A Command is a name, a synopsis, a summary for its parent's list, a help
+// text, its flags (registered on a standard library flag.FlagSet) and a Run
+// that returns an error. The flags' values live in the closure that builds
+// the command, so build the tree afresh for each run of the binary:
+//
+//	func greetCommand() *cli.Command {
+//		var loud bool
+//		return &cli.Command{
+//			Name:    "greet",
+//			Args:    "[flags] NAME",
+//			Summary: "say hello",
+//			Help:    "Says hello to NAME. Exit 0, or 2 on usage errors.",
+//			MinArgs: 1, MaxArgs: 1,
+//			Flags: func(fs *flag.FlagSet) {
+//				fs.BoolVar(&loud, "loud", false, "shout")
+//			},
+//			Run: func(ctx context.Context, env *cli.Env, args []string) error {
+//				if args[0] == "" {
+//					return cli.Usagef("NAME must not be empty") // exit 2
+//				}
+//				fmt.Fprintln(env.Stdout, "hello", args[0])
+//				return nil // exit 0
+//			},
+//		}
+//	}
+//
+//	func main() {
+//		root := &cli.Command{Name: "tool", Commands: []*cli.Command{greetCommand()}}
+//		os.Exit(cli.Main(ctx, root, os.Args[1:], os.Stdout, os.Stderr))
+//	}
+//
+// A binary with one command (a worker) is a root with Run and no Commands.
+//
+// Main does the rest the same way for every command: "tool -h" and "tool
+// help" list the commands; "tool greet -h" and "tool help greet" print the
+// usage line, the help and the flags (flag.PrintDefaults); a bad flag or
+// too many arguments print one line saying so and exit ExitUsage; too few
+// print the usage and exit ExitUsage. Run's error decides the exit code:
+// nil is ExitOK, Usagef ExitUsage, Unavailable (no connection) ExitUsage,
+// Exit(code) that code silently, any other error ExitIsError; a message is
+// printed after the command's path ("tool greet: …") on stderr.
+//
+// A command that parses its own flags is Raw: Run gets the arguments as
+// they are (orchestrator's serve and run, until they are converted).
 package cli
 
 import (

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,9 +30,11 @@ const (
 	resultsDeleteWait = 5 * time.Second
 )
 
-// resultSub is one result consumer of a dispatcher: the dispatcher makes a
-// new one, starting after the last result it handled, whenever the old one
-// lost results or stopped delivering.
+// ResultConsumer is a consumer of the results published for one instance
+// (tools.result.<instance>.>), from a stream sequence on: the dispatcher
+// takes its calls' results with one (and makes a new one whenever it stops
+// delivering), and dlq's replay waits for its replayed calls' results with
+// another.
 //
 // It is a plain ephemeral pull consumer, not nats.go's ordered consumer.
 // The ordered consumer makes itself again after a failure on its own, but
@@ -40,11 +43,105 @@ const (
 // had just died, every retry was an update of a consumer on a dead node,
 // and the dispatcher stayed blocked until the node came back (three
 // minutes in a CI run). Here every request is bounded by a context, every
-// new consumer has a new name, and the watchdog decides when to start over.
-type resultSub struct {
+// new consumer has a new name, and the caller decides when to start over.
+type ResultConsumer struct {
+	js   js.JetStream
 	name string
+	log  *slog.Logger
 	cons js.Consumer
 	cc   js.ConsumeContext
+}
+
+// ResultConsumerConfig configures ConsumeResults.
+type ResultConsumerConfig struct {
+	// Name is the consumer's name, new for each consumer. Required.
+	Name string
+	// Instance is the instance whose results are consumed
+	// (tools.result.<Instance>.>). Required.
+	Instance string
+	// From is the first stream sequence delivered. Default 0: after the
+	// last message TOOL_RESULTS holds now.
+	From uint64
+	// Handler gets each result message. Required.
+	Handler js.MessageHandler
+	// OnError gets the errors of the pulls: a consumer deleted or gone
+	// (js.ErrConsumerDeleted, js.ErrConsumerNotFound), two heartbeats
+	// missed (js.ErrNoHeartbeat), no responders. Default: ignored.
+	OnError func(error)
+	// Logger logs, at debug level, a consumer that could not be deleted.
+	// Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// ConsumeResults makes a result consumer as cfg says and starts pulling
+// from it. The consumer has one replica (see jetstream.ResultConsumerConfig):
+// when its node dies, the pulls miss their heartbeats (OnError) and the
+// caller makes a new one elsewhere, under a new name.
+func ConsumeResults(ctx context.Context, j js.JetStream, cfg ResultConsumerConfig) (*ResultConsumer, error) {
+	if cfg.Name == "" || cfg.Instance == "" || cfg.Handler == nil {
+		return nil, errors.New("dispatch: ResultConsumerConfig: Name, Instance and Handler are required")
+	}
+	c := &ResultConsumer{js: j, name: cfg.Name, log: cmp.Or(cfg.Logger, slog.Default())}
+	if cfg.From == 0 {
+		s, err := j.Stream(ctx, jetstream.StreamResults)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", jetstream.StreamResults, err)
+		}
+		cfg.From = s.CachedInfo().State.LastSeq + 1
+	}
+	cons, err := j.CreateConsumer(ctx, jetstream.StreamResults, jetstream.ResultConsumerConfig(cfg.Name, cfg.Instance, cfg.From))
+	if err != nil {
+		// The server may have placed it on a node that is down (it has not
+		// noticed yet) and never answer: forget that one, the next try
+		// uses a new name and gets a new placement.
+		go c.Delete()
+		return nil, fmt.Errorf("result consumer on %s: %w", jetstream.StreamResults, err)
+	}
+	c.cons = cons
+	onError := cfg.OnError
+	if onError == nil {
+		onError = func(error) {}
+	}
+	c.cc, err = cons.Consume(cfg.Handler,
+		js.PullExpiry(resultsExpiry), js.PullHeartbeat(resultsHeartbeat),
+		js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) { onError(err) }))
+	if err != nil {
+		c.Delete()
+		return nil, fmt.Errorf("consume results: %w", err)
+	}
+	return c, nil
+}
+
+// Name is the consumer's name.
+func (c *ResultConsumer) Name() string { return c.name }
+
+// Info asks the server about the consumer.
+func (c *ResultConsumer) Info(ctx context.Context) (*js.ConsumerInfo, error) { return c.cons.Info(ctx) }
+
+// Stop stops pulling; Closed is closed once the handler is done. It does
+// not delete the consumer (Delete does).
+func (c *ResultConsumer) Stop() { c.cc.Stop() }
+
+// Closed is closed when the consumer stopped delivering after Stop.
+func (c *ResultConsumer) Closed() <-chan struct{} { return c.cc.Closed() }
+
+// Delete deletes the consumer rather than leaving it to its inactivity
+// threshold. It is best effort, bounded to a few seconds: a consumer that
+// cannot be deleted now goes away on its own.
+func (c *ResultConsumer) Delete() {
+	ctx, cancel := context.WithTimeout(context.Background(), resultsDeleteWait)
+	defer cancel()
+	if err := c.js.DeleteConsumer(ctx, jetstream.StreamResults, c.name); err != nil && !errors.Is(err, js.ErrConsumerNotFound) {
+		c.log.Debug("deleting a result consumer", slog.String("consumer", c.name), slog.Any("error", err))
+	}
+}
+
+// resultSub is the dispatcher's result consumer: the dispatcher makes a
+// new one, starting after the last result it handled, whenever the old one
+// lost results or stopped delivering.
+type resultSub struct {
+	*ResultConsumer
+	name string
 	// lastCons is the consumer sequence of the last message delivered: a
 	// jump means messages were lost on the way (a disconnect), and the
 	// server's count of delivered messages beyond it means the same.
@@ -55,24 +152,13 @@ type resultSub struct {
 }
 
 // subscribeResults makes a result consumer that starts at stream sequence
-// from and starts pulling from it. The consumer has one replica (see
-// jetstream.ResultConsumerConfig): when its node dies, the pulls miss their
-// heartbeats and the watchdog makes a new one elsewhere.
+// from and starts pulling from it.
 func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*resultSub, error) {
 	n := d.subs.Add(1)
 	s := &resultSub{name: fmt.Sprintf("results_%s_%d", d.cfg.Instance, n)}
-	cons, err := d.js.CreateConsumer(ctx, jetstream.StreamResults, jetstream.ResultConsumerConfig(s.name, d.cfg.Instance, from))
-	if err != nil {
-		// The server may have placed it on a node that is down (it has not
-		// noticed yet) and never answer: forget that one, the next try
-		// uses a new name and gets a new placement.
-		go d.deleteResults(s)
-		return nil, fmt.Errorf("result consumer on %s: %w", jetstream.StreamResults, err)
-	}
-	s.cons = cons
-	s.cc, err = cons.Consume(d.resultHandler(s),
-		js.PullExpiry(resultsExpiry), js.PullHeartbeat(resultsHeartbeat),
-		js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
+	rc, err := ConsumeResults(ctx, d.js, ResultConsumerConfig{
+		Name: s.name, Instance: d.cfg.Instance, From: from, Handler: d.resultHandler(s), Logger: d.log,
+		OnError: func(err error) {
 			if d.current() != s {
 				return
 			}
@@ -83,11 +169,12 @@ func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*result
 				return
 			}
 			d.log.Warn("result consumer", slog.String("consumer", s.name), slog.Any("error", err))
-		}))
+		},
+	})
 	if err != nil {
-		d.deleteResults(s)
-		return nil, fmt.Errorf("consume results: %w", err)
+		return nil, err
 	}
+	s.ResultConsumer = rc
 	return s, nil
 }
 
@@ -187,7 +274,7 @@ func (d *Dispatcher) resultsStuck(timeout time.Duration) string {
 	s := d.current()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	info, err := s.cons.Info(ctx)
+	info, err := s.Info(ctx)
 	switch {
 	case err != nil:
 		return "its state cannot be read: " + err.Error()
@@ -204,7 +291,7 @@ func (d *Dispatcher) resultsStuck(timeout time.Duration) string {
 // failure there is no consumer until the next try.
 func (d *Dispatcher) replaceResults(why string) bool {
 	if old := d.sub.Swap(nil); old != nil {
-		old.cc.Stop()
+		old.Stop()
 		go d.deleteResults(old)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(d.cfg.ResultCheckInterval, resultsCreateWait))
@@ -223,13 +310,5 @@ func (d *Dispatcher) replaceResults(why string) bool {
 	return true
 }
 
-// deleteResults deletes a result consumer no longer used, rather than
-// leaving it to its inactivity threshold. It is best effort: a consumer
-// that cannot be deleted now goes away on its own.
-func (d *Dispatcher) deleteResults(s *resultSub) {
-	ctx, cancel := context.WithTimeout(context.Background(), resultsDeleteWait)
-	defer cancel()
-	if err := d.js.DeleteConsumer(ctx, jetstream.StreamResults, s.name); err != nil && !errors.Is(err, js.ErrConsumerNotFound) {
-		d.log.Debug("deleting a replaced result consumer", slog.String("consumer", s.name), slog.Any("error", err))
-	}
-}
+// deleteResults deletes a result consumer no longer used (best effort).
+func (d *Dispatcher) deleteResults(s *resultSub) { s.Delete() }

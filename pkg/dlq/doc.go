@@ -51,4 +51,12 @@
 // Replay republishes each call with a new id, ReplayID(original id, dead
 // letter sequence), that records the original (envelope.Call.OriginalID),
 // and removes the dead letter only once TOOL_CALLS acknowledged the call.
+// To see the replayed calls' results, publish them under a ReplyTo of
+// your own and wait for them with ReplayResults, started before Replay (it
+// takes them with the dispatcher's result consumer, dispatch.ConsumeResults):
+//
+//	w, err := dlq.WatchReplayResults(ctx, js, "replay-1")
+//	defer w.Stop()
+//	n, err := s.Replay(ctx, seqs, dlq.ReplayConfig{ReplyTo: "replay-1"}, w.Expect)
+//	failed := w.Wait(ctx, time.Minute, func(r dlq.Replayed, res *envelope.Result) { … })
 package dlq

@@ -231,25 +231,11 @@ func (s *Store) Delete(ctx context.Context, seq uint64) error {
 // on the reason or the time deletes letter by letter.
 func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 	if f.Reason != "" || !f.Since.IsZero() {
-		var seqs []uint64
-		if err := s.Scan(ctx, f, func(l *Letter) error {
-			seqs = append(seqs, l.Seq)
-			return nil
-		}); err != nil {
+		seqs, err := s.Seqs(ctx, f)
+		if err != nil {
 			return 0, err
 		}
-		n := 0
-		for _, seq := range seqs {
-			err := s.Delete(ctx, seq)
-			if errors.Is(err, ErrNotFound) {
-				continue // replayed or purged meanwhile
-			}
-			if err != nil {
-				return n, err
-			}
-			n++
-		}
-		return n, nil
+		return s.DeleteSeqs(ctx, seqs)
 	}
 	before, last, err := s.count(ctx, f.subject())
 	if err != nil || before == 0 {

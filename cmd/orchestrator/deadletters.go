@@ -27,7 +27,10 @@ func startDeadLetters(ctx context.Context, nc *nats.Conn, j js.JetStream, ttl ti
 	} else {
 		history, pcfg.History = h, h
 	}
-	poison, err := dlq.StartPoisonWatcher(octx, pcfg)
+	poison, err := dlq.NewPoisonWatcher(pcfg)
+	if err == nil {
+		err = poison.Start(octx)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

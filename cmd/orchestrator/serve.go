@@ -189,7 +189,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer poison.Stop()
+	defer func() { _ = poison.Stop(context.Background()) }()
 
 	reg := tools.NewRegistry()
 	if f.demoTools {

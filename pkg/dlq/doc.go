@@ -19,8 +19,15 @@
 //
 // The orchestrator runs the watcher for as long as it serves:
 //
-//	w, err := dlq.StartPoisonWatcher(ctx, dlq.PoisonConfig{Conn: nc, JetStream: js, History: h})
-//	defer w.Stop()
+//	w, err := dlq.NewPoisonWatcher(dlq.PoisonConfig{Conn: nc, JetStream: js, History: h})
+//	if err == nil {
+//		err = w.Start(ctx)
+//	}
+//	defer w.Stop(ctx)
+//
+// Both the worker and the watcher settle a call through Settle: the
+// verdict of classify.Policy.Decide, carried out on a Message (the call
+// message's verbs) in the order that loses no call.
 //
 // An Entry holds the original call message unchanged, the reason, the last
 // error, the attempts and the first and last failure times; the essentials

@@ -11,28 +11,32 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// Reason says why a call was dead-lettered.
-type Reason string
+// Reason says why a call was dead-lettered: one of
+// classify.DeadLetterReasons. It is classify.Fate, the one type that names a
+// call's fate, under the name this package's API (Entry, Filter) uses.
+type Reason = classify.Fate
 
-// The reasons.
+// The reasons, under the names this package's callers use; each is the
+// classify constant of the same value.
 const (
 	// ReasonExhausted: a transient error outlived the tool's retry attempts.
-	ReasonExhausted Reason = "exhausted"
+	ReasonExhausted = classify.FateExhausted
 	// ReasonMalformed: the call message could not be decoded.
-	ReasonMalformed Reason = "malformed"
+	ReasonMalformed = classify.FateMalformed
 	// ReasonPoison: the call reached the consumer's MaxDeliver without any
 	// worker reporting on it (it kills workers).
-	ReasonPoison Reason = "poison"
+	ReasonPoison = classify.FatePoison
 	// ReasonExpired: the call's deadline passed before a worker started it.
-	ReasonExpired Reason = "expired"
+	ReasonExpired = classify.FateExpired
 	// ReasonOutcomeUnknown: an attempt of a call of a tool that is not
 	// idempotent started and never reported (its worker died or was stopped
 	// mid-call), so the call was not run again; it may or may not have
 	// taken effect. Replaying it runs it again.
-	ReasonOutcomeUnknown Reason = "outcome_unknown"
+	ReasonOutcomeUnknown = classify.FateOutcomeUnknown
 )
 
 // Header names carried by dead-letter messages, so that someone with only the

@@ -97,11 +97,7 @@ func startSweeper(t *testing.T, b *bundle, advisories bool, interval time.Durati
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
-	w, err := dlq.StartPoisonWatcher(ctxFor(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w := runWatcher(t, cfg)
 	return w, found
 }
 
@@ -419,7 +415,7 @@ func TestPoisonSweepOutageWarnsOnce(t *testing.T) {
 }
 
 // Config errors name the field; Stop may be called twice.
-func TestStartPoisonWatcherConfig(t *testing.T) {
+func TestNewPoisonWatcherConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, tc := range []struct {
@@ -430,12 +426,13 @@ func TestStartPoisonWatcherConfig(t *testing.T) {
 		{"no JetStream", dlq.PoisonConfig{Conn: b.nc}, "JetStream"},
 		{"nothing to find with", dlq.PoisonConfig{JetStream: b.js, SweepInterval: -1}, "SweepInterval"},
 		{"negative confirm", dlq.PoisonConfig{Conn: b.nc, JetStream: b.js, SweepConfirm: -time.Second}, "SweepConfirm"},
+		{"negative timeout", dlq.PoisonConfig{Conn: b.nc, JetStream: b.js, Timeout: -time.Second}, "Timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := dlq.StartPoisonWatcher(ctxFor(t), tc.cfg)
+			w, err := dlq.NewPoisonWatcher(tc.cfg)
 			if err == nil {
-				w.Stop()
-				t.Fatal("started")
+				_ = w.Stop(ctxFor(t))
+				t.Fatal("made")
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not name %s", err, tc.want)
@@ -447,11 +444,38 @@ func TestStartPoisonWatcherConfig(t *testing.T) {
 		{Conn: b.nc, JetStream: b.js, SweepInterval: -1},
 		{JetStream: b.js, SweepInterval: time.Millisecond},
 	} {
-		w, err := dlq.StartPoisonWatcher(ctxFor(t), cfg)
+		w, err := dlq.NewPoisonWatcher(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.Stop()
-		w.Stop()
+		if err := w.Start(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctxFor(t)); err == nil {
+			t.Error("a second Start succeeded")
+		}
+		if err := w.Stop(ctxFor(t)); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		select {
+		case <-w.Stopped():
+		default:
+			t.Error("Stopped not closed after Stop")
+		}
+		if err := w.Stop(ctxFor(t)); err != nil {
+			t.Errorf("second Stop: %v", err)
+		}
+	}
+	// Stopped before it started: stopped at once, and it cannot start.
+	w, err := dlq.NewPoisonWatcher(dlq.PoisonConfig{JetStream: b.js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(ctxFor(t)); err != nil {
+		t.Errorf("Stop before Start: %v", err)
+	}
+	<-w.Stopped()
+	if err := w.Start(ctxFor(t)); err == nil {
+		t.Error("Start after Stop succeeded")
 	}
 }

@@ -376,7 +376,7 @@ func TestDecide(t *testing.T) {
 func TestVerdictSteps(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		v                                        Verdict
+		v                                          Verdict
 		deadLetters, terminates, requeues, answers bool
 	}{
 		{Verdict{Fate: FateSuccess}, false, false, false, true},

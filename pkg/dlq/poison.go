@@ -359,7 +359,9 @@ func (w *PoisonWatcher) handle(ctx context.Context, tool string, seq uint64, del
 	}
 	if decodeErr == nil && call.ReplyTo != "" {
 		m2.call = call
-		st.Result = poisonResult(call, deliveries)
+		if st.Result, err = envelope.EncodeResult(poisonResult(call, deliveries)); err != nil {
+			return nil, err
+		}
 	}
 	if err := Settle(ctx, m2, st); err != nil {
 		return nil, err
@@ -404,15 +406,9 @@ func (m *poisonMsg) PublishDeadLetter(ctx context.Context, e *Entry, id string) 
 }
 
 // PublishResult publishes the poison call's is_error result to its caller.
-func (m *poisonMsg) PublishResult(ctx context.Context, res *envelope.Result, data []byte) error {
+func (m *poisonMsg) PublishResult(ctx context.Context, data []byte) error {
 	if m.call == nil || m.call.ReplyTo == "" {
 		return nil
-	}
-	if res != nil {
-		var err error
-		if data, err = envelope.EncodeResult(res); err != nil {
-			return err
-		}
 	}
 	msg := nats.NewMsg(jetstream.ResultSubject(m.call.ReplyTo, m.call.Key))
 	msg.Data = data

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // Message is the settle verbs of one call message in TOOL_CALLS, as Settle
@@ -16,10 +15,10 @@ type Message interface {
 	// PublishDeadLetter publishes e to TOOL_DLQ with Nats-Msg-Id id and
 	// waits for its PubAck.
 	PublishDeadLetter(ctx context.Context, e *Entry, id string) error
-	// PublishResult publishes the call's result to its caller and waits
-	// for its PubAck: res, or, when res is nil, the encoded result data as
-	// it is. A call with no caller to answer publishes nothing.
-	PublishResult(ctx context.Context, res *envelope.Result, data []byte) error
+	// PublishResult publishes the call's encoded result to its caller and
+	// waits for its PubAck. A call with no caller to answer publishes
+	// nothing.
+	PublishResult(ctx context.Context, result []byte) error
 	// Ack is done with the message: it leaves TOOL_CALLS.
 	Ack(ctx context.Context) error
 	// Nak hands the message back, to be delivered again after delay (0:
@@ -39,11 +38,9 @@ type Settlement struct {
 	// did not decode).
 	Letter   *Entry
 	LetterID string
-	// Result is the caller's answer, for a verdict that answers. With
-	// Result nil, ResultData is an encoded result handed on as it is; with
-	// both nil, nothing is published.
-	Result     *envelope.Result
-	ResultData []byte
+	// Result is the caller's answer, encoded (envelope.EncodeResult), for a
+	// verdict that answers; nil publishes nothing.
+	Result []byte
 }
 
 // PublishError is the error of a Settle whose dead letter or result could
@@ -82,8 +79,8 @@ func Settle(ctx context.Context, m Message, s Settlement) error {
 			return &PublishError{What: "dead letter", Err: err}
 		}
 	}
-	if v.Answers() && (s.Result != nil || s.ResultData != nil) {
-		if err := m.PublishResult(ctx, s.Result, s.ResultData); err != nil {
+	if v.Answers() && s.Result != nil {
+		if err := m.PublishResult(ctx, s.Result); err != nil {
 			return &PublishError{What: "result", Err: err}
 		}
 	}

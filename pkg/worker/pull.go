@@ -128,7 +128,7 @@ func (w *Worker) take(msg js.Msg, s *served) {
 		_ = msg.Nak()
 		return
 	}
-	j := &job{msg: msg, served: s}
+	j := &job{msg: msg, served: s, w: w}
 	seq := j.seq()
 	w.mu.Lock()
 	if held := w.seqs[seq]; held != nil && !held.settled.Load() {
@@ -161,9 +161,7 @@ func (w *Worker) take(msg js.Msg, s *served) {
 			w.run(j)
 			return
 		}
-		if j.settle() { // the worker stops: another one takes it
-			_ = msg.Nak()
-		}
+		w.giveBack(j, 0) // the worker stops: another one takes it
 		w.finish(j, false)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -206,12 +207,11 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	for _, j := range left {
-		if j.settle() {
-			_ = j.msg.Nak()
-			ev := Event{Tool: j.served.tool.Name, Outcome: OutcomeHandedBack}
-			if md, err := j.msg.Metadata(); err == nil { // j.attempt belongs to the job's goroutine
-				ev.Attempt = int(md.NumDelivered)
-			}
+		ev := Event{Tool: j.served.tool.Name, Outcome: classify.FateHandedBack}
+		if md, err := j.msg.Metadata(); err == nil { // j.attempt belongs to the job's goroutine
+			ev.Attempt = int(md.NumDelivered)
+		}
+		if w.giveBack(j, ev.Attempt) {
 			w.cfg.Metrics.Observe(ev)
 		}
 	}

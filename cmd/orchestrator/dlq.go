@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -93,7 +94,7 @@ func newDLQFlags(name, usage string, stderr io.Writer, filters bool) *dlqFlags {
 	f.nats.Register(f.fs)
 	if filters {
 		f.fs.StringVar(&f.tool, "tool", "", "only the dead letters of this tool")
-		f.fs.StringVar(&f.reason, "reason", "", "only the dead letters with this reason: exhausted, malformed, poison, expired or outcome_unknown")
+		f.fs.StringVar(&f.reason, "reason", "", "only the dead letters with this reason: "+classify.DeadLetterReasonList())
 	}
 	return f
 }
@@ -121,10 +122,8 @@ func (f *dlqFlags) parse(args []string, stderr io.Writer) ([]string, *int) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-	switch dlq.Reason(f.reason) {
-	case "", dlq.ReasonExhausted, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonExpired, dlq.ReasonOutcomeUnknown:
-	default:
-		fmt.Fprintf(stderr, "%s: --reason %q: want exhausted, malformed, poison, expired or outcome_unknown\n", f.fs.Name(), f.reason)
+	if _, err := classify.ParseDeadLetterReason(f.reason); err != nil {
+		fmt.Fprintf(stderr, "%s: --reason %q: want %s\n", f.fs.Name(), f.reason, classify.DeadLetterReasonList())
 		code := cli.ExitUsage
 		return nil, &code
 	}

@@ -479,3 +479,55 @@ func TestNewPoisonWatcherConfig(t *testing.T) {
 		t.Error("Start after Stop succeeded")
 	}
 }
+
+// blockingHistory holds each Load until its context ends, and reports the
+// context's cause.
+type blockingHistory struct {
+	loading chan struct{}
+	causes  chan error
+}
+
+func (h *blockingHistory) Load(ctx context.Context, _ string) ([]dlq.Attempt, error) {
+	h.loading <- struct{}{}
+	<-ctx.Done()
+	h.causes <- context.Cause(ctx)
+	return nil, ctx.Err()
+}
+
+// Stop drains the poison call being handled until its context ends, then
+// cancels it with ErrPoisonWatcherStopped; Stopped closes once it returned.
+func TestPoisonWatcherStopCancelsWithCause(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := toolConsumer(t, b.js, "stuck", 2, 100*time.Millisecond)
+	exhaust(t, c, queueCall(t, b.js, newID(), "stuck", "orch-s"))
+	h := &blockingHistory{loading: make(chan struct{}, 1), causes: make(chan error, 1)}
+	w, err := dlq.NewPoisonWatcher(dlq.PoisonConfig{
+		JetStream: b.js, History: h, Logger: natstest.Logger(t), Timeout: time.Hour,
+		SweepInterval: time.Hour, SweepConfirm: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.loading:
+	case <-time.After(waitLong):
+		t.Fatal("the sweep did not take the poison call")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop with a handling past its context = %v, want context.DeadlineExceeded", err)
+	}
+	if cause := <-h.causes; !errors.Is(cause, dlq.ErrPoisonWatcherStopped) {
+		t.Errorf("the handling ended with cause %v, want dlq.ErrPoisonWatcherStopped", cause)
+	}
+	select {
+	case <-w.Stopped():
+	default:
+		t.Error("Stopped not closed when Stop returned")
+	}
+}

@@ -489,6 +489,14 @@ func TestStopHandsBackRunningCall(t *testing.T) {
 	case <-time.After(waitLong):
 		t.Fatal("the running call was not cancelled")
 	}
+	select {
+	case <-first.Stopped():
+	case <-time.After(waitLong):
+		t.Fatal("Stopped not closed once the cancelled call returned")
+	}
+	if err := first.Start(context.Background()); err == nil {
+		t.Error("a stopped worker started again")
+	}
 
 	second := b.start(t, func(c *worker.Config) { c.WorkerID = "second" })
 	r := b.results.await(t, id)

@@ -186,7 +186,10 @@ func (o *Orchestrator) Start(ctx context.Context) (err error) {
 		} else {
 			pc.History = h
 		}
-		if o.poison, err = dlq.StartPoisonWatcher(ctx, pc); err != nil {
+		if o.poison, err = dlq.NewPoisonWatcher(pc); err != nil {
+			return err
+		}
+		if err := o.poison.Start(ctx); err != nil {
 			return err
 		}
 	}
@@ -218,7 +221,7 @@ func (o *Orchestrator) stopAll(ctx context.Context) error {
 		_ = o.live.Stop(context.WithoutCancel(ctx))
 	}
 	if o.poison != nil {
-		o.poison.Stop()
+		err = errors.Join(err, o.poison.Stop(ctx))
 	}
 	return err
 }

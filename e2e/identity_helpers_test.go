@@ -8,11 +8,10 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/pkg/worker"
 )
 
 const (
-	outcomeStored      = worker.OutcomeStored
+	outcomeStored      = classify.FateStored
 	codeOutcomeUnknown = classify.CodeOutcomeUnknown
 )
 

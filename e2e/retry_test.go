@@ -27,7 +27,7 @@ func retryEvents(t *testing.T, m *recordingMetrics) map[int]worker.Event {
 	t.Helper()
 	out := map[int]worker.Event{}
 	for _, ev := range m.all() {
-		if ev.Outcome != worker.OutcomeRetry {
+		if ev.Outcome != classify.FateRetry {
 			continue
 		}
 		if _, dup := out[ev.Attempt]; dup {

@@ -109,7 +109,7 @@ func TestSeedTimeoutsExhaustedToDLQ(t *testing.T) {
 	}
 	for h, want := range map[string]string{
 		nats.MsgIdHdr:      envelope.CallKey("", "", b.ID, b.Name, b.Input),
-		dlq.HeaderReason:   string(dlq.ReasonExhausted),
+		dlq.HeaderReason:   string(classify.FateExhausted),
 		dlq.HeaderTool:     "search",
 		dlq.HeaderCallID:   b.ID,
 		dlq.HeaderClass:    string(envelope.ClassTransient),
@@ -124,7 +124,7 @@ func TestSeedTimeoutsExhaustedToDLQ(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dlq.Decode: %v", err)
 	}
-	if e.Reason != dlq.ReasonExhausted || e.CallID != b.ID || e.Tool != "search" {
+	if e.Reason != classify.FateExhausted || e.CallID != b.ID || e.Tool != "search" {
 		t.Errorf("entry reason, call id, tool = %q, %q, %q; want exhausted, %q, search", e.Reason, e.CallID, e.Tool, b.ID)
 	}
 	call, err := envelope.DecodeCall(e.Call, envelope.DefaultLimits)

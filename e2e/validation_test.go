@@ -154,8 +154,8 @@ func TestMalformedCallsDeadLettered(t *testing.T) {
 				t.Fatalf("publish: %v", err)
 			}
 			m := waitDeadLetter(t, p.js, func(e *dlq.Entry) bool { return e.SourceSeq == ack.Sequence })
-			if got := m.Header.Get(dlq.HeaderReason); got != string(dlq.ReasonMalformed) {
-				t.Errorf("header %s = %q, want %q", dlq.HeaderReason, got, dlq.ReasonMalformed)
+			if got := m.Header.Get(dlq.HeaderReason); got != string(classify.FateMalformed) {
+				t.Errorf("header %s = %q, want %q", dlq.HeaderReason, got, classify.FateMalformed)
 			}
 			if got := m.Header.Get(dlq.HeaderTool); got != "echo" {
 				t.Errorf("header %s = %q, want echo", dlq.HeaderTool, got)
@@ -167,7 +167,7 @@ func TestMalformedCallsDeadLettered(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dlq.Decode: %v", err)
 			}
-			if e.Reason != dlq.ReasonMalformed || e.Tool != "echo" || e.Error == "" {
+			if e.Reason != classify.FateMalformed || e.Tool != "echo" || e.Error == "" {
 				t.Errorf("entry reason, tool, error = %q, %q, %q; want malformed, echo and a reason", e.Reason, e.Tool, e.Error)
 			}
 			original := e.RawCall

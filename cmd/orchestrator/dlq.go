@@ -14,6 +14,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dlq"
 )
 
@@ -47,19 +48,17 @@ func (f *dlqFlags) register(fs *flag.FlagSet, filters bool) {
 	f.nats.Register(fs)
 	if filters {
 		fs.StringVar(&f.tool, "tool", "", "only the dead letters of this tool")
-		fs.StringVar(&f.reason, "reason", "", "only the dead letters with this reason: exhausted, malformed, poison, expired or outcome_unknown")
+		fs.StringVar(&f.reason, "reason", "", "only the dead letters with this reason: "+classify.DeadLetterReasonList())
 	}
 }
 
 // filter is the Filter of --tool and --reason; a usage error for a
 // reason there is none of.
 func (f *dlqFlags) filter() (dlq.Filter, error) {
-	switch dlq.Reason(f.reason) {
-	case "", dlq.ReasonExhausted, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonExpired, dlq.ReasonOutcomeUnknown:
-	default:
-		return dlq.Filter{}, cli.Usagef("--reason %q: want exhausted, malformed, poison, expired or outcome_unknown", f.reason)
+	if _, err := classify.ParseDeadLetterReason(f.reason); err != nil {
+		return dlq.Filter{}, cli.Usagef("--reason %q: want %s", f.reason, classify.DeadLetterReasonList())
 	}
-	return dlq.Filter{Tool: f.tool, Reason: dlq.Reason(f.reason)}, nil
+	return dlq.Filter{Tool: f.tool, Reason: classify.Fate(f.reason)}, nil
 }
 
 // selection is what replay and purge act on: the sequences given, or
@@ -111,13 +110,13 @@ func parseSeqs(args []string) ([]uint64, error) {
 
 // letterJSON is a dead letter as the --json outputs print it.
 type letterJSON struct {
-	Seq     uint64     `json:"seq"`
-	Subject string     `json:"subject"`
-	Stored  time.Time  `json:"stored"`
-	Tool    string     `json:"tool"`
-	Reason  dlq.Reason `json:"reason"`
-	Entry   *dlq.Entry `json:"entry,omitempty"`
-	Error   string     `json:"decode_error,omitempty"`
+	Seq     uint64        `json:"seq"`
+	Subject string        `json:"subject"`
+	Stored  time.Time     `json:"stored"`
+	Tool    string        `json:"tool"`
+	Reason  classify.Fate `json:"reason"`
+	Entry   *dlq.Entry    `json:"entry,omitempty"`
+	Error   string        `json:"decode_error,omitempty"`
 }
 
 func toJSON(l *dlq.Letter) letterJSON {

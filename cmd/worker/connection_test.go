@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -108,7 +109,7 @@ func TestLongReplyToIsDeadLettered(t *testing.T) {
 		}
 		return json.Unmarshal(msg.Data, &entry) == nil
 	})
-	if entry.Reason != dlq.ReasonMalformed || !strings.Contains(entry.Error, "reply_to") {
+	if entry.Reason != classify.FateMalformed || !strings.Contains(entry.Error, "reply_to") {
 		t.Errorf("dead letter: reason %q, error %q; want malformed, naming reply_to", entry.Reason, entry.Error)
 	}
 

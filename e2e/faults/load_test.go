@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/pkg/worker"
+	"github.com/toolpool/toolpool/pkg/classify"
 )
 
 // load is what the agents of one scenario do: agents goroutines, each with
@@ -334,7 +334,7 @@ func (ag *agent) post(body []byte, calls []call) (time.Duration, string) {
 			continue
 		}
 		text := resultText(r.Content)
-		if r.IsError && ag.tool == tallyOnce && text == worker.OutcomeUnknownMessage(ag.tool) {
+		if r.IsError && ag.tool == tallyOnce && text == classify.OutcomeUnknownMessage(ag.tool) {
 			// The answer docs/operations.md gives for a call of a tool
 			// that is not idempotent whose earlier attempt may have run:
 			// final, the agent does not post it again.

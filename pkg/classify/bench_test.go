@@ -50,7 +50,7 @@ func BenchmarkClassifyEach(b *testing.B) {
 	}
 }
 
-func BenchmarkFate(b *testing.B) {
+func BenchmarkDecide(b *testing.B) {
 	p := Policy{}.WithDefaults()
 	d := Classify(&TimeoutError{})
 	now := time.Now()
@@ -59,7 +59,7 @@ func BenchmarkFate(b *testing.B) {
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
-		_ = p.Fate(d, n%4+1, now, deadline, rnd)
+		_ = p.Decide(Delivery{Decision: d, Attempt: n%4 + 1, Now: now, Deadline: deadline}, rnd)
 		n++
 	}
 }

@@ -1,6 +1,6 @@
 // Package classify is toolpool's error taxonomy: it decides what a tool
 // error means (Classify), what the model is told about it (Decision.Message),
-// and what happens to the call next (Policy.Fate).
+// and what happens to the call next (Policy.Decide).
 //
 // # Taxonomy
 //
@@ -99,7 +99,10 @@
 //
 // A Policy (defaults: 3 attempts, 1s base delay, 30s max delay, ±25% jitter)
 // gives the delay before the next attempt: min(base·2^(n-1), max) with
-// jitter, raised to a Retry-After and capped at max. Policy.Fate is the one
-// place a call's fate is decided after an attempt: reply, retry after a delay,
-// or dead-letter.
+// jitter, raised to a Retry-After and capped at max. Policy.Decide is the one
+// place a call's fate is decided after a delivery: reply, retry after a
+// delay, dead-letter with a reason, hand back, or terminate a malformed
+// message. Its Verdict names the fate with a Fate, the one vocabulary of
+// worker outcomes, metric labels and dead-letter reasons; dlq.Settle carries
+// it out.
 package classify

@@ -44,18 +44,18 @@ func ExampleDecision_Message() {
 	// The tool search_web did not answer within 10s (3 attempts). Retries ran out, so the call was set aside (dead-lettered). Do not call it again right away; try a different approach, such as another tool, or answer from what you know.
 }
 
-func ExamplePolicy_Fate() {
+func ExamplePolicy_Decide() {
 	p := classify.Policy{}.WithDefaults() // 3 attempts, 1s base, 30s max, ±25%
 	now := time.Now()
 	d := classify.Classify(&classify.TimeoutError{})
 	for n := 1; n <= 3; n++ {
-		v := p.Fate(d, n, now, time.Time{}, nil)
-		fmt.Println(n, v.Action)
+		v := p.Decide(classify.Delivery{Decision: d, Attempt: n, Now: now}, nil)
+		fmt.Printf("%d %s (reason %q, delay set %v)\n", n, v.Fate, v.Reason, v.Delay > 0)
 	}
 	// Output:
-	// 1 retry
-	// 2 retry
-	// 3 dead_letter
+	// 1 retry (reason "", delay set true)
+	// 2 retry (reason "", delay set true)
+	// 3 dead_letter (reason "exhausted", delay set false)
 }
 
 func ExampleFormatDuration() {

@@ -117,63 +117,162 @@ func (p Policy) exponential(n int) time.Duration {
 	return min(d, p.MaxDelay)
 }
 
-// Action is what a worker does with a call message after an attempt.
-type Action int
+// Case is what happened to one delivery of a call, as Decide sees it.
+type Case int
 
-// The actions.
+// The cases.
 const (
-	// ActionReply publishes the result (success or is_error), then acks.
-	ActionReply Action = iota
-	// ActionRetry naks the message with Verdict.Delay.
-	ActionRetry
-	// ActionDeadLetter writes the call to TOOL_DLQ, publishes an is_error
-	// result, then acks.
-	ActionDeadLetter
+	// CaseAttempt: the call ran, or was refused before it ran (its input
+	// was invalid); Delivery.Decision says how it ended.
+	CaseAttempt Case = iota
+	// CaseStored: the call already has its result in TOOL_RESULTS (a
+	// redelivery of a call that finished, or a re-post of it).
+	CaseStored
+	// CaseMalformed: the call message could not be decoded.
+	CaseMalformed
+	// CaseExpired: the call's deadline passed before a worker started it.
+	CaseExpired
+	// CaseStartedBefore: an earlier attempt of a call of a tool that is
+	// not idempotent started and never reported.
+	CaseStartedBefore
+	// CaseShutdown: the worker is stopping and cancelled the call, or
+	// never got to start it.
+	CaseShutdown
+	// CaseStoreFailed: what the call needed written or read in JetStream
+	// (its result, its dead letter, its start marker, the look-up of its
+	// stored result) could not be, after the retries in place.
+	CaseStoreFailed
+	// CasePoison: the call reached its consumer's MaxDeliver without any
+	// attempt reporting (it kills the workers running it).
+	CasePoison
 )
 
-// String names the action: "reply", "retry" or "dead_letter".
-func (a Action) String() string {
-	switch a {
-	case ActionReply:
-		return "reply"
-	case ActionRetry:
-		return "retry"
-	case ActionDeadLetter:
-		return "dead_letter"
+// String names the case, as its constant does without "Case".
+func (c Case) String() string {
+	switch c {
+	case CaseAttempt:
+		return "attempt"
+	case CaseStored:
+		return "stored"
+	case CaseMalformed:
+		return "malformed"
+	case CaseExpired:
+		return "expired"
+	case CaseStartedBefore:
+		return "started_before"
+	case CaseShutdown:
+		return "shutdown"
+	case CaseStoreFailed:
+		return "store_failed"
+	case CasePoison:
+		return "poison"
 	default:
-		return fmt.Sprintf("Action(%d)", int(a))
+		return fmt.Sprintf("Case(%d)", int(c))
 	}
 }
 
-// Verdict is the fate of a call after one attempt.
+// Delivery is what Decide knows of one delivery of a call.
+type Delivery struct {
+	Case Case
+	// Decision is how the attempt ended (CaseAttempt); the zero Decision
+	// is a success.
+	Decision Decision
+	// Attempt is the delivery's number, from 1 (JetStream's NumDelivered).
+	Attempt int
+	// Now is when the attempt ended (CaseAttempt).
+	Now time.Time
+	// Deadline is the call's deadline; zero means none.
+	Deadline time.Time
+}
+
+// Verdict is the fate of a call after one delivery: how it ends, why it is
+// dead-lettered, and when it is delivered again.
 type Verdict struct {
-	Action Action
-	Delay  time.Duration // for ActionRetry
+	// Fate is how the delivery ends.
+	Fate Fate
+	// Reason is why the call is dead-lettered; empty when it is not.
+	Reason Fate
+	// Delay is how long the call waits before it is delivered again
+	// (FateRetry, FateHandedBack; 0: at once).
+	Delay time.Duration
 	// GaveUp is set when a retryable error is answered now because the next
 	// attempt would start past the call's deadline.
 	GaveUp bool
 }
 
-// Fate is the one place that decides a call's fate after attempt n (1-based)
-// ended with decision d (zero Decision = success): reply, retry after a
-// jittered delay, or dead-letter. deadline zero means none.
+// DeadLetters reports whether the call is copied to TOOL_DLQ.
+func (v Verdict) DeadLetters() bool { return v.Reason != "" }
+
+// Terminates reports whether the call message is terminated (never
+// delivered again, and never answered: it did not decode) rather than acked
+// or handed back.
+func (v Verdict) Terminates() bool { return v.Reason == FateMalformed }
+
+// Requeues reports whether the call message goes back to JetStream, to be
+// delivered again after Delay.
+func (v Verdict) Requeues() bool { return v.Fate == FateRetry || v.Fate == FateHandedBack }
+
+// Answers reports whether the call's caller gets a result from this
+// delivery.
+func (v Verdict) Answers() bool { return !v.Requeues() && !v.Terminates() }
+
+// Decide is the one place that decides a call's fate after a delivery: every
+// verdict a call can get comes from here, and the worker and the poison
+// watcher carry it out with dlq.Settle.
 //
-//   - success, or an error that is not retryable: ActionReply;
-//   - retryable with attempts left (n < MaxAttempts): ActionRetry after
-//     Delay(n, d.RetryAfter, rnd), unless the next attempt would start at or
-//     past the deadline: then ActionReply with GaveUp;
-//   - retryable with no attempts left: ActionDeadLetter.
-func (p Policy) Fate(d Decision, n int, now, deadline time.Time, rnd Rand) Verdict {
+//   - CaseAttempt, success: FateSuccess; an error that is not retryable:
+//     FateError;
+//   - CaseAttempt, retryable with attempts left (Attempt < MaxAttempts):
+//     FateRetry after Delay(Attempt, RetryAfter, rnd), unless the next
+//     attempt would start at or past the deadline: then FateError with
+//     GaveUp;
+//   - CaseAttempt, retryable with no attempts left: FateDeadLetter, reason
+//     FateExhausted;
+//   - CaseStored: FateStored;
+//   - CaseMalformed, CaseExpired, CasePoison: FateDeadLetter with reason
+//     FateMalformed (the message is terminated), FateExpired, FatePoison;
+//   - CaseStartedBefore: FateOutcomeUnknown, dead-lettered with that
+//     reason;
+//   - CaseShutdown: FateHandedBack at once;
+//   - CaseStoreFailed, or a Case Decide does not know: FateHandedBack after
+//     BaseDelay (the tool did not fail; the call's next delivery starts
+//     over).
+func (p Policy) Decide(d Delivery, rnd Rand) Verdict {
 	p = p.WithDefaults()
-	if d.Class == envelope.ClassNone || !d.Retryable {
-		return Verdict{Action: ActionReply}
+	switch d.Case {
+	case CaseAttempt:
+		return p.afterAttempt(d, rnd)
+	case CaseStored:
+		return Verdict{Fate: FateStored}
+	case CaseMalformed:
+		return Verdict{Fate: FateDeadLetter, Reason: FateMalformed}
+	case CaseExpired:
+		return Verdict{Fate: FateDeadLetter, Reason: FateExpired}
+	case CasePoison:
+		return Verdict{Fate: FateDeadLetter, Reason: FatePoison}
+	case CaseStartedBefore:
+		return Verdict{Fate: FateOutcomeUnknown, Reason: FateOutcomeUnknown}
+	case CaseShutdown:
+		return Verdict{Fate: FateHandedBack}
+	default: // CaseStoreFailed
+		return Verdict{Fate: FateHandedBack, Delay: p.BaseDelay}
 	}
-	if n >= p.MaxAttempts {
-		return Verdict{Action: ActionDeadLetter}
+}
+
+// afterAttempt is Decide for CaseAttempt; p has its defaults.
+func (p Policy) afterAttempt(d Delivery, rnd Rand) Verdict {
+	if d.Decision.Class == envelope.ClassNone {
+		return Verdict{Fate: FateSuccess}
 	}
-	delay := p.Delay(n, d.RetryAfter, rnd)
-	if !deadline.IsZero() && !now.Add(delay).Before(deadline) {
-		return Verdict{Action: ActionReply, GaveUp: true}
+	if !d.Decision.Retryable {
+		return Verdict{Fate: FateError}
 	}
-	return Verdict{Action: ActionRetry, Delay: delay}
+	if d.Attempt >= p.MaxAttempts {
+		return Verdict{Fate: FateDeadLetter, Reason: FateExhausted}
+	}
+	delay := p.Delay(d.Attempt, d.Decision.RetryAfter, rnd)
+	if !d.Deadline.IsZero() && !d.Now.Add(delay).Before(d.Deadline) {
+		return Verdict{Fate: FateError, GaveUp: true}
+	}
+	return Verdict{Fate: FateRetry, Delay: delay}
 }

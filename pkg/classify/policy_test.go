@@ -213,7 +213,9 @@ func TestDelayDeterministic(t *testing.T) {
 	}
 }
 
-func TestFate(t *testing.T) {
+// Every attempt outcome, attempt number and deadline: the CaseAttempt part
+// of the decision, exhaustively.
+func TestDecideAttempt(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	p := Policy{}.WithDefaults() // 3 attempts, 1s, 30s
@@ -251,20 +253,22 @@ func TestFate(t *testing.T) {
 	for _, dc := range decisions {
 		for n := 1; n <= 4; n++ {
 			for _, dl := range deadlines {
-				got := p.Fate(dc.d, n, now, dl.at, noJitter)
+				got := p.Decide(Delivery{Decision: dc.d, Attempt: n, Now: now, Deadline: dl.at}, noJitter)
 				var want Verdict
 				switch {
-				case dc.d.Class == envelope.ClassNone || !dc.d.Retryable:
-					want = Verdict{Action: ActionReply}
+				case dc.d.Class == envelope.ClassNone:
+					want = Verdict{Fate: FateSuccess}
+				case !dc.d.Retryable:
+					want = Verdict{Fate: FateError}
 				case n >= 3:
-					want = Verdict{Action: ActionDeadLetter}
+					want = Verdict{Fate: FateDeadLetter, Reason: FateExhausted}
 				case !dl.at.IsZero() && !now.Add(expectedDelay(dc.d, n)).Before(dl.at):
-					want = Verdict{Action: ActionReply, GaveUp: true}
+					want = Verdict{Fate: FateError, GaveUp: true}
 				default:
-					want = Verdict{Action: ActionRetry, Delay: expectedDelay(dc.d, n)}
+					want = Verdict{Fate: FateRetry, Delay: expectedDelay(dc.d, n)}
 				}
 				if got != want {
-					t.Errorf("%s, attempt %d, %s: Fate = %+v, want %+v", dc.name, n, dl.name, got, want)
+					t.Errorf("%s, attempt %d, %s: Decide = %+v, want %+v", dc.name, n, dl.name, got, want)
 				}
 			}
 		}
@@ -272,7 +276,7 @@ func TestFate(t *testing.T) {
 }
 
 // Spelled-out cases of the table above, to read.
-func TestFateExamples(t *testing.T) {
+func TestDecideExamples(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	timeout := Classify(&TimeoutError{})
@@ -284,31 +288,168 @@ func TestFateExamples(t *testing.T) {
 		deadline time.Time
 		want     Verdict
 	}{
-		{"success replies", Policy{}, Decision{}, 1, time.Time{}, Verdict{Action: ActionReply}},
-		{"file not found replies at once", Policy{}, Classify(fs.ErrNotExist), 1, time.Time{}, Verdict{Action: ActionReply}},
-		{"validation replies at once", Policy{}, Classify(Invalid("q", "bad")), 1, time.Time{}, Verdict{Action: ActionReply}},
-		{"timeout, attempt 1: retry after 1s", Policy{}, timeout, 1, time.Time{}, Verdict{Action: ActionRetry, Delay: time.Second}},
-		{"timeout, attempt 2: retry after 2s", Policy{}, timeout, 2, time.Time{}, Verdict{Action: ActionRetry, Delay: 2 * time.Second}},
-		{"timeout, attempt 3 of 3: dead-letter", Policy{}, timeout, 3, time.Time{}, Verdict{Action: ActionDeadLetter}},
-		{"one attempt only: dead-letter at once", Policy{MaxAttempts: 1}, timeout, 1, time.Time{}, Verdict{Action: ActionDeadLetter}},
-		{"delay would pass the deadline: give up", Policy{}, timeout, 2, now.Add(time.Second), Verdict{Action: ActionReply, GaveUp: true}},
+		{"success replies", Policy{}, Decision{}, 1, time.Time{}, Verdict{Fate: FateSuccess}},
+		{"file not found replies at once", Policy{}, Classify(fs.ErrNotExist), 1, time.Time{}, Verdict{Fate: FateError}},
+		{"validation replies at once", Policy{}, Classify(Invalid("q", "bad")), 1, time.Time{}, Verdict{Fate: FateError}},
+		{"timeout, attempt 1: retry after 1s", Policy{}, timeout, 1, time.Time{}, Verdict{Fate: FateRetry, Delay: time.Second}},
+		{"timeout, attempt 2: retry after 2s", Policy{}, timeout, 2, time.Time{}, Verdict{Fate: FateRetry, Delay: 2 * time.Second}},
+		{"timeout, attempt 3 of 3: dead-letter", Policy{}, timeout, 3, time.Time{}, Verdict{Fate: FateDeadLetter, Reason: FateExhausted}},
+		{"one attempt only: dead-letter at once", Policy{MaxAttempts: 1}, timeout, 1, time.Time{}, Verdict{Fate: FateDeadLetter, Reason: FateExhausted}},
+		{"delay would pass the deadline: give up", Policy{}, timeout, 2, now.Add(time.Second), Verdict{Fate: FateError, GaveUp: true}},
 		{"Retry-After past the deadline: give up", Policy{}, Classify(httpErr(429, "Retry-After", "20")), 1, now.Add(10 * time.Second),
-			Verdict{Action: ActionReply, GaveUp: true}},
+			Verdict{Fate: FateError, GaveUp: true}},
 		{"Retry-After capped by MaxDelay", Policy{MaxDelay: 5 * time.Second}, Classify(httpErr(429, "Retry-After", "20")), 1, time.Time{},
-			Verdict{Action: ActionRetry, Delay: 5 * time.Second}},
+			Verdict{Fate: FateRetry, Delay: 5 * time.Second}},
 	}
 	for _, tc := range tests {
-		if got := tc.p.Fate(tc.d, tc.n, now, tc.deadline, noJitter); got != tc.want {
-			t.Errorf("%s: Fate = %+v, want %+v", tc.name, got, tc.want)
+		got := tc.p.Decide(Delivery{Decision: tc.d, Attempt: tc.n, Now: now, Deadline: tc.deadline}, noJitter)
+		if got != tc.want {
+			t.Errorf("%s: Decide = %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 }
 
-func TestActionString(t *testing.T) {
+// Every case a delivery can be in, and the verdict each gets: together with
+// TestDecideAttempt, every fate and every dead-letter reason a call can get.
+func TestDecide(t *testing.T) {
 	t.Parallel()
-	for a, want := range map[Action]string{ActionReply: "reply", ActionRetry: "retry", ActionDeadLetter: "dead_letter", Action(9): "Action(9)"} {
-		if got := a.String(); got != want {
-			t.Errorf("%d.String() = %q, want %q", int(a), got, want)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	timeout := Classify(&TimeoutError{})
+	slow := Policy{BaseDelay: 3 * time.Second}
+	tests := []struct {
+		name string
+		p    Policy
+		d    Delivery
+		want Verdict
+	}{
+		{"success: reply", Policy{}, Delivery{Attempt: 1}, Verdict{Fate: FateSuccess}},
+		{"permanent error: reply", Policy{}, Delivery{Decision: Classify(fs.ErrNotExist), Attempt: 1}, Verdict{Fate: FateError}},
+		{"retryable, attempts left: retry after a delay", Policy{}, Delivery{Decision: timeout, Attempt: 1, Now: now},
+			Verdict{Fate: FateRetry, Delay: time.Second}},
+		{"retryable, past the deadline: give up", Policy{}, Delivery{Decision: timeout, Attempt: 1, Now: now, Deadline: now.Add(time.Second)},
+			Verdict{Fate: FateError, GaveUp: true}},
+		{"retryable, exhausted: dead-letter", Policy{}, Delivery{Decision: timeout, Attempt: 3},
+			Verdict{Fate: FateDeadLetter, Reason: FateExhausted}},
+		{"stored: answer from it", Policy{}, Delivery{Case: CaseStored, Attempt: 2}, Verdict{Fate: FateStored}},
+		{"malformed: dead-letter and terminate", Policy{}, Delivery{Case: CaseMalformed, Attempt: 1},
+			Verdict{Fate: FateDeadLetter, Reason: FateMalformed}},
+		{"expired: dead-letter", Policy{}, Delivery{Case: CaseExpired, Attempt: 1}, Verdict{Fate: FateDeadLetter, Reason: FateExpired}},
+		{"poison: dead-letter", Policy{}, Delivery{Case: CasePoison, Attempt: 5}, Verdict{Fate: FateDeadLetter, Reason: FatePoison}},
+		{"started before: outcome unknown", Policy{}, Delivery{Case: CaseStartedBefore, Attempt: 2},
+			Verdict{Fate: FateOutcomeUnknown, Reason: FateOutcomeUnknown}},
+		{"shutdown: hand back at once", Policy{}, Delivery{Case: CaseShutdown, Attempt: 1}, Verdict{Fate: FateHandedBack}},
+		{"store failed: hand back after the base delay", Policy{}, Delivery{Case: CaseStoreFailed, Attempt: 1},
+			Verdict{Fate: FateHandedBack, Delay: BaseDelayDefault}},
+		{"store failed, the tool's base delay", slow, Delivery{Case: CaseStoreFailed, Attempt: 1},
+			Verdict{Fate: FateHandedBack, Delay: 3 * time.Second}},
+		{"unknown case: hand back after the base delay", Policy{}, Delivery{Case: Case(99), Attempt: 1},
+			Verdict{Fate: FateHandedBack, Delay: BaseDelayDefault}},
+	}
+	fates := map[Fate]bool{}
+	reasons := map[Fate]bool{}
+	for _, tc := range tests {
+		got := tc.p.Decide(tc.d, noJitter)
+		if got != tc.want {
+			t.Errorf("%s: Decide = %+v, want %+v", tc.name, got, tc.want)
+		}
+		fates[got.Fate] = true
+		if got.Reason != "" {
+			reasons[got.Reason] = true
+		}
+	}
+	for _, f := range []Fate{FateSuccess, FateError, FateRetry, FateDeadLetter, FateHandedBack, FateStored, FateOutcomeUnknown} {
+		if !fates[f] {
+			t.Errorf("no case decides %s", f)
+		}
+	}
+	for _, r := range DeadLetterReasons() {
+		if !reasons[r] {
+			t.Errorf("no case dead-letters for %s", r)
+		}
+	}
+	if len(reasons) != len(DeadLetterReasons()) {
+		t.Errorf("reasons decided %v; want exactly %v", reasons, DeadLetterReasons())
+	}
+}
+
+// What each verdict does to the call message.
+func TestVerdictSteps(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		v                                          Verdict
+		deadLetters, terminates, requeues, answers bool
+	}{
+		{Verdict{Fate: FateSuccess}, false, false, false, true},
+		{Verdict{Fate: FateError}, false, false, false, true},
+		{Verdict{Fate: FateStored}, false, false, false, true},
+		{Verdict{Fate: FateRetry, Delay: time.Second}, false, false, true, false},
+		{Verdict{Fate: FateHandedBack}, false, false, true, false},
+		{Verdict{Fate: FateDeadLetter, Reason: FateExhausted}, true, false, false, true},
+		{Verdict{Fate: FateDeadLetter, Reason: FateExpired}, true, false, false, true},
+		{Verdict{Fate: FateDeadLetter, Reason: FatePoison}, true, false, false, true},
+		{Verdict{Fate: FateDeadLetter, Reason: FateMalformed}, true, true, false, false},
+		{Verdict{Fate: FateOutcomeUnknown, Reason: FateOutcomeUnknown}, true, false, false, true},
+	}
+	for _, tc := range tests {
+		if got := tc.v.DeadLetters(); got != tc.deadLetters {
+			t.Errorf("%+v.DeadLetters() = %v", tc.v, got)
+		}
+		if got := tc.v.Terminates(); got != tc.terminates {
+			t.Errorf("%+v.Terminates() = %v", tc.v, got)
+		}
+		if got := tc.v.Requeues(); got != tc.requeues {
+			t.Errorf("%+v.Requeues() = %v", tc.v, got)
+		}
+		if got := tc.v.Answers(); got != tc.answers {
+			t.Errorf("%+v.Answers() = %v", tc.v, got)
+		}
+	}
+}
+
+func TestCaseString(t *testing.T) {
+	t.Parallel()
+	for c, want := range map[Case]string{
+		CaseAttempt: "attempt", CaseStored: "stored", CaseMalformed: "malformed", CaseExpired: "expired",
+		CaseStartedBefore: "started_before", CaseShutdown: "shutdown", CaseStoreFailed: "store_failed",
+		CasePoison: "poison", Case(99): "Case(99)",
+	} {
+		if got := c.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(c), got, want)
+		}
+	}
+}
+
+// The fates are wire and label values: byte for byte.
+func TestFateValues(t *testing.T) {
+	t.Parallel()
+	for f, want := range map[Fate]string{
+		FateSuccess: "success", FateError: "error", FateRetry: "retry", FateDeadLetter: "dead_letter",
+		FateHandedBack: "handed_back", FateStored: "stored", FateOutcomeUnknown: "outcome_unknown",
+		FateExhausted: "exhausted", FateMalformed: "malformed", FatePoison: "poison", FateExpired: "expired",
+	} {
+		if string(f) != want {
+			t.Errorf("%q, want %q", f, want)
+		}
+	}
+	if got, want := DeadLetterReasonList(), "exhausted, malformed, poison, expired or outcome_unknown"; got != want {
+		t.Errorf("DeadLetterReasonList() = %q, want %q", got, want)
+	}
+	rs := DeadLetterReasons()
+	rs[0] = "changed"
+	if DeadLetterReasons()[0] != FateExhausted {
+		t.Error("DeadLetterReasons returned its own array")
+	}
+	for _, r := range DeadLetterReasons() {
+		if got, err := ParseDeadLetterReason(string(r)); err != nil || got != r || !r.IsDeadLetterReason() {
+			t.Errorf("ParseDeadLetterReason(%q) = %q, %v", r, got, err)
+		}
+	}
+	if got, err := ParseDeadLetterReason(""); err != nil || got != "" {
+		t.Errorf(`ParseDeadLetterReason("") = %q, %v; want no reason`, got, err)
+	}
+	for _, bad := range []string{"retry", "success", "Exhausted", "other"} {
+		if _, err := ParseDeadLetterReason(bad); err == nil || !strings.Contains(err.Error(), DeadLetterReasonList()) {
+			t.Errorf("ParseDeadLetterReason(%q): error %v; want one listing the reasons", bad, err)
 		}
 	}
 }

@@ -4,13 +4,13 @@
 // advisory only points at a message), so toolpool writes them:
 //
 //   - a worker dead-letters a call whose transient failures outlived its
-//     attempts (ReasonExhausted), a call message it cannot decode
-//     (ReasonMalformed), a call whose deadline passed before it started
-//     (ReasonExpired), and a call of a tool that is not idempotent whose
-//     earlier attempt started and never reported (ReasonOutcomeUnknown);
+//     attempts (classify.FateExhausted), a call message it cannot decode
+//     (classify.FateMalformed), a call whose deadline passed before it started
+//     (classify.FateExpired), and a call of a tool that is not idempotent whose
+//     earlier attempt started and never reported (classify.FateOutcomeUnknown);
 //   - a PoisonWatcher, run by the orchestrator, dead-letters a call that
 //     reached its consumer's MaxDeliver without any worker reporting on it
-//     — it kills the worker running it (ReasonPoison) — answers its caller
+//     — it kills the worker running it (classify.FatePoison) — answers its caller
 //     with an is_error result and removes it from TOOL_CALLS. It hears of
 //     such calls from the server's MAX_DELIVERIES advisory and, because
 //     advisories are not stored, also sweeps TOOL_CALLS for them at start
@@ -19,8 +19,15 @@
 //
 // The orchestrator runs the watcher for as long as it serves:
 //
-//	w, err := dlq.StartPoisonWatcher(ctx, dlq.PoisonConfig{Conn: nc, JetStream: js, History: h})
-//	defer w.Stop()
+//	w, err := dlq.NewPoisonWatcher(dlq.PoisonConfig{Conn: nc, JetStream: js, History: h})
+//	if err == nil {
+//		err = w.Start(ctx)
+//	}
+//	defer w.Stop(ctx)
+//
+// Both the worker and the watcher settle a call through Settle: the
+// verdict of classify.Policy.Decide, carried out on a Message (the call
+// message's verbs) in the order that loses no call.
 //
 // An Entry holds the original call message unchanged, the reason, the last
 // error, the attempts and the first and last failure times; the essentials
@@ -45,7 +52,7 @@
 // command line.
 //
 //	s, err := dlq.NewStore(ctx, js)
-//	letters, err := s.List(ctx, dlq.Filter{Tool: "search", Reason: dlq.ReasonExhausted})
+//	letters, err := s.List(ctx, dlq.Filter{Tool: "search", Reason: classify.FateExhausted})
 //	n, err := s.Replay(ctx, seqs, dlq.ReplayConfig{Rate: 5}, func(r dlq.Replayed) { … })
 //
 // Replay republishes each call with a new id, ReplayID(original id, dead

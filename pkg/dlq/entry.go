@@ -11,28 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-)
-
-// Reason says why a call was dead-lettered.
-type Reason string
-
-// The reasons.
-const (
-	// ReasonExhausted: a transient error outlived the tool's retry attempts.
-	ReasonExhausted Reason = "exhausted"
-	// ReasonMalformed: the call message could not be decoded.
-	ReasonMalformed Reason = "malformed"
-	// ReasonPoison: the call reached the consumer's MaxDeliver without any
-	// worker reporting on it (it kills workers).
-	ReasonPoison Reason = "poison"
-	// ReasonExpired: the call's deadline passed before a worker started it.
-	ReasonExpired Reason = "expired"
-	// ReasonOutcomeUnknown: an attempt of a call of a tool that is not
-	// idempotent started and never reported (its worker died or was stopped
-	// mid-call), so the call was not run again; it may or may not have
-	// taken effect. Replaying it runs it again.
-	ReasonOutcomeUnknown Reason = "outcome_unknown"
 )
 
 // Header names carried by dead-letter messages, so that someone with only the
@@ -67,10 +47,10 @@ type Attempt struct {
 
 // Entry is one dead letter in TOOL_DLQ.
 type Entry struct {
-	V      int    `json:"v"`
-	Reason Reason `json:"reason"`
-	Tool   string `json:"tool"`
-	CallID string `json:"call_id,omitempty"`
+	V      int           `json:"v"`
+	Reason classify.Fate `json:"reason"`
+	Tool   string        `json:"tool"`
+	CallID string        `json:"call_id,omitempty"`
 	// Call is the original call message, byte for byte. For a malformed call
 	// it may not be JSON; it is then carried in RawCall instead.
 	Call    json.RawMessage `json:"call,omitempty"`
@@ -89,7 +69,7 @@ type Entry struct {
 
 // NewEntry builds an entry for the call message data. When data is a JSON
 // value it is kept as Call, otherwise as RawCall.
-func NewEntry(reason Reason, tool, callID string, data []byte) Entry {
+func NewEntry(reason classify.Fate, tool, callID string, data []byte) Entry {
 	e := Entry{V: 1, Reason: reason, Tool: tool, CallID: callID}
 	if compactJSON(data) {
 		e.Call = append(json.RawMessage(nil), data...)

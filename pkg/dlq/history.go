@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -24,6 +25,8 @@ const (
 	// HistoryMaxAttemptsDefault caps the attempts kept per call; the oldest
 	// beyond it are dropped.
 	HistoryMaxAttemptsDefault = 128
+	// HistoryReplicasDefault is the replicas of a bucket created here.
+	HistoryReplicasDefault = 1
 	// historyMaxMessage caps an attempt's message in the bucket.
 	historyMaxMessage = 1 << 10
 	// historyConflictRetries bounds the read-modify-write retries of Record.
@@ -31,7 +34,8 @@ const (
 )
 
 // HistoryConfig names the attempts bucket and, for a bucket that does not
-// exist yet, how to create it. Zero fields take the defaults.
+// exist yet, how to create it. Zero fields take the defaults (WithDefaults);
+// OpenHistory fills them and checks the rest.
 type HistoryConfig struct {
 	// Bucket is the KV bucket's name. Default HistoryBucketDefault.
 	Bucket string
@@ -39,31 +43,26 @@ type HistoryConfig struct {
 	// bucket's max age, fixed when the bucket is created (an existing
 	// bucket keeps its own). Default HistoryTTLDefault (24h).
 	TTL time.Duration
-	// Replicas of a bucket created here (1, 3 or 5). Default 1.
+	// Replicas of a bucket created here (1, 3 or 5). Default
+	// HistoryReplicasDefault (1).
 	Replicas int
 	// Storage of a bucket created here. Default file storage.
 	Storage js.StorageType
 	// MaxAttempts caps the attempts kept per call. Default
-	// HistoryMaxAttemptsDefault.
+	// HistoryMaxAttemptsDefault (128).
 	MaxAttempts int
 }
 
-func (c HistoryConfig) withDefaults() HistoryConfig {
-	if c.Bucket == "" {
-		c.Bucket = HistoryBucketDefault
-	}
-	if c.TTL == 0 {
-		c.TTL = HistoryTTLDefault
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = HistoryMaxAttemptsDefault
-	}
+// WithDefaults returns c with zero fields set to the defaults.
+func (c HistoryConfig) WithDefaults() HistoryConfig {
+	c.Bucket = cmp.Or(c.Bucket, HistoryBucketDefault)
+	c.TTL = cmp.Or(c.TTL, HistoryTTLDefault)
+	c.Replicas = cmp.Or(c.Replicas, HistoryReplicasDefault)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, HistoryMaxAttemptsDefault)
 	return c
 }
 
+// validate names the first bad field of a config with its defaults.
 func (c HistoryConfig) validate() error {
 	switch {
 	case c.TTL < time.Minute:
@@ -133,7 +132,7 @@ const startedMinTTL = time.Minute
 // OpenHistory binds to the attempts bucket, creating it when it does not
 // exist.
 func OpenHistory(ctx context.Context, j js.JetStream, cfg HistoryConfig) (*History, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -311,7 +311,7 @@ func TestExhaustedDeadLetterCarriesEveryAttempt(t *testing.T) {
 	}
 	l := ls[0]
 	e := l.Entry
-	if e == nil || e.Reason != dlq.ReasonExhausted || e.CallID != id || e.Tool != "down" {
+	if e == nil || e.Reason != classify.FateExhausted || e.CallID != id || e.Tool != "down" {
 		t.Fatalf("entry = %+v, err %v", e, l.Err)
 	}
 	if len(e.Attempts) != 3 {

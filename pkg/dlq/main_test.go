@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -77,7 +78,7 @@ func callData(t *testing.T, id, tool, input, replyTo string) []byte {
 
 // deadLetter stores an entry for a call to tool in TOOL_DLQ and returns its
 // sequence.
-func deadLetter(t *testing.T, j js.JetStream, reason dlq.Reason, tool, id string, attempts ...dlq.Attempt) uint64 {
+func deadLetter(t *testing.T, j js.JetStream, reason classify.Fate, tool, id string, attempts ...dlq.Attempt) uint64 {
 	t.Helper()
 	e := dlq.NewEntry(reason, tool, id, callData(t, id, tool, `{"text":"`+id+`"}`, ""))
 	e.Error = "the downstream is down"

@@ -43,7 +43,8 @@ type AttemptLoader interface {
 	Load(ctx context.Context, key string) ([]Attempt, error)
 }
 
-// PoisonConfig configures a PoisonWatcher. Zero fields take the defaults.
+// PoisonConfig configures a PoisonWatcher. Zero fields take the defaults
+// (WithDefaults); NewPoisonWatcher fills them and checks the rest.
 type PoisonConfig struct {
 	// Conn, when set, receives the MAX_DELIVERIES advisories (core NATS):
 	// the fast path, which sets a poison call aside as soon as it reaches
@@ -59,7 +60,8 @@ type PoisonConfig struct {
 	// Logger receives what the watcher does. Default slog.Default().
 	Logger *slog.Logger
 	// Timeout bounds the handling of one poison call, and the requests a
-	// sweep makes for one tool. Default PoisonTimeoutDefault (30s).
+	// sweep makes for one tool. Must not be negative. Default
+	// PoisonTimeoutDefault (30s).
 	Timeout time.Duration
 	// SweepInterval is the time between two sweeps of TOOL_CALLS for poison
 	// calls whose advisory was missed or whose handling failed; the first
@@ -83,6 +85,36 @@ type PoisonConfig struct {
 	// may be called concurrently.
 	OnPoison func(PoisonCall)
 }
+
+// WithDefaults returns c with zero fields set to the defaults: a nil Logger
+// is slog.Default().
+func (c PoisonConfig) WithDefaults() PoisonConfig {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Timeout = cmp.Or(c.Timeout, PoisonTimeoutDefault)
+	c.SweepInterval = cmp.Or(c.SweepInterval, PoisonSweepIntervalDefault)
+	c.SweepConfirm = cmp.Or(c.SweepConfirm, PoisonSweepConfirmDefault)
+	c.Limits = c.Limits.WithDefaults()
+	return c
+}
+
+// validate names the first bad field of a config with its defaults.
+func (c PoisonConfig) validate() error {
+	switch {
+	case c.JetStream == nil:
+		return errors.New("dlq: PoisonConfig.JetStream is required")
+	case c.Conn == nil && c.SweepInterval < 0:
+		return errors.New("dlq: PoisonConfig.Conn is nil and SweepInterval is negative: the watcher would find nothing; set Conn or sweep")
+	case c.SweepConfirm < 0:
+		return fmt.Errorf("dlq: PoisonConfig.SweepConfirm is %v; want 0 (default %v) or more", c.SweepConfirm, PoisonSweepConfirmDefault)
+	case c.Timeout < 0:
+		return fmt.Errorf("dlq: PoisonConfig.Timeout is %v; want 0 (default %v) or more", c.Timeout, PoisonTimeoutDefault)
+	}
+	return nil
+}
+
+// ErrPoisonWatcherStopped is the cause given to the handling of poison calls
+// still under way when the context of PoisonWatcher.Stop ends.
+var ErrPoisonWatcherStopped = errors.New("dlq: poison watcher stopped")
 
 // PoisonCall describes a call the watcher set aside.
 type PoisonCall struct {
@@ -123,10 +155,19 @@ type PoisonWatcher struct {
 	sub   *nats.Subscription // nil without Conn
 	ch    chan *nats.Msg
 	calls js.Stream
-	life  context.Context    // ends at Stop
-	stop  context.CancelFunc // ends life
-	wg    sync.WaitGroup
-	once  sync.Once
+	// sweeping ends when Stop begins: no sweep searches on.
+	sweeping   context.Context
+	stopSweeps context.CancelFunc
+	// life is the parent of each poison call's handling: it ends, with
+	// ErrPoisonWatcherStopped, when the context of Stop ends.
+	life    context.Context
+	cancel  context.CancelCauseFunc
+	wg      sync.WaitGroup
+	stopped chan struct{} // closed once everything Start started has returned
+
+	lifeMu   sync.Mutex
+	started  bool
+	stopping bool
 
 	mu       sync.Mutex
 	handling map[uint64]bool // stream sequences being handled now
@@ -135,67 +176,95 @@ type PoisonWatcher struct {
 	sweeps       atomic.Int64 // sweeps finished, for tests
 }
 
-// StartPoisonWatcher subscribes to the advisories, starts sweeping and
-// handles the poison calls it finds until Stop.
-func StartPoisonWatcher(ctx context.Context, cfg PoisonConfig) (*PoisonWatcher, error) {
-	switch {
-	case cfg.JetStream == nil:
-		return nil, errors.New("dlq: PoisonConfig.JetStream is required")
-	case cfg.Conn == nil && cfg.SweepInterval < 0:
-		return nil, errors.New("dlq: PoisonConfig.Conn is nil and SweepInterval is negative: the watcher would find nothing; set Conn or sweep")
-	case cfg.SweepConfirm < 0:
-		return nil, fmt.Errorf("dlq: PoisonConfig.SweepConfirm is %v; want 0 (default %v) or more", cfg.SweepConfirm, PoisonSweepConfirmDefault)
+// NewPoisonWatcher checks cfg and returns a watcher. It does not touch the
+// network: Start does.
+func NewPoisonWatcher(cfg PoisonConfig) (*PoisonWatcher, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = PoisonTimeoutDefault
-	}
-	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, PoisonSweepIntervalDefault)
-	cfg.SweepConfirm = cmp.Or(cfg.SweepConfirm, PoisonSweepConfirmDefault)
-	calls, err := cfg.JetStream.Stream(ctx, jetstream.StreamCalls)
-	if err != nil {
-		return nil, fmt.Errorf("dlq: poison watcher: stream %s: %w", jetstream.StreamCalls, err)
-	}
-	w := &PoisonWatcher{cfg: cfg, calls: calls, handling: map[uint64]bool{}}
-	w.life, w.stop = context.WithCancel(context.Background())
-	if cfg.Conn != nil {
-		w.ch = make(chan *nats.Msg, 1024)
-		w.sub, err = cfg.Conn.ChanSubscribe(PoisonAdvisorySubject, w.ch)
-		if err != nil {
-			w.stop()
-			return nil, fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
-		}
-		if err := cfg.Conn.FlushWithContext(ctx); err != nil {
-			_ = w.sub.Unsubscribe()
-			w.stop()
-			return nil, fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
-		}
-		w.wg.Go(w.run)
-	}
-	if cfg.SweepInterval > 0 {
-		w.wg.Go(w.sweepLoop)
-	}
+	w := &PoisonWatcher{cfg: cfg, handling: map[uint64]bool{}, stopped: make(chan struct{})}
+	w.sweeping, w.stopSweeps = context.WithCancel(context.Background())
+	w.life, w.cancel = context.WithCancelCause(context.Background())
 	return w, nil
 }
 
-// Stop unsubscribes, stops sweeping and waits for the poison call being
-// handled, if any. It is safe to call more than once.
-func (w *PoisonWatcher) Stop() {
-	w.once.Do(func() {
-		w.stop()
+// Start subscribes to the advisories, starts sweeping and handles the
+// poison calls it finds until Stop. ctx bounds the start only.
+func (w *PoisonWatcher) Start(ctx context.Context) error {
+	w.lifeMu.Lock()
+	defer w.lifeMu.Unlock()
+	switch {
+	case w.started:
+		return errors.New("dlq: poison watcher already started")
+	case w.stopping:
+		return errors.New("dlq: poison watcher stopped")
+	}
+	calls, err := w.cfg.JetStream.Stream(ctx, jetstream.StreamCalls)
+	if err != nil {
+		return fmt.Errorf("dlq: poison watcher: stream %s: %w", jetstream.StreamCalls, err)
+	}
+	w.calls = calls
+	if w.cfg.Conn != nil {
+		w.ch = make(chan *nats.Msg, 1024)
+		w.sub, err = w.cfg.Conn.ChanSubscribe(PoisonAdvisorySubject, w.ch)
+		if err != nil {
+			return fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
+		}
+		if err := w.cfg.Conn.FlushWithContext(ctx); err != nil {
+			_ = w.sub.Unsubscribe()
+			return fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
+		}
+		w.wg.Go(w.run)
+	}
+	if w.cfg.SweepInterval > 0 {
+		w.wg.Go(w.sweepLoop)
+	}
+	w.started = true
+	go func() { w.wg.Wait(); close(w.stopped) }()
+	return nil
+}
+
+// Stop unsubscribes and stops sweeping, lets the poison calls being handled
+// (and the advisories already received) finish until ctx ends, then cancels
+// the rest with ErrPoisonWatcherStopped and waits for them. It returns nil
+// when everything finished in time and ctx.Err() otherwise. It is safe to
+// call more than once; the watcher cannot be started again.
+func (w *PoisonWatcher) Stop(ctx context.Context) error {
+	w.lifeMu.Lock()
+	if !w.stopping {
+		w.stopping = true
+		w.stopSweeps()
 		if w.sub != nil {
 			_ = w.sub.Unsubscribe()
 			close(w.ch)
 		}
-	})
-	w.wg.Wait()
+		if !w.started {
+			close(w.stopped)
+		}
+	}
+	w.lifeMu.Unlock()
+	select {
+	case <-w.stopped:
+		w.cancel(ErrPoisonWatcherStopped) // releases the context
+		return nil
+	case <-ctx.Done():
+	}
+	w.cancel(ErrPoisonWatcherStopped)
+	<-w.stopped
+	return ctx.Err()
 }
+
+// Stopped is closed once everything the watcher started has returned (after
+// Stop; at once for a watcher Stop stopped before it started).
+func (w *PoisonWatcher) Stopped() <-chan struct{} { return w.stopped }
 
 // run handles the advisories.
 func (w *PoisonWatcher) run() {
 	for m := range w.ch {
+		if w.life.Err() != nil {
+			continue // Stop gave up waiting: the rest is left to the next sweep
+		}
 		var adv struct {
 			Stream     string    `json:"stream"`
 			Consumer   string    `json:"consumer"`
@@ -211,7 +280,7 @@ func (w *PoisonWatcher) run() {
 			adv.Time = time.Now()
 		}
 		tool := strings.TrimPrefix(adv.Consumer, jetstream.ConsumerPrefix)
-		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+		ctx, cancel := context.WithTimeout(w.life, w.cfg.Timeout)
 		pc, err := w.handleOnce(ctx, tool, adv.StreamSeq, int(adv.Deliveries), adv.Time)
 		cancel()
 		log := w.cfg.Logger.With("tool", tool, "stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
@@ -267,7 +336,7 @@ func (w *PoisonWatcher) handle(ctx context.Context, tool string, seq uint64, del
 	}
 	pc := &PoisonCall{Tool: tool, StreamSeq: seq, Deliveries: deliveries}
 	call, decodeErr := envelope.DecodeCall(m.Data, w.cfg.Limits)
-	entry := NewEntry(ReasonPoison, tool, "", m.Data)
+	entry := NewEntry(classify.FatePoison, tool, "", m.Data)
 	entry.SourceSeq, entry.Deliveries = seq, deliveries
 	entry.Error = fmt.Sprintf("every one of its %d deliveries ended without an answer: the worker running it stopped (crashed or was killed) each time", deliveries)
 	entry.FirstFailure, entry.LastFailure = m.Time, at
@@ -283,46 +352,76 @@ func (w *PoisonWatcher) handle(ctx context.Context, tool string, seq uint64, del
 			}
 		}
 	}
-	dm, err := entry.Msg(jetstream.DLQSubject(tool), msgID)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.cfg.JetStream.PublishMsg(ctx, dm); err != nil {
-		return nil, fmt.Errorf("publish dead letter: %w", err)
+	m2 := &poisonMsg{w: w, seq: seq}
+	st := Settlement{
+		Verdict: classify.Policy{}.Decide(classify.Delivery{Case: classify.CasePoison, Attempt: deliveries}, nil),
+		Letter:  &entry, LetterID: msgID,
 	}
 	if decodeErr == nil && call.ReplyTo != "" {
-		if err := w.answer(ctx, call, deliveries); err != nil {
-			return nil, fmt.Errorf("publish is_error result: %w", err)
+		m2.call = call
+		if st.Result, err = envelope.EncodeResult(poisonResult(call, deliveries)); err != nil {
+			return nil, err
 		}
-		pc.Answered = true
 	}
-	if err := deleteMsg(ctx, w.calls, seq); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := Settle(ctx, m2, st); err != nil {
 		return nil, err
 	}
+	pc.Answered = st.Result != nil
 	return pc, nil
 }
 
-// PoisonMessage is the is_error content of a poison call, for the model.
-func PoisonMessage(tool string, deliveries int) string {
-	return fmt.Sprintf("The tool %s stopped the worker running it on each of %d attempts, before it could answer, "+
-		"so the call was set aside. Do not call it again with the same input; "+
-		"try a different approach or answer from what you know.", tool, deliveries)
-}
-
-// answer publishes the poison call's is_error result to its caller.
-func (w *PoisonWatcher) answer(ctx context.Context, call *envelope.Call, deliveries int) error {
-	res := &envelope.Result{
+// poisonResult is the poison call's is_error result for its caller.
+func poisonResult(call *envelope.Call, deliveries int) *envelope.Result {
+	return &envelope.Result{
 		CallID: call.ID, Key: call.Key, Tool: call.Tool, IsError: true,
 		Class: envelope.ClassInternal, Code: classify.CodePoison, Attempts: deliveries,
-		Content: envelope.Text(PoisonMessage(call.Tool, deliveries)),
+		Content: envelope.Text(classify.PoisonMessage(call.Tool, deliveries)),
 	}
-	data, err := envelope.EncodeResult(res)
+}
+
+// poisonMsg is a poison call the watcher found by its stream sequence in
+// TOOL_CALLS, with the verbs Settle settles it by: no delivery holds it, so
+// it leaves the stream by being deleted.
+type poisonMsg struct {
+	w    *PoisonWatcher
+	seq  uint64
+	call *envelope.Call // nil: no caller to answer
+}
+
+// PublishDeadLetter publishes the poison call's dead letter.
+func (m *poisonMsg) PublishDeadLetter(ctx context.Context, e *Entry, id string) error {
+	dm, err := e.Msg(jetstream.DLQSubject(e.Tool), id)
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(jetstream.ResultSubject(call.ReplyTo, call.Key))
-	m.Data = data
-	m.Header.Set(nats.MsgIdHdr, jetstream.ResultMsgID(call.ReplyTo, call.Key))
-	_, err = w.cfg.JetStream.PublishMsg(ctx, m)
+	_, err = m.w.cfg.JetStream.PublishMsg(ctx, dm)
 	return err
 }
+
+// PublishResult publishes the poison call's is_error result to its caller.
+func (m *poisonMsg) PublishResult(ctx context.Context, data []byte) error {
+	if m.call == nil || m.call.ReplyTo == "" {
+		return nil
+	}
+	msg := nats.NewMsg(jetstream.ResultSubject(m.call.ReplyTo, m.call.Key))
+	msg.Data = data
+	msg.Header.Set(nats.MsgIdHdr, jetstream.ResultMsgID(m.call.ReplyTo, m.call.Key))
+	_, err := m.w.cfg.JetStream.PublishMsg(ctx, msg)
+	return err
+}
+
+// Ack removes the call from TOOL_CALLS; a call already gone is no error.
+func (m *poisonMsg) Ack(ctx context.Context) error {
+	if err := deleteMsg(ctx, m.w.calls, m.seq); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Nak refuses: no delivery holds the call, so it cannot be handed back.
+func (m *poisonMsg) Nak(context.Context, time.Duration) error {
+	return errors.New("dlq: a poison call found by its stream sequence cannot be handed back")
+}
+
+// Term removes the call from TOOL_CALLS, as Ack does.
+func (m *poisonMsg) Term(ctx context.Context, _ string) error { return m.Ack(ctx) }

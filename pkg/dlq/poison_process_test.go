@@ -202,7 +202,7 @@ func TestPoisonCallWithCrashingWorkerProcesses(t *testing.T) {
 		t.Errorf("poison call = %+v", pc)
 	}
 	s := newStore(t, b)
-	ls, err := s.List(ctxFor(t), dlq.Filter{Reason: dlq.ReasonPoison})
+	ls, err := s.List(ctxFor(t), dlq.Filter{Reason: classify.FatePoison})
 	if err != nil || len(ls) != 1 || ls[0].Entry == nil || ls[0].Entry.CallID != id || ls[0].Entry.Deliveries != maxDeliver {
 		t.Fatalf("poison dead letters = %v, %v", ls, err)
 	}

@@ -31,7 +31,7 @@ func (w *PoisonWatcher) sweepLoop() {
 	for {
 		w.sweepAndLog()
 		select {
-		case <-w.life.Done():
+		case <-w.sweeping.Done():
 			return
 		case <-time.After(w.cfg.SweepInterval):
 		}
@@ -41,9 +41,9 @@ func (w *PoisonWatcher) sweepLoop() {
 // sweepAndLog runs one sweep. A failure is logged at warn level once per
 // outage; the sweeps that fail after it at debug level.
 func (w *PoisonWatcher) sweepAndLog() {
-	err := w.sweep(w.life)
+	err := w.sweep(w.sweeping)
 	w.sweeps.Add(1)
-	if w.life.Err() != nil {
+	if w.sweeping.Err() != nil {
 		return // stopping, not an outage
 	}
 	log := w.cfg.Logger
@@ -132,7 +132,7 @@ func (w *PoisonWatcher) sweep(ctx context.Context) error {
 		if info == nil || !info.Created.Equal(c.created) || c.seq > doneFloor(info) {
 			continue // its consumer is gone, made again, or not done with it: not poison
 		}
-		hctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+		hctx, cancel := context.WithTimeout(w.life, w.cfg.Timeout)
 		pc, err := w.handleOnce(hctx, c.tool, c.seq, c.deliveries, time.Now())
 		cancel()
 		switch {

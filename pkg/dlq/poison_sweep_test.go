@@ -97,11 +97,7 @@ func startSweeper(t *testing.T, b *bundle, advisories bool, interval time.Durati
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
-	w, err := dlq.StartPoisonWatcher(ctxFor(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w := runWatcher(t, cfg)
 	return w, found
 }
 
@@ -170,7 +166,7 @@ func TestPoisonSweepAtStartFindsCallMaxedWhileNoWatcherRan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ls) != 1 || ls[0].Entry == nil || ls[0].Entry.Reason != dlq.ReasonPoison || ls[0].Entry.CallID != id ||
+	if len(ls) != 1 || ls[0].Entry == nil || ls[0].Entry.Reason != classify.FatePoison || ls[0].Entry.CallID != id ||
 		ls[0].Entry.Tool != "crashy" || ls[0].Entry.Deliveries != 2 || ls[0].Entry.SourceSeq != seq {
 		t.Fatalf("dead letters = %+v; want one poison entry for %s", ls, id)
 	}
@@ -419,7 +415,7 @@ func TestPoisonSweepOutageWarnsOnce(t *testing.T) {
 }
 
 // Config errors name the field; Stop may be called twice.
-func TestStartPoisonWatcherConfig(t *testing.T) {
+func TestNewPoisonWatcherConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, tc := range []struct {
@@ -430,12 +426,13 @@ func TestStartPoisonWatcherConfig(t *testing.T) {
 		{"no JetStream", dlq.PoisonConfig{Conn: b.nc}, "JetStream"},
 		{"nothing to find with", dlq.PoisonConfig{JetStream: b.js, SweepInterval: -1}, "SweepInterval"},
 		{"negative confirm", dlq.PoisonConfig{Conn: b.nc, JetStream: b.js, SweepConfirm: -time.Second}, "SweepConfirm"},
+		{"negative timeout", dlq.PoisonConfig{Conn: b.nc, JetStream: b.js, Timeout: -time.Second}, "Timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := dlq.StartPoisonWatcher(ctxFor(t), tc.cfg)
+			w, err := dlq.NewPoisonWatcher(tc.cfg)
 			if err == nil {
-				w.Stop()
-				t.Fatal("started")
+				_ = w.Stop(ctxFor(t))
+				t.Fatal("made")
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not name %s", err, tc.want)
@@ -447,11 +444,90 @@ func TestStartPoisonWatcherConfig(t *testing.T) {
 		{Conn: b.nc, JetStream: b.js, SweepInterval: -1},
 		{JetStream: b.js, SweepInterval: time.Millisecond},
 	} {
-		w, err := dlq.StartPoisonWatcher(ctxFor(t), cfg)
+		w, err := dlq.NewPoisonWatcher(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.Stop()
-		w.Stop()
+		if err := w.Start(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctxFor(t)); err == nil {
+			t.Error("a second Start succeeded")
+		}
+		if err := w.Stop(ctxFor(t)); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		select {
+		case <-w.Stopped():
+		default:
+			t.Error("Stopped not closed after Stop")
+		}
+		if err := w.Stop(ctxFor(t)); err != nil {
+			t.Errorf("second Stop: %v", err)
+		}
+	}
+	// Stopped before it started: stopped at once, and it cannot start.
+	w, err := dlq.NewPoisonWatcher(dlq.PoisonConfig{JetStream: b.js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(ctxFor(t)); err != nil {
+		t.Errorf("Stop before Start: %v", err)
+	}
+	<-w.Stopped()
+	if err := w.Start(ctxFor(t)); err == nil {
+		t.Error("Start after Stop succeeded")
+	}
+}
+
+// blockingHistory holds each Load until its context ends, and reports the
+// context's cause.
+type blockingHistory struct {
+	loading chan struct{}
+	causes  chan error
+}
+
+func (h *blockingHistory) Load(ctx context.Context, _ string) ([]dlq.Attempt, error) {
+	h.loading <- struct{}{}
+	<-ctx.Done()
+	h.causes <- context.Cause(ctx)
+	return nil, ctx.Err()
+}
+
+// Stop drains the poison call being handled until its context ends, then
+// cancels it with ErrPoisonWatcherStopped; Stopped closes once it returned.
+func TestPoisonWatcherStopCancelsWithCause(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := toolConsumer(t, b.js, "stuck", 2, 100*time.Millisecond)
+	exhaust(t, c, queueCall(t, b.js, newID(), "stuck", "orch-s"))
+	h := &blockingHistory{loading: make(chan struct{}, 1), causes: make(chan error, 1)}
+	w, err := dlq.NewPoisonWatcher(dlq.PoisonConfig{
+		JetStream: b.js, History: h, Logger: natstest.Logger(t), Timeout: time.Hour,
+		SweepInterval: time.Hour, SweepConfirm: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.loading:
+	case <-time.After(waitLong):
+		t.Fatal("the sweep did not take the poison call")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop with a handling past its context = %v, want context.DeadlineExceeded", err)
+	}
+	if cause := <-h.causes; !errors.Is(cause, dlq.ErrPoisonWatcherStopped) {
+		t.Errorf("the handling ended with cause %v, want dlq.ErrPoisonWatcherStopped", cause)
+	}
+	select {
+	case <-w.Stopped():
+	default:
+		t.Error("Stopped not closed when Stop returned")
 	}
 }

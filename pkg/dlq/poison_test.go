@@ -25,13 +25,26 @@ func startWatcher(t *testing.T, b *bundle, history dlq.AttemptLoader, onPoison f
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := dlq.StartPoisonWatcher(ctxFor(t), dlq.PoisonConfig{
+	return runWatcher(t, dlq.PoisonConfig{
 		Conn: nc, JetStream: j, History: history, Logger: natstest.Logger(t), OnPoison: onPoison,
 	})
+}
+
+// runWatcher makes and starts a watcher with cfg, stopped at the test's end.
+func runWatcher(t *testing.T, cfg dlq.PoisonConfig) *dlq.PoisonWatcher {
+	t.Helper()
+	w, err := dlq.NewPoisonWatcher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(w.Stop)
+	if err := w.Start(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
 	return w
 }
 
@@ -146,7 +159,7 @@ wait:
 		t.Fatalf("TOOL_DLQ holds %d letters, want 1 (two watchers, one dead letter)", len(ls))
 	}
 	e := ls[0].Entry
-	if e == nil || e.Reason != dlq.ReasonPoison || e.CallID != id || e.Tool != "boom" || e.Deliveries != 2 || e.SourceSeq == 0 {
+	if e == nil || e.Reason != classify.FatePoison || e.CallID != id || e.Tool != "boom" || e.Deliveries != 2 || e.SourceSeq == 0 {
 		t.Fatalf("entry = %+v", e)
 	}
 	if len(e.Attempts) != 1 || e.Attempts[0].Code != "timeout" || e.AttemptCount() != 2 {
@@ -210,9 +223,7 @@ func TestPoisonWatcherIgnoresGoneCalls(t *testing.T) {
 	if n := streamMsgs(t, b.js, jetstream.StreamCalls); n != 0 {
 		t.Errorf("TOOL_CALLS holds %d, want 0", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := dlq.StartPoisonWatcher(ctx, dlq.PoisonConfig{}); err == nil {
-		t.Error("StartPoisonWatcher without a connection succeeded")
+	if _, err := dlq.NewPoisonWatcher(dlq.PoisonConfig{}); err == nil {
+		t.Error("NewPoisonWatcher without a connection succeeded")
 	}
 }

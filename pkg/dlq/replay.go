@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"strconv"
 	"time"
 
@@ -55,7 +56,7 @@ type Replayed struct {
 	// Tool is the call's tool.
 	Tool string
 	// Reason is why the call was dead-lettered.
-	Reason Reason
+	Reason classify.Fate
 	// OriginalID is the id of the call as the model made it (before any
 	// replay).
 	OriginalID string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ type Filter struct {
 	// Tool keeps the dead letters of this tool only.
 	Tool string
 	// Reason keeps the dead letters set aside for this reason only.
-	Reason Reason
+	Reason classify.Fate
 	// Since keeps the dead letters stored at or after this time only.
 	Since time.Time
 	// UpTo, when set, keeps the dead letters with a sequence up to it only
@@ -95,11 +96,11 @@ func (l *Letter) Tool() string {
 }
 
 // Reason is the letter's reason: from its entry, else from its header.
-func (l *Letter) Reason() Reason {
+func (l *Letter) Reason() classify.Fate {
 	if l.Entry != nil {
 		return l.Entry.Reason
 	}
-	return Reason(l.Header.Get(HeaderReason))
+	return classify.Fate(l.Header.Get(HeaderReason))
 }
 
 // matches reports whether l passes the parts of f a subject filter does

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dlq"
 )
 
@@ -28,9 +29,9 @@ func TestStoreListFilters(t *testing.T) {
 	if ls, err := s.List(ctxFor(t), dlq.Filter{}); err != nil || len(ls) != 0 {
 		t.Fatalf("List of an empty TOOL_DLQ = %d, %v", len(ls), err)
 	}
-	a1 := deadLetter(t, b.js, dlq.ReasonExhausted, "alpha", newID())
-	b1 := deadLetter(t, b.js, dlq.ReasonPoison, "beta", newID())
-	a2 := deadLetter(t, b.js, dlq.ReasonExpired, "alpha", newID())
+	a1 := deadLetter(t, b.js, classify.FateExhausted, "alpha", newID())
+	b1 := deadLetter(t, b.js, classify.FatePoison, "beta", newID())
+	a2 := deadLetter(t, b.js, classify.FateExpired, "alpha", newID())
 	// A body that is not an entry is listed, not skipped.
 	m := nats.NewMsg(jetstream.DLQSubject("beta"))
 	m.Data = []byte("not json")
@@ -42,7 +43,7 @@ func TestStoreListFilters(t *testing.T) {
 	junk := ack.Sequence
 	time.Sleep(20 * time.Millisecond)
 	mark := time.Now()
-	a3 := deadLetter(t, b.js, dlq.ReasonExhausted, "alpha", newID())
+	a3 := deadLetter(t, b.js, classify.FateExhausted, "alpha", newID())
 
 	for _, tc := range []struct {
 		name string
@@ -51,8 +52,8 @@ func TestStoreListFilters(t *testing.T) {
 	}{
 		{"all", dlq.Filter{}, []uint64{a1, b1, a2, junk, a3}},
 		{"tool", dlq.Filter{Tool: "alpha"}, []uint64{a1, a2, a3}},
-		{"reason", dlq.Filter{Reason: dlq.ReasonExhausted}, []uint64{a1, junk, a3}},
-		{"tool and reason", dlq.Filter{Tool: "beta", Reason: dlq.ReasonPoison}, []uint64{b1}},
+		{"reason", dlq.Filter{Reason: classify.FateExhausted}, []uint64{a1, junk, a3}},
+		{"tool and reason", dlq.Filter{Tool: "beta", Reason: classify.FatePoison}, []uint64{b1}},
 		{"since", dlq.Filter{Since: mark}, []uint64{a3}},
 		{"up to", dlq.Filter{UpTo: a2}, []uint64{a1, b1, a2}},
 		{"no such tool", dlq.Filter{Tool: "gamma"}, nil},
@@ -70,11 +71,11 @@ func TestStoreListFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Entry != nil || l.Err == nil || l.Tool() != "beta" || l.Reason() != dlq.ReasonExhausted {
+	if l.Entry != nil || l.Err == nil || l.Tool() != "beta" || l.Reason() != classify.FateExhausted {
 		t.Errorf("junk letter: entry %v, err %v, tool %q, reason %q", l.Entry, l.Err, l.Tool(), l.Reason())
 	}
 	l, err = s.Get(ctxFor(t), b1)
-	if err != nil || l.Entry == nil || l.Tool() != "beta" || l.Reason() != dlq.ReasonPoison || l.Subject != jetstream.DLQSubject("beta") {
+	if err != nil || l.Entry == nil || l.Tool() != "beta" || l.Reason() != classify.FatePoison || l.Subject != jetstream.DLQSubject("beta") {
 		t.Errorf("Get(%d) = %+v, %v", b1, l, err)
 	}
 	if _, err := s.Get(ctxFor(t), 999); !errors.Is(err, dlq.ErrNotFound) {
@@ -93,12 +94,12 @@ func TestScanStopsAtStart(t *testing.T) {
 	b := setup(t)
 	s := newStore(t, b)
 	for range 3 {
-		deadLetter(t, b.js, dlq.ReasonExhausted, "alpha", newID())
+		deadLetter(t, b.js, classify.FateExhausted, "alpha", newID())
 	}
 	visited := 0
 	err := s.Scan(ctxFor(t), dlq.Filter{}, func(*dlq.Letter) error {
 		visited++
-		deadLetter(t, b.js, dlq.ReasonExhausted, "alpha", newID())
+		deadLetter(t, b.js, classify.FateExhausted, "alpha", newID())
 		return nil
 	})
 	if err != nil || visited != 3 {
@@ -116,8 +117,8 @@ func TestStoreDeleteAndPurge(t *testing.T) {
 	s := newStore(t, b)
 	var alpha, beta []uint64
 	for range 3 {
-		alpha = append(alpha, deadLetter(t, b.js, dlq.ReasonExhausted, "alpha", newID()))
-		beta = append(beta, deadLetter(t, b.js, dlq.ReasonPoison, "beta", newID()))
+		alpha = append(alpha, deadLetter(t, b.js, classify.FateExhausted, "alpha", newID()))
+		beta = append(beta, deadLetter(t, b.js, classify.FatePoison, "beta", newID()))
 	}
 	if err := s.Delete(ctxFor(t), alpha[0]); err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestStoreDeleteAndPurge(t *testing.T) {
 		t.Errorf("Purge alpha up to %d = %d, %v; want 1", alpha[1], n, err)
 	}
 	// By reason: letter by letter.
-	if n, err := s.Purge(ctxFor(t), dlq.Filter{Reason: dlq.ReasonPoison}); err != nil || n != 3 {
+	if n, err := s.Purge(ctxFor(t), dlq.Filter{Reason: classify.FatePoison}); err != nil || n != 3 {
 		t.Errorf("Purge poison = %d, %v; want 3", n, err)
 	}
 	ls, _ := s.List(ctxFor(t), dlq.Filter{})

@@ -100,13 +100,13 @@ func TestWorkerObserve(t *testing.T) {
 	m.Queued("flaky", 1)
 	m.Queued("flaky", -1)
 	for _, ev := range []worker.Event{
-		{Tool: "echo", Outcome: worker.OutcomeSuccess, Attempt: 1, Executed: true, ExecTime: 20 * time.Millisecond, QueueWait: 5 * time.Millisecond},
-		{Tool: "flaky", Outcome: worker.OutcomeRetry, Class: envelope.ClassTransient, Attempt: 1, Executed: true, RetryDelay: 1500 * time.Millisecond, QueueWait: -time.Second},
-		{Tool: "flaky", Outcome: worker.OutcomeDeadLetter, Class: envelope.ClassTransient, Attempt: 2, Executed: true, DLQReason: dlq.ReasonExhausted, HistoryFailed: true, QueueWait: time.Minute},
-		{Tool: "flaky", Outcome: worker.OutcomeError, Class: envelope.ClassInternal, Code: classify.CodePanic, Attempt: 1, Executed: true, Panicked: true},
-		{Tool: "flaky", Outcome: worker.OutcomeError, Class: envelope.ClassValidation, Attempt: 1},
-		{Tool: "flaky", Outcome: worker.OutcomeHandedBack, Attempt: 1, Executed: true},
-		{Tool: "other", Outcome: worker.OutcomeSuccess, Attempt: 1},
+		{Tool: "echo", Outcome: classify.FateSuccess, Attempt: 1, Executed: true, ExecTime: 20 * time.Millisecond, QueueWait: 5 * time.Millisecond},
+		{Tool: "flaky", Outcome: classify.FateRetry, Class: envelope.ClassTransient, Attempt: 1, Executed: true, RetryDelay: 1500 * time.Millisecond, QueueWait: -time.Second},
+		{Tool: "flaky", Outcome: classify.FateDeadLetter, Class: envelope.ClassTransient, Attempt: 2, Executed: true, DLQReason: classify.FateExhausted, HistoryFailed: true, QueueWait: time.Minute},
+		{Tool: "flaky", Outcome: classify.FateError, Class: envelope.ClassInternal, Code: classify.CodePanic, Attempt: 1, Executed: true, Panicked: true},
+		{Tool: "flaky", Outcome: classify.FateError, Class: envelope.ClassValidation, Attempt: 1},
+		{Tool: "flaky", Outcome: classify.FateHandedBack, Attempt: 1, Executed: true},
+		{Tool: "other", Outcome: classify.FateSuccess, Attempt: 1},
 	} {
 		m.Observe(ev)
 	}

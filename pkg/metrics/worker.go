@@ -1,9 +1,11 @@
 package metrics
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/worker"
 )
 
@@ -91,7 +93,7 @@ func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
 		}, []string{"tool"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: sub, Name: "dead_letters_total",
-			Help: "Calls a worker moved to TOOL_DLQ, by reason (exhausted, expired, malformed).",
+			Help: "Calls a worker moved to TOOL_DLQ, by reason (" + strings.Join(workerReasons(), ", ") + ").",
 		}, []string{"tool", "reason"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: sub, Name: "panics_total",
@@ -122,8 +124,8 @@ func (m *Worker) initTool(tool string) {
 	}
 	m.inFlight.WithLabelValues(tool)
 	m.queued.WithLabelValues(tool)
-	for _, r := range []dlq.Reason{dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed, dlq.ReasonOutcomeUnknown} {
-		m.deadLetters.WithLabelValues(tool, string(r))
+	for _, r := range workerReasons() {
+		m.deadLetters.WithLabelValues(tool, r)
 	}
 }
 
@@ -133,23 +135,23 @@ func (m *Worker) Observe(ev worker.Event) {
 	if ev.HistoryFailed {
 		m.historyFailures.WithLabelValues(tool).Inc()
 	}
-	if ev.Outcome == worker.OutcomeHandedBack {
+	if ev.Outcome == classify.FateHandedBack {
 		m.handedBack.WithLabelValues(tool).Inc()
 		return
 	}
 	class := classLabel(ev.Class)
-	if ev.Outcome == worker.OutcomeStored { // not an attempt: the tool did not run
+	if ev.Outcome == classify.FateStored { // not an attempt: the tool did not run
 		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
 		return
 	}
 	m.attempts.WithLabelValues(tool, class).Inc()
 	switch ev.Outcome {
-	case worker.OutcomeSuccess, worker.OutcomeError, worker.OutcomeDeadLetter, worker.OutcomeUnknown:
+	case classify.FateSuccess, classify.FateError, classify.FateDeadLetter, classify.FateOutcomeUnknown:
 		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
-	case worker.OutcomeRetry:
+	case classify.FateRetry:
 		m.retryDelay.WithLabelValues(tool).Observe(ev.RetryDelay.Seconds())
 	}
-	if ev.Outcome == worker.OutcomeDeadLetter || ev.Outcome == worker.OutcomeUnknown {
+	if ev.Outcome == classify.FateDeadLetter || ev.Outcome == classify.FateOutcomeUnknown {
 		m.deadLetters.WithLabelValues(tool, reasonLabel(ev.DLQReason)).Inc()
 	}
 	if class == "validation" {
@@ -177,10 +179,21 @@ func (m *Worker) InFlight(tool string, delta int) {
 }
 
 // reasonLabel bounds the reason label to the known reasons.
-func reasonLabel(r dlq.Reason) string {
-	switch r {
-	case dlq.ReasonExhausted, dlq.ReasonExpired, dlq.ReasonMalformed, dlq.ReasonPoison, dlq.ReasonOutcomeUnknown:
+func reasonLabel(r classify.Fate) string {
+	if r.IsDeadLetterReason() {
 		return string(r)
 	}
 	return "other"
+}
+
+// workerReasons are the dead-letter reasons a worker gives: all but poison,
+// which the poison watcher gives.
+func workerReasons() []string {
+	var out []string
+	for _, r := range classify.DeadLetterReasons() {
+		if r != classify.FatePoison {
+			out = append(out, string(r))
+		}
+	}
+	return out
 }

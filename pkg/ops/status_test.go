@@ -87,7 +87,7 @@ func TestStatusCounts(t *testing.T) {
 	for range batch.Messages() {
 	}
 	for _, tool := range []string{"search", "search", "gone"} {
-		e := dlq.NewEntry(dlq.ReasonExhausted, tool, "", []byte(`{}`))
+		e := dlq.NewEntry(classify.FateExhausted, tool, "", []byte(`{}`))
 		m, _ := e.Msg(jetstream.DLQSubject(tool), strconv.FormatInt(time.Now().UnixNano(), 10))
 		if _, err := j.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)

@@ -41,7 +41,8 @@ const (
 // would exceed the server's control-line limit and close the connection.
 const WorkerIDMaxBytes = 128
 
-// Config configures a Worker. Zero fields take the documented defaults.
+// Config configures a Worker. Zero fields take the documented defaults
+// (WithDefaults); New fills them and checks the rest.
 type Config struct {
 	// JetStream is the JetStream context the worker pulls from and publishes
 	// to. Required.
@@ -98,8 +99,10 @@ type Config struct {
 	HistoryTimeout time.Duration
 }
 
-// withDefaults returns c with zero fields filled.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with zero fields set to the documented defaults: a
+// nil Logger is slog.Default(), nil Metrics observe nothing. New applies
+// it.
+func (c Config) WithDefaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
@@ -113,16 +116,14 @@ func (c Config) withDefaults() Config {
 		host, _ := os.Hostname()
 		c.WorkerID = cmp.Or(host, "worker") + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[16:]
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = nopMetrics{}
 	}
 	return c
 }
 
-// validate names the first bad field.
+// validate names the first bad field of a config with its defaults.
 func (c Config) validate() error {
 	switch {
 	case c.JetStream == nil:

@@ -33,14 +33,21 @@
 // acks every AckWait/4 (as it does for a call queued for a slot, so a call
 // held by a live worker is never delivered again, and one held by a dead
 // worker comes back within AckWait); a panic becomes an internal is_error. Then one
-// decision, classify's Policy.Fate, settles the call: a success or a
-// permanent failure is answered and acked; a transient failure with
+// decision, the tool's classify.Policy.Decide, gives the call its fate, and
+// one settle step, dlq.Settle, carries it out on the message: a success or
+// a permanent failure is answered and acked; a transient failure with
 // attempts left is NAKed with a jittered backoff (honouring Retry-After)
 // and JetStream delivers it again; a transient failure out of attempts is
 // dead-lettered to TOOL_DLQ and answered with an is_error that says so.
-// A result is published before its call is acked, and a publish that fails
+// The same decision and step settle a message that does not decode
+// (dead-lettered and terminated), a call whose deadline passed before it
+// started (dead-lettered, reason expired), one answered from its stored
+// result, one of a tool that is not idempotent whose earlier attempt never
+// reported (outcome_unknown), and a call handed back on shutdown. A result
+// is published before its call is acked, and a publish that fails
 // transiently is retried in place (Config.PublishRetryFor), so a call is
-// never acked without its result stored.
+// never acked without its result stored; one that still fails hands the
+// call back after the tool's base retry delay.
 //
 // # Pulling
 //
@@ -56,6 +63,8 @@
 // Stop (and Run, when its context ends) stops pulling (open pulls are
 // drained, not cut off: what they still bring is handed back), then hands
 // queued calls back, lets running calls finish until its context or
-// Config.DrainTimeout ends, then cancels the rest with ErrShutdown and
-// hands them back (NAK without delay) so another worker takes them.
+// Config.DrainTimeout ends, then cancels the rest with ErrShutdown (their
+// contexts' cause) and hands them back (NAK without delay) so another
+// worker takes them. Stopped is closed once everything the worker started
+// has returned.
 package worker

@@ -3,26 +3,17 @@ package worker
 import (
 	"time"
 
-	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-)
-
-// Outcome is how one delivery of a call ended.
-type Outcome string
-
-// The outcomes.
-const (
-	OutcomeSuccess    Outcome = "success"     // result published
-	OutcomeError      Outcome = "error"       // is_error result published, no retry
-	OutcomeRetry      Outcome = "retry"       // NAKed with a delay
-	OutcomeDeadLetter Outcome = "dead_letter" // moved to TOOL_DLQ
-	OutcomeHandedBack Outcome = "handed_back" // NAKed at once on shutdown
 )
 
 // Event describes one delivery of a call handled by a worker.
 type Event struct {
-	Tool       string
-	Outcome    Outcome
+	Tool string
+	// Outcome is the delivery's fate (classify.Verdict.Fate): FateSuccess,
+	// FateError, FateRetry, FateDeadLetter, FateHandedBack, FateStored or
+	// FateOutcomeUnknown.
+	Outcome    classify.Fate
 	Class      envelope.Class // empty on success
 	Code       string
 	Attempt    int
@@ -30,8 +21,8 @@ type Event struct {
 	Panicked   bool          // the handler panicked
 	QueueWait  time.Duration // from publish to the start of this delivery's handling
 	ExecTime   time.Duration // the handler's run time
-	RetryDelay time.Duration // for OutcomeRetry
-	DLQReason  dlq.Reason    // for OutcomeDeadLetter
+	RetryDelay time.Duration // for FateRetry
+	DLQReason  classify.Fate // why it was dead-lettered (classify.Verdict.Reason), if it was
 	// HistoryFailed is set when recording or reading the call's attempt
 	// history failed (the call went on without it).
 	HistoryFailed bool

@@ -17,16 +17,6 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// OutcomeStored is the outcome of a delivery answered from the result the
-// call already has in TOOL_RESULTS: the tool did not run again.
-const OutcomeStored Outcome = "stored"
-
-// OutcomeUnknown is the outcome of a delivery of a call of a tool that is
-// not idempotent after an attempt that started and never reported: the
-// call is answered with an is_error saying its outcome is unknown, and the
-// tool does not run again.
-const OutcomeUnknown Outcome = "outcome_unknown"
-
 // resultsStream returns the TOOL_RESULTS stream, looked up once.
 func (w *Worker) resultsStream(ctx context.Context) (js.Stream, error) {
 	w.resultsMu.Lock()
@@ -79,9 +69,7 @@ func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata,
 		if idempotent {
 			return false
 		}
-		if j.settle() {
-			_ = j.msg.NakWithDelay(time.Second)
-		}
+		w.handBackFor(j, classify.CaseStoreFailed, j.attempt)
 		return true
 	}
 	if m.Time.Before(meta.Timestamp) {
@@ -89,19 +77,16 @@ func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata,
 			return false
 		}
 	}
+	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseStored, Attempt: j.attempt}, w.cfg.Rand)
+	var st dlq.Settlement
 	if call.ReplyTo != "" && m.Subject != jetstream.ResultSubject(call.ReplyTo, call.Key) {
-		if !w.publishOrHandBack(j, log, "stored result", func() error { return w.publishResultData(call, m.Data) }) {
-			return true
-		}
+		st.Result = m.Data // stored for another orchestrator instance: hand it on
 	}
-	if !j.settle() {
+	if !w.settle(j, v, st) {
 		return true
 	}
-	if err := j.msg.Ack(); err != nil {
-		log.Warn("ack failed; the call may be delivered again and is answered from its stored result again", "err", err)
-	}
 	log.Info("call answered from its stored result; not run again")
-	ev.Outcome = OutcomeStored
+	ev.Outcome = v.Fate
 	w.cfg.Metrics.Observe(ev)
 	return true
 }
@@ -120,7 +105,7 @@ func (w *Worker) begin(j *job, call *envelope.Call, meta *js.MsgMetadata, ev *Ev
 	}, call.Deadline)
 	if err != nil {
 		ev.HistoryFailed = true
-		w.retryLater(j, log, "start marker", err)
+		w.storeFailed(j, "start marker", err)
 		return false
 	}
 	if prior != nil {
@@ -151,21 +136,12 @@ func (w *Worker) startedBefore(j *job, call *envelope.Call, meta *js.MsgMetadata
 	return true
 }
 
-// OutcomeUnknownMessage is the is_error content of a call of a tool that is
-// not idempotent whose earlier attempt started and never reported, for the
-// model.
-func OutcomeUnknownMessage(tool string) string {
-	return fmt.Sprintf("The outcome of this call to %s is unknown: the worker running it stopped before it reported "+
-		"whether the call took effect, and %s is not safe to run twice, so it was not run again. "+
-		"Before calling it again, check whether its effect happened (for example, read back what it was meant to "+
-		"change or create); call it again only if it did not.", tool, tool)
-}
-
 // outcomeUnknown dead-letters the call (reason outcome_unknown, for
 // operators to check), answers it with an is_error of class permanent, code
 // outcome_unknown, and acks it.
 func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *dlq.Started, ev Event, log *slog.Logger) {
-	entry := dlq.NewEntry(dlq.ReasonOutcomeUnknown, call.Tool, call.ID, j.msg.Data())
+	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseStartedBefore, Attempt: j.attempt}, w.cfg.Rand)
+	entry := dlq.NewEntry(v.Reason, call.Tool, call.ID, j.msg.Data())
 	entry.Error = fmt.Sprintf("attempt %d started on worker %s at %s and never reported; the tool is not idempotent, so the call was not run again",
 		prior.N, prior.WorkerID, prior.At.UTC().Format(time.RFC3339))
 	if md, err := j.metadata(); err == nil {
@@ -173,18 +149,15 @@ func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *dlq.Started,
 	}
 	entry.Attempts = w.loadAttempts(call, &ev, log)
 	entry.FirstFailure, entry.LastFailure = prior.At, time.Now()
-	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.Key) }) {
-		return
-	}
 	res := w.result(call, j.attempt, ev)
 	res.IsError = true
 	res.Class, res.Code = envelope.ClassPermanent, classify.CodeOutcomeUnknown
-	res.Content = envelope.Text(OutcomeUnknownMessage(call.Tool))
-	if !w.reply(j, call, res, log) {
+	res.Content = envelope.Text(classify.OutcomeUnknownMessage(call.Tool))
+	if !w.answer(j, v, dlq.Settlement{Letter: &entry, LetterID: call.Key}, res) {
 		return
 	}
 	log.Warn("an earlier attempt of the call started and never reported; not running a tool that is not idempotent again",
 		"started_attempt", prior.N, "started_by", prior.WorkerID, "started_at", prior.At)
-	ev.Outcome, ev.Class, ev.Code, ev.DLQReason = OutcomeUnknown, envelope.ClassPermanent, classify.CodeOutcomeUnknown, dlq.ReasonOutcomeUnknown
+	ev.Outcome, ev.Class, ev.Code, ev.DLQReason = v.Fate, envelope.ClassPermanent, classify.CodeOutcomeUnknown, v.Reason
 	w.cfg.Metrics.Observe(ev)
 }

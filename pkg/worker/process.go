@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +27,10 @@ type job struct {
 	metaErr error
 	attempt int
 	settled atomic.Bool // set by whoever acks/naks the message
+
+	// Set by process, for the verbs dlq.Settle calls (see settle.go).
+	w    *Worker
+	call *envelope.Call // nil until the message decoded
 }
 
 // metadata returns the message's JetStream metadata, parsed at the first
@@ -50,10 +53,13 @@ func (j *job) seq() uint64 {
 // settle reports whether the caller is the one to settle the message.
 func (j *job) settle() bool { return j.settled.CompareAndSwap(false, true) }
 
-// process handles one delivery from decoding to ack or nak.
+// process handles one delivery from decoding to ack or nak. Every fate it
+// reaches is decided by the tool's classify.Policy.Decide and carried out
+// by dlq.Settle (w.settle).
 func (w *Worker) process(j *job) {
 	start := time.Now()
 	rt := j.served.tool
+	j.w = w
 	meta, err := j.metadata()
 	if err != nil {
 		// Not a JetStream message: nothing to ack.
@@ -74,6 +80,7 @@ func (w *Worker) process(j *job) {
 		return
 	}
 	log := w.callLogger(rt.Name, call, j.attempt) // attributes added only when it logs
+	j.call = call
 
 	// A redelivered call may have run to its result already (the worker
 	// died between publishing it and acking); a call of a tool that is not
@@ -112,9 +119,8 @@ func (w *Worker) process(j *job) {
 		if handedBack {
 			// The worker is shutting down and cancelled the call: another
 			// worker takes it.
-			if j.settle() {
-				_ = j.msg.Nak()
-				ev.Outcome = OutcomeHandedBack
+			if w.giveBack(j, j.attempt) {
+				ev.Outcome = classify.FateHandedBack
 				w.cfg.Metrics.Observe(ev)
 			}
 			return
@@ -127,53 +133,45 @@ func (w *Worker) process(j *job) {
 	ev.Class, ev.Code = d.Class, d.Code
 	w.pauseOnRateLimit(rt, d, log)
 
-	v := rt.Retry.Fate(d, j.attempt, time.Now(), call.Deadline, w.cfg.Rand)
-	switch v.Action {
-	case classify.ActionRetry:
+	v := rt.Retry.Decide(classify.Delivery{Decision: d, Attempt: j.attempt, Now: time.Now(), Deadline: call.Deadline}, w.cfg.Rand)
+	switch v.Fate {
+	case classify.FateRetry:
 		w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
-		if !j.settle() {
+		if !w.settle(j, v, dlq.Settlement{}) {
 			return
 		}
-		if err := j.msg.NakWithDelay(v.Delay); err != nil {
-			log.Warn("nak failed; the call is redelivered after its ack wait", "err", err)
-		}
-		ev.Outcome, ev.RetryDelay = OutcomeRetry, v.Delay
+		ev.RetryDelay = v.Delay
 		log.Info("attempt failed; retrying", "class", d.Class, "code", d.Code, "delay", v.Delay)
 
-	case classify.ActionDeadLetter:
-		entry := dlq.NewEntry(dlq.ReasonExhausted, rt.Name, call.ID, j.msg.Data())
+	case classify.FateDeadLetter:
+		entry := dlq.NewEntry(v.Reason, rt.Name, call.ID, j.msg.Data())
 		entry.Error = d.Cause
 		entry.SourceSeq = meta.Sequence.Stream
 		entry.Attempts = w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
 		entry.FirstFailure, entry.LastFailure = entry.Attempts[0].Started, time.Now()
-		if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.Key) }) {
-			return
-		}
 		res := w.errorResult(call, d, j.attempt, true, false, ev)
-		if !w.reply(j, call, res, log) {
+		if !w.answer(j, v, dlq.Settlement{Letter: &entry, LetterID: call.Key}, res) {
 			return
 		}
-		ev.Outcome, ev.DLQReason = OutcomeDeadLetter, dlq.ReasonExhausted
 		log.Warn("attempts exhausted; call dead-lettered", "class", d.Class, "code", d.Code)
 
-	default: // ActionReply
+	default: // FateSuccess, FateError
 		var res *envelope.Result
-		if d.Class == envelope.ClassNone {
+		if v.Fate == classify.FateSuccess {
 			res = w.result(call, j.attempt, ev)
 			res.Content = out.Content.Truncate(w.cfg.Limits.MaxContentBytes)
-			ev.Outcome = OutcomeSuccess
 		} else {
 			res = w.errorResult(call, d, j.attempt, false, v.GaveUp, ev)
-			ev.Outcome = OutcomeError
 			log.Info("call failed", "class", d.Class, "code", d.Code, "gave_up_for_deadline", v.GaveUp)
 		}
-		if !w.reply(j, call, res, log) {
+		if !w.answer(j, v, dlq.Settlement{}, res) {
 			return
 		}
-		if ev.Outcome == OutcomeError { // recorded after the reply: it does not delay the result
+		if v.Fate == classify.FateError { // recorded after the reply: it does not delay the result
 			w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
 		}
 	}
+	ev.Outcome, ev.DLQReason = v.Fate, v.Reason
 	w.cfg.Metrics.Observe(ev)
 }
 
@@ -278,90 +276,6 @@ func (w *Worker) errorResult(call *envelope.Call, d classify.Decision, attempt i
 	return res
 }
 
-// reply publishes res (when the call names an orchestrator to reply to) and
-// then acks the call. It reports whether the message was settled here.
-func (w *Worker) reply(j *job, call *envelope.Call, res *envelope.Result, log *slog.Logger) bool {
-	if call.ReplyTo != "" {
-		if !w.publishOrHandBack(j, log, "result", func() error { return w.publishResult(call, res) }) {
-			return false
-		}
-	}
-	if !j.settle() {
-		return false
-	}
-	if err := j.msg.Ack(); err != nil {
-		log.Warn("ack failed; the call may run again and its result is deduplicated", "err", err)
-	}
-	return true
-}
-
-// publishOrHandBack runs publish and, while it fails transiently, runs it
-// again, in place, for up to PublishRetryFor, keeping the call's message
-// with in-progress acks: the call already ran, and handing it back would run
-// it again and count a delivery against its attempts. It reports whether
-// publish got through; when it did not, the call was handed back.
-func (w *Worker) publishOrHandBack(j *job, log *slog.Logger, what string, publish func() error) bool {
-	err := publish()
-	if err == nil {
-		return true
-	}
-	if w.cfg.PublishRetryFor > 0 && jetstream.Transient(err) {
-		log.Warn("publishing the "+what+" failed; retrying", "err", err, "retry_for", w.cfg.PublishRetryFor)
-		giveUp := time.Now().Add(w.cfg.PublishRetryFor)
-	retry:
-		for n := 1; ; n++ {
-			wait := jetstream.RepublishDelay(n)
-			if time.Now().Add(wait).After(giveUp) {
-				break
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-w.ctx.Done(): // shutdown: Stop hands the call back
-				t.Stop()
-				break retry
-			}
-			_ = j.msg.InProgress()
-			if err = publish(); err == nil {
-				log.Info("published the "+what+" after retrying", "tries", n+1)
-				return true
-			}
-			if !jetstream.Transient(err) {
-				break
-			}
-		}
-	}
-	w.retryLater(j, log, what, err)
-	return false
-}
-
-// retryLater hands a message back after a publish failed: the call will run
-// again (a tool that is not idempotent does not: it is answered as having
-// an unknown outcome), and its result is deduplicated by call key.
-func (w *Worker) retryLater(j *job, log *slog.Logger, what string, err error) {
-	log.Error("publishing the "+what+" failed; handing the call back", "err", err)
-	if j.settle() {
-		_ = j.msg.NakWithDelay(time.Second)
-	}
-}
-
-// resultBufs holds the buffers results are encoded into.
-var resultBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// publishResult publishes res on the caller's result subject,
-// tools.result.<reply_to>.<key>, deduplicated per instance and call key
-// (jetstream.ResultMsgID), and waits for the PubAck.
-func (w *Worker) publishResult(call *envelope.Call, res *envelope.Result) error {
-	bp := resultBufs.Get().(*[]byte)
-	defer resultBufs.Put(bp)
-	data, err := envelope.AppendResult((*bp)[:0], res)
-	if err != nil {
-		return err
-	}
-	*bp = data // keep what it grew to; the publish below copies data out before it returns
-	return w.publishResultData(call, data)
-}
-
 // publishResultData publishes an encoded result of call to its caller.
 func (w *Worker) publishResultData(call *envelope.Call, data []byte) error {
 	m := &nats.Msg{Subject: jetstream.ResultSubject(call.ReplyTo, call.Key), Data: data, Header: nats.Header{}}
@@ -389,27 +303,26 @@ func (w *Worker) publishDLQ(e *dlq.Entry, msgID string) error {
 func (w *Worker) deadLetterMalformed(j *job, meta *js.MsgMetadata, decodeErr error, ev Event) {
 	tool := strings.TrimPrefix(j.msg.Subject(), jetstream.CallSubjectPrefix)
 	log := w.cfg.Logger.With(slog.String("tool", tool), slog.Uint64("stream_seq", meta.Sequence.Stream))
-	entry := dlq.NewEntry(dlq.ReasonMalformed, tool, "", j.msg.Data())
+	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseMalformed, Attempt: j.attempt}, w.cfg.Rand)
+	entry := dlq.NewEntry(v.Reason, tool, "", j.msg.Data())
 	entry.Error = decodeErr.Error()
 	entry.SourceSeq = meta.Sequence.Stream
 	entry.FirstFailure = time.Now()
 	entry.LastFailure = entry.FirstFailure
 	msgID := fmt.Sprintf("malformed-%s-%d", jetstream.StreamCalls, meta.Sequence.Stream)
-	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, msgID) }) {
+	if !w.settle(j, v, dlq.Settlement{Letter: &entry, LetterID: msgID}) {
 		return
 	}
-	if j.settle() {
-		_ = j.msg.TermWithReason("malformed call: " + decodeErr.Error())
-	}
 	log.Warn("malformed call dead-lettered", "err", decodeErr)
-	ev.Outcome, ev.DLQReason, ev.Class, ev.Code = OutcomeDeadLetter, dlq.ReasonMalformed, envelope.ClassValidation, "malformed"
+	ev.Outcome, ev.DLQReason, ev.Class, ev.Code = v.Fate, v.Reason, envelope.ClassValidation, "malformed"
 	w.cfg.Metrics.Observe(ev)
 }
 
 // expire answers a call whose deadline passed before it started: dead letter
 // with reason expired (operators may replay it), is_error to the caller.
 func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Event, log *slog.Logger) {
-	entry := dlq.NewEntry(dlq.ReasonExpired, call.Tool, call.ID, j.msg.Data())
+	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseExpired, Attempt: j.attempt, Deadline: call.Deadline}, w.cfg.Rand)
+	entry := dlq.NewEntry(v.Reason, call.Tool, call.ID, j.msg.Data())
 	entry.Error = "the call's deadline passed before a worker started it"
 	entry.SourceSeq = meta.Sequence.Stream
 	entry.FirstFailure = time.Now()
@@ -417,19 +330,14 @@ func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Ev
 	if entry.Attempts = w.loadAttempts(call, &ev, log); len(entry.Attempts) > 0 {
 		entry.FirstFailure = entry.Attempts[0].Started
 	}
-	if !w.publishOrHandBack(j, log, "dead-letter", func() error { return w.publishDLQ(&entry, call.Key) }) {
-		return
-	}
 	res := w.result(call, j.attempt, ev)
 	res.IsError = true
 	res.Class, res.Code = envelope.ClassTransient, classify.CodeDeadline
-	res.Content = envelope.Text(fmt.Sprintf(
-		"The call to %s waited %s in the queue and its deadline passed before any worker could start it, so it was not run. "+
-			"The tool is busy; try again later or use a different approach.", call.Tool, ev.QueueWait.Round(time.Second)))
-	if !w.reply(j, call, res, log) {
+	res.Content = envelope.Text(classify.ExpiredMessage(call.Tool, ev.QueueWait))
+	if !w.answer(j, v, dlq.Settlement{Letter: &entry, LetterID: call.Key}, res) {
 		return
 	}
 	log.Warn("call expired before it started; dead-lettered")
-	ev.Outcome, ev.DLQReason, ev.Class, ev.Code = OutcomeDeadLetter, dlq.ReasonExpired, envelope.ClassTransient, classify.CodeDeadline
+	ev.Outcome, ev.DLQReason, ev.Class, ev.Code = v.Fate, v.Reason, envelope.ClassTransient, classify.CodeDeadline
 	w.cfg.Metrics.Observe(ev)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
@@ -67,13 +68,13 @@ func BenchmarkProcess(b *testing.B) {
 		name    string
 		tool    tools.Tool
 		input   string
-		outcome Outcome
+		outcome classify.Fate
 	}{
 		// echo with a 256-byte input, as "orchestrator bench" sends.
-		{"echo-256B", demo.Echo(), `{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`, OutcomeSuccess},
-		{"invalid-input", demo.Echo(), `{"text":5}`, OutcomeError},
-		{"flaky-503-retry", demo.Flaky(), `{"fail":"503","times":1}`, OutcomeRetry},
-		{"flaky-404", demo.Flaky(), `{"fail":"404"}`, OutcomeError},
+		{"echo-256B", demo.Echo(), `{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`, classify.FateSuccess},
+		{"invalid-input", demo.Echo(), `{"text":5}`, classify.FateError},
+		{"flaky-503-retry", demo.Flaky(), `{"fail":"503","times":1}`, classify.FateRetry},
+		{"flaky-404", demo.Flaky(), `{"fail":"404"}`, classify.FateError},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			reg := tools.NewRegistry()

@@ -124,11 +124,11 @@ func (w *Worker) round(ctx context.Context, cons js.Consumer, s *served, n int) 
 // take starts a pulled call: at once when a slot is free, else once one
 // is, keeping the message alive while it waits.
 func (w *Worker) take(msg js.Msg, s *served) {
+	j := &job{msg: msg, served: s, w: w}
 	if w.stopping.Load() {
-		_ = msg.Nak()
+		w.giveBack(j, 0) // pulled while the worker stops: another one takes it
 		return
 	}
-	j := &job{msg: msg, served: s}
 	seq := j.seq()
 	w.mu.Lock()
 	if held := w.seqs[seq]; held != nil && !held.settled.Load() {
@@ -161,9 +161,7 @@ func (w *Worker) take(msg js.Msg, s *served) {
 			w.run(j)
 			return
 		}
-		if j.settle() { // the worker stops: another one takes it
-			_ = msg.Nak()
-		}
+		w.giveBack(j, 0) // the worker stops: another one takes it
 		w.finish(j, false)
 	})
 }

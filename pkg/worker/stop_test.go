@@ -45,3 +45,24 @@ func TestStopDoesNotWaitForAbandonedHandler(t *testing.T) {
 		t.Fatal("Stop did not return while an abandoned handler was stuck")
 	}
 }
+
+// A worker stopped before it started is stopped at once, and cannot start.
+func TestStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tool("idle", func(context.Context, json.RawMessage) (tools.Output, error) { return tools.Text("ok"), nil }))
+	w, err := worker.New(worker.Config{JetStream: b.js, Registry: b.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	select {
+	case <-w.Stopped():
+	case <-time.After(waitLong):
+		t.Fatal("Stopped not closed")
+	}
+	if err := w.Start(context.Background()); err == nil {
+		t.Error("Start after Stop succeeded")
+	}
+}

@@ -11,11 +11,13 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
-// ErrShutdown is the cause given to the contexts of calls still running when a
-// worker's drain timeout runs out.
+// ErrShutdown is the cause (context.Cause) given to the contexts of calls
+// still running when the context of a worker's Stop ends: their handlers
+// see it, and the calls are handed back.
 var ErrShutdown = errors.New("worker: shutting down")
 
 // Worker pulls calls for its tools from TOOL_CALLS, executes them and
@@ -33,6 +35,7 @@ type Worker struct {
 	handBack     chan struct{} // closed once pulling has ended: queued calls go back
 	stopOnce     sync.Once
 	handBackOnce sync.Once
+	stopped      chan struct{} // closed once the pull loops and every call's processing returned
 
 	ctx    context.Context // parent of every call's context
 	cancel context.CancelCauseFunc
@@ -63,7 +66,7 @@ type served struct {
 
 // New checks cfg and returns a worker. It does not touch the network.
 func New(cfg Config) (*Worker, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -80,6 +83,7 @@ func New(cfg Config) (*Worker, error) {
 		pool:     newGoPool(),
 		stopCh:   make(chan struct{}),
 		handBack: make(chan struct{}),
+		stopped:  make(chan struct{}),
 		ctx:      ctx,
 		cancel:   cancel,
 		jobs:     make(map[*job]struct{}),
@@ -109,6 +113,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	defer w.mu.Unlock()
 	if w.started {
 		return errors.New("worker: already started")
+	}
+	if w.stopping.Load() {
+		return errors.New("worker: stopped; a worker cannot be started again")
 	}
 	w.started = true
 	names := w.cfg.Tools
@@ -164,6 +171,13 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() {
 		w.stopping.Store(true)
 		close(w.stopCh)
+		go func() {
+			w.mu.Lock() // Start has added its pull loops, or never will
+			w.mu.Unlock()
+			w.pulling.Wait()
+			w.wg.Wait()
+			close(w.stopped)
+		}()
 	})
 	w.mu.Lock()
 	stopPull := w.stopPull
@@ -206,12 +220,11 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	for _, j := range left {
-		if j.settle() {
-			_ = j.msg.Nak()
-			ev := Event{Tool: j.served.tool.Name, Outcome: OutcomeHandedBack}
-			if md, err := j.msg.Metadata(); err == nil { // j.attempt belongs to the job's goroutine
-				ev.Attempt = int(md.NumDelivered)
-			}
+		ev := Event{Tool: j.served.tool.Name, Outcome: classify.FateHandedBack}
+		if md, err := j.msg.Metadata(); err == nil { // j.attempt belongs to the job's goroutine
+			ev.Attempt = int(md.NumDelivered)
+		}
+		if w.giveBack(j, ev.Attempt) {
 			w.cfg.Metrics.Observe(ev)
 		}
 	}
@@ -221,6 +234,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.cfg.Logger.Warn("worker stopped with calls still running; handed them back", "worker_id", w.cfg.WorkerID, "calls", len(left))
 	return ctx.Err()
 }
+
+// Stopped is closed once everything the worker started has returned after
+// Stop: its pull loops and the processing of every call (a call cancelled
+// by Stop returns within AbandonGrace, its handler abandoned if it ignores
+// the cancellation).
+func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
 
 // flush waits until the server has processed every ack and NAK the worker
 // sent, so a caller that closes the connection (or exits) right after Stop

@@ -21,7 +21,6 @@ import (
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/worker"
@@ -416,7 +415,7 @@ func TestAbandonsHandlerIgnoringCancellation(t *testing.T) {
 			ev = e
 		}
 	}
-	if ev.Outcome != worker.OutcomeDeadLetter || ev.Code != classify.CodeTimeout || !ev.Executed || ev.Attempt != 1 {
+	if ev.Outcome != classify.FateDeadLetter || ev.Code != classify.CodeTimeout || !ev.Executed || ev.Attempt != 1 {
 		t.Errorf("event %+v; want a dead-lettered timeout of attempt 1 that executed", ev)
 	}
 }
@@ -489,6 +488,14 @@ func TestStopHandsBackRunningCall(t *testing.T) {
 	case <-time.After(waitLong):
 		t.Fatal("the running call was not cancelled")
 	}
+	select {
+	case <-first.Stopped():
+	case <-time.After(waitLong):
+		t.Fatal("Stopped not closed once the cancelled call returned")
+	}
+	if err := first.Start(context.Background()); err == nil {
+		t.Error("a stopped worker started again")
+	}
 
 	second := b.start(t, func(c *worker.Config) { c.WorkerID = "second" })
 	r := b.results.await(t, id)
@@ -496,7 +503,7 @@ func TestStopHandsBackRunningCall(t *testing.T) {
 		t.Errorf("result %+v; want %q from the second worker on attempt 2", r, "resumed")
 	}
 	evs := metrics.waitEvents(t, 1)
-	if len(evs) != 1 || evs[0].Outcome != worker.OutcomeHandedBack || evs[0].Attempt != 1 {
+	if len(evs) != 1 || evs[0].Outcome != classify.FateHandedBack || evs[0].Attempt != 1 {
 		t.Errorf("first worker's events %+v; want one handed_back of attempt 1", evs)
 	}
 	if n := b.results.count(id); n != 1 {
@@ -507,14 +514,14 @@ func TestStopHandsBackRunningCall(t *testing.T) {
 // eventKey is what TestMetricsEvents compares of an event.
 type eventKey struct {
 	Tool       string
-	Outcome    worker.Outcome
+	Outcome    classify.Fate
 	Class      envelope.Class
 	Code       string
 	Attempt    int
 	Executed   bool
 	Panicked   bool
 	RetryDelay time.Duration
-	DLQReason  dlq.Reason
+	DLQReason  classify.Fate
 }
 
 func keyOf(ev worker.Event) eventKey {
@@ -582,17 +589,17 @@ func TestMetricsEvents(t *testing.T) {
 	metrics.waitEvents(t, wantEvents)
 
 	want := []eventKey{
-		{Tool: "ok", Outcome: worker.OutcomeSuccess, Attempt: 1, Executed: true},
-		{Tool: "ok", Outcome: worker.OutcomeDeadLetter, Class: envelope.ClassValidation, Code: "malformed", Attempt: 1, DLQReason: dlq.ReasonMalformed},
-		{Tool: "ok", Outcome: worker.OutcomeDeadLetter, Class: envelope.ClassTransient, Code: classify.CodeDeadline, Attempt: 1, DLQReason: dlq.ReasonExpired},
-		{Tool: "strict", Outcome: worker.OutcomeError, Class: envelope.ClassValidation, Code: classify.CodeInvalidArgument, Attempt: 1},
-		{Tool: "missing", Outcome: worker.OutcomeError, Class: envelope.ClassPermanent, Code: "http_404", Attempt: 1, Executed: true},
-		{Tool: "wobbly", Outcome: worker.OutcomeRetry, Class: envelope.ClassTransient, Code: classify.CodeTransient, Attempt: 1, Executed: true, RetryDelay: 50 * time.Millisecond},
-		{Tool: "wobbly", Outcome: worker.OutcomeRetry, Class: envelope.ClassTransient, Code: classify.CodeTransient, Attempt: 2, Executed: true, RetryDelay: 100 * time.Millisecond},
-		{Tool: "wobbly", Outcome: worker.OutcomeSuccess, Attempt: 3, Executed: true},
-		{Tool: "broken", Outcome: worker.OutcomeRetry, Class: envelope.ClassTransient, Code: classify.CodeTransient, Attempt: 1, Executed: true, RetryDelay: 50 * time.Millisecond},
-		{Tool: "broken", Outcome: worker.OutcomeDeadLetter, Class: envelope.ClassTransient, Code: classify.CodeTransient, Attempt: 2, Executed: true, DLQReason: dlq.ReasonExhausted},
-		{Tool: "boom", Outcome: worker.OutcomeError, Class: envelope.ClassInternal, Code: classify.CodePanic, Attempt: 1, Executed: true, Panicked: true},
+		{Tool: "ok", Outcome: classify.FateSuccess, Attempt: 1, Executed: true},
+		{Tool: "ok", Outcome: classify.FateDeadLetter, Class: envelope.ClassValidation, Code: "malformed", Attempt: 1, DLQReason: classify.FateMalformed},
+		{Tool: "ok", Outcome: classify.FateDeadLetter, Class: envelope.ClassTransient, Code: classify.CodeDeadline, Attempt: 1, DLQReason: classify.FateExpired},
+		{Tool: "strict", Outcome: classify.FateError, Class: envelope.ClassValidation, Code: classify.CodeInvalidArgument, Attempt: 1},
+		{Tool: "missing", Outcome: classify.FateError, Class: envelope.ClassPermanent, Code: "http_404", Attempt: 1, Executed: true},
+		{Tool: "wobbly", Outcome: classify.FateRetry, Class: envelope.ClassTransient, Code: classify.CodeTransient, Attempt: 1, Executed: true, RetryDelay: 50 * time.Millisecond},
+		{Tool: "wobbly", Outcome: classify.FateRetry, Class: envelope.ClassTransient, Code: classify.CodeTransient, Attempt: 2, Executed: true, RetryDelay: 100 * time.Millisecond},
+		{Tool: "wobbly", Outcome: classify.FateSuccess, Attempt: 3, Executed: true},
+		{Tool: "broken", Outcome: classify.FateRetry, Class: envelope.ClassTransient, Code: classify.CodeTransient, Attempt: 1, Executed: true, RetryDelay: 50 * time.Millisecond},
+		{Tool: "broken", Outcome: classify.FateDeadLetter, Class: envelope.ClassTransient, Code: classify.CodeTransient, Attempt: 2, Executed: true, DLQReason: classify.FateExhausted},
+		{Tool: "boom", Outcome: classify.FateError, Class: envelope.ClassInternal, Code: classify.CodePanic, Attempt: 1, Executed: true, Panicked: true},
 	}
 	if len(want) != wantEvents {
 		t.Fatalf("test bug: %d wanted events, wantEvents = %d", len(want), wantEvents)
@@ -673,7 +680,7 @@ func TestStopHandsBackBeforeReturning(t *testing.T) {
 	// Stop returns, since a process closes its connection and exits then.
 	handedBack, byCall := 0, 0
 	for _, ev := range metrics.all() {
-		if ev.Outcome == worker.OutcomeHandedBack {
+		if ev.Outcome == classify.FateHandedBack {
 			handedBack++
 			if ev.Executed {
 				byCall++ // settled by the call's own goroutine, not by Stop

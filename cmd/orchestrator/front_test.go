@@ -220,8 +220,8 @@ func TestServeRefusesAnOpenNonLoopbackAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	code := serve(ctx, []string{"--http", "0.0.0.0:0", "--data-dir", filepath.Join(tmp, "data"), "--nats-listen", "127.0.0.1:0",
-		"--workspace", filepath.Join(tmp, "ws")}, &stderr)
+	code := run(ctx, []string{"serve", "--http", "0.0.0.0:0", "--data-dir", filepath.Join(tmp, "data"), "--nats-listen", "127.0.0.1:0",
+		"--workspace", filepath.Join(tmp, "ws")}, &stderr, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), "--http-insecure-no-auth") || !strings.Contains(stderr.String(), "--api-keys") {
 		t.Fatalf("exit %d, stderr %q; want 2 and a message naming --api-keys and --http-insecure-no-auth", code, stderr.String())
 	}

@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"os"
 	"os/signal"
@@ -40,41 +39,11 @@ func orchestratorCommand() *cli.Command {
 		Commands: []*cli.Command{
 			serveCommand(),
 			callCommand(),
-			poolCommand("run", "an agent loop on the Anthropic Messages API, its tool calls run on the pool",
-				`--task "…" [--model M] [--max-iterations N] [--api URL | --nats-url URL]`, runCmd),
+			runCommand(),
 			toolsCommand(),
 			dlqCommand(),
 			statusCommand(),
 			benchCommand(),
-		},
-	}
-}
-
-// serveCommand is "orchestrator serve", the default command.
-func serveCommand() *cli.Command {
-	c := poolCommand("serve", "(the default) run the pool: an embedded JetStream server unless\n--nats-url is given, in-process workers, and the HTTP API", "",
-		func(ctx context.Context, args []string, _, stderr io.Writer) int { return serve(ctx, args, stderr) })
-	// The flags, for "orchestrator -h".
-	c.Flags = func(fs *flag.FlagSet) {
-		var src *flag.FlagSet
-		if _, err := parsePoolFlags("orchestrator serve", nil, io.Discard, func(s *flag.FlagSet) { src = s }); err != nil || src == nil {
-			return
-		}
-		src.VisitAll(func(f *flag.Flag) {
-			fs.Var(f.Value, f.Name, f.Usage)
-			fs.Lookup(f.Name).DefValue = f.DefValue // not what parsing set
-		})
-	}
-	return c
-}
-
-// poolCommand adapts a command that parses its own flags (serve, run:
-// their flags are the pool's, parsePoolFlags) to a cli.Command.
-func poolCommand(name, summary, args string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) *cli.Command {
-	return &cli.Command{
-		Name: name, Summary: summary, Args: args, Raw: true,
-		Run: func(ctx context.Context, env *cli.Env, args []string) error {
-			return cli.Exit(run(ctx, args, env.Stdout, env.Stderr))
 		},
 	}
 }

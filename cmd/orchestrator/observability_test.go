@@ -70,7 +70,7 @@ func startServe(t *testing.T, extra ...string) string {
 		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--workspace", filepath.Join(tmp, "ws"), "--workers", "1", "--drain-timeout", "5s", "--log-format", "json",
 	}, extra...)
-	go func() { done <- serve(ctx, args, logs) }()
+	go func() { done <- run(ctx, append([]string{"serve"}, args...), logs, logs) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -27,9 +27,7 @@ import (
 // run the tools on).
 const exitIterationLimit = 3 // the model still asked for tools at --max-iterations
 
-const runUsage = `usage: orchestrator run --task "…" [flags]
-
-Runs an agent loop against the Anthropic Messages API: the model's tool calls
+const runHelp = `Runs an agent loop against the Anthropic Messages API: the model's tool calls
 run on the pool, all calls of a turn in parallel, until the model answers
 without calling tools; the answer is printed on stdout.
 
@@ -44,9 +42,7 @@ Messages API endpoint).
 
 Exit codes: 0 answered; 1 the model API or the pool failed; 2 bad flags, no
 ANTHROPIC_API_KEY or no pool; 3 the model still called tools at
---max-iterations.
-
-flags:`
+--max-iterations.`
 
 // runFlags are run's own flags; the pool's are serve's.
 type runFlags struct {
@@ -60,61 +56,70 @@ type runFlags struct {
 	toolTimeout   time.Duration
 }
 
-func parseRun(args []string, stderr io.Writer) (*serveFlags, *runFlags, error) {
-	r := &runFlags{}
-	f, err := parsePoolFlags("orchestrator run", args, stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&r.task, "task", "", "the task for the agent (required)")
-		fs.StringVar(&r.model, "model", string(agent.ModelDefault), "the model")
-		fs.Int64Var(&r.maxTokens, "max-tokens", agent.MaxTokensDefault, "the most tokens of each model answer")
-		fs.IntVar(&r.maxIterations, "max-iterations", agent.MaxIterationsDefault, "the most model requests; reaching it with tools still called exits 3")
-		fs.StringVar(&r.system, "system", "", "the system prompt")
-		fs.StringVar(&r.session, "session", "", "the agent session id, which scopes the pool's advice against retrying a failing tool (default random)")
-		fs.StringVar(&r.api, "api", "", "the HTTP API of a running orchestrator, e.g. http://127.0.0.1:8080: tools and calls go through it")
-		fs.DurationVar(&r.toolTimeout, "tool-timeout", 2*time.Minute, "how long one turn's tool calls may take")
-		// A run is a one-off: no HTTP API of its own, a pool that does not
-		// clash with a serve already running, quieter logs.
-		for name, def := range map[string]string{"http": "", "data-dir": "", "nats-listen": "127.0.0.1:0", "log-level": "warn"} {
-			fl := fs.Lookup(name)
-			fl.DefValue = def
-			_ = fl.Value.Set(def)
-		}
-		fs.Lookup("data-dir").Usage = "embedded server: where JetStream keeps its store (default a temporary directory, removed at exit)"
-		fs.Usage = func() {
-			fmt.Fprintln(stderr, runUsage)
-			fs.PrintDefaults()
-		}
-	})
-	if err != nil {
-		return nil, nil, err
+// runCommand is "orchestrator run".
+func runCommand() *cli.Command {
+	f, r := &serveFlags{}, &runFlags{}
+	return &cli.Command{
+		Name:    "run",
+		Args:    `--task "…" [flags]`,
+		Summary: "an agent loop on the Anthropic Messages API, its tool calls run on the pool",
+		Help:    runHelp,
+		Flags: func(fs *flag.FlagSet) {
+			f.register(fs)
+			r.register(fs)
+		},
+		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
+			if err := f.check(env.Given); err != nil {
+				return err
+			}
+			if err := r.check(f); err != nil {
+				return err
+			}
+			return cli.Exit(runAgent(ctx, f, r, env.Stdout, env.Stderr))
+		},
 	}
-	switch {
-	case strings.TrimSpace(r.task) == "":
-		return nil, nil, cli.Usagef("--task is required: orchestrator run --task \"what the agent should do\"")
-	case r.maxTokens < 1:
-		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
-	case r.maxIterations < 1:
-		return nil, nil, cli.Usagef("--max-iterations must be at least 1")
-	case r.toolTimeout <= 0:
-		return nil, nil, cli.Usagef("--tool-timeout must be positive")
-	case r.api != "" && f.nats.URL() != "":
-		return nil, nil, cli.Usagef("give --api or --nats-url, not both")
-	}
-	return f, r, nil
 }
 
-// runCmd is "orchestrator run".
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	f, r, err := parseRun(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cli.ExitOK
-		}
-		var ue *cli.UsageError
-		if errors.As(err, &ue) {
-			fmt.Fprintln(stderr, "orchestrator run:", err)
-		}
-		return cli.ExitUsage
+// register adds run's own flags to fs, after the pool's, and changes the
+// pool's defaults for a one-off run.
+func (r *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.task, "task", "", "the task for the agent (required)")
+	fs.StringVar(&r.model, "model", string(agent.ModelDefault), "the model")
+	fs.Int64Var(&r.maxTokens, "max-tokens", agent.MaxTokensDefault, "the most tokens of each model answer")
+	fs.IntVar(&r.maxIterations, "max-iterations", agent.MaxIterationsDefault, "the most model requests; reaching it with tools still called exits 3")
+	fs.StringVar(&r.system, "system", "", "the system prompt")
+	fs.StringVar(&r.session, "session", "", "the agent session id, which scopes the pool's advice against retrying a failing tool (default random)")
+	fs.StringVar(&r.api, "api", "", "the HTTP API of a running orchestrator, e.g. http://127.0.0.1:8080: tools and calls go through it")
+	fs.DurationVar(&r.toolTimeout, "tool-timeout", 2*time.Minute, "how long one turn's tool calls may take")
+	// A run is a one-off: no HTTP API of its own, a pool that does not
+	// clash with a serve already running, quieter logs.
+	for name, def := range map[string]string{"http": "", "data-dir": "", "nats-listen": "127.0.0.1:0", "log-level": "warn"} {
+		fl := fs.Lookup(name)
+		fl.DefValue = def
+		_ = fl.Value.Set(def)
 	}
+	fs.Lookup("data-dir").Usage = "embedded server: where JetStream keeps its store (default a temporary directory, removed at exit)"
+}
+
+// check validates run's own flags; f are the pool's, already checked.
+func (r *runFlags) check(f *serveFlags) error {
+	switch {
+	case strings.TrimSpace(r.task) == "":
+		return cli.Usagef("--task is required: orchestrator run --task \"what the agent should do\"")
+	case r.maxTokens < 1:
+		return cli.Usagef("--max-tokens must be at least 1")
+	case r.maxIterations < 1:
+		return cli.Usagef("--max-iterations must be at least 1")
+	case r.toolTimeout <= 0:
+		return cli.Usagef("--tool-timeout must be positive")
+	case r.api != "" && f.nats.URL() != "":
+		return cli.Usagef("give --api or --nats-url, not both")
+	}
+	return nil
+}
+
+// runAgent runs the agent loop of run and returns the exit code.
+func runAgent(ctx context.Context, f *serveFlags, r *runFlags, stdout, stderr io.Writer) int {
 	key := os.Getenv("ANTHROPIC_API_KEY")
 	if key == "" {
 		fmt.Fprintln(stderr, "orchestrator run: ANTHROPIC_API_KEY is not set; export ANTHROPIC_API_KEY=<your key> "+

@@ -41,26 +41,65 @@ type serveFlags struct {
 	attemptsTTL  time.Duration
 	retryFor     time.Duration
 	front        httpFlags
-	set          map[string]bool // flags given on the command line
 	// ready, when set, runs once the pool is up, in place of waiting for
 	// ctx (orchestrator run uses it); the pool shuts down when it returns.
 	ready func(ctx context.Context, orch *toolpool.Orchestrator)
 }
 
-func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
-	return parsePoolFlags("orchestrator serve", args, stderr, nil)
+// serveHelp is serve's help text.
+const serveHelp = `Runs the pool. With no --nats-url (or NATS_URL) it starts an embedded JetStream
+server, provisions the streams and runs --workers in-process workers.`
+
+// serveCommand is "orchestrator serve", the default command: the pool
+// until SIGTERM. Exit 0 after a clean shutdown, 1 when the pool failed (or
+// its NATS connection closed for good), 2 on bad flags.
+func serveCommand() *cli.Command {
+	f := &serveFlags{}
+	return &cli.Command{
+		Name:    "serve",
+		Summary: "(the default) run the pool: an embedded JetStream server unless\n--nats-url is given, in-process workers, and the HTTP API",
+		Help:    serveHelp,
+		Flags:   f.register,
+		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
+			if err := f.check(env.Given); err != nil {
+				return err
+			}
+			log, err := f.log.Logger(env.Stderr)
+			if err != nil {
+				return err
+			}
+			if err := runServe(ctx, f, log); err != nil {
+				log.Error("orchestrator stopped", "err", err)
+				return cli.Exit(cli.ExitIsError)
+			}
+			return nil
+		},
+	}
 }
 
-// parsePoolFlags parses the flags that set up a pool; extra, when set, adds
-// a command's own flags (and may change defaults and usage) before parsing.
-func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*serveFlags, error) {
+// parseServe parses serve's arguments (for tests).
+func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	f := &serveFlags{}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs := flag.NewFlagSet("orchestrator serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: orchestrator [serve] [flags]\n\nRuns the pool. With no --nats-url (or NATS_URL) it starts an embedded JetStream\nserver, provisions the streams and runs --workers in-process workers.\n\nflags:")
-		fs.PrintDefaults()
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
+	if fs.NArg() > 0 {
+		return nil, cli.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	if err := f.check(func(name string) bool { return given[name] }); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// register adds the flags that set up a pool to fs: serve's, and run's
+// before its own.
+func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.nats.Register(fs)
 	f.log.Register(fs)
 	fs.StringVar(&f.dataDir, "data-dir", "data", "embedded server: where JetStream keeps its store")
@@ -70,7 +109,7 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 	f.catalog.Register(fs)
 	fs.StringVar(&f.instance, "instance", "", "this orchestrator's id in result subjects (default random)")
 	// Mode-dependent defaults: the flags' own defaults are zero (which flag
-	// does not print) and the usage says what applies; set after parsing.
+	// does not print) and the usage says what applies; set by check.
 	fs.IntVar(&f.workers, "workers", 0, "in-process workers (default 4 with the embedded server, 0 with --nats-url)")
 	fs.IntVar(&f.concurrency, "concurrency", worker.ConcurrencyDefault, "calls each in-process worker executes at once")
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "serve the diagnostic tools echo, sleep and flaky (default on with the embedded server, off with --nats-url)")
@@ -79,68 +118,35 @@ func parsePoolFlags(name string, args []string, stderr io.Writer, extra func(*fl
 	fs.DurationVar(&f.retryFor, "publish-retry-for", dispatch.PublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
 	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	f.front.register(fs)
-	if extra != nil {
-		extra(fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, cli.Usagef("unexpected argument %q", fs.Arg(0))
-	}
-	f.set = map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+}
+
+// check sets the mode-dependent defaults of the flags not given and
+// validates them all; its errors name the flag.
+func (f *serveFlags) check(given func(name string) bool) error {
 	if f.nats.URL() == "" {
-		if !f.set["workers"] {
+		if !given("workers") {
 			f.workers = workersEmbeddedDefault
 		}
-		if !f.set["demo-tools"] {
+		if !given("demo-tools") {
 			f.demoTools = true
 		}
 	}
 	if f.instance != "" {
 		if err := jetstream.CheckToken("--instance", f.instance); err != nil {
-			return nil, cli.Usagef("%v", err)
+			return cli.Usagef("%v", err)
 		}
 	}
 	if f.workers < 0 {
-		return nil, cli.Usagef("--workers must not be negative")
+		return cli.Usagef("--workers must not be negative")
 	}
 	if f.catalog.Path != "" && f.workers == 0 {
-		return nil, cli.Usagef("--tools needs in-process workers (--workers N); or give the catalog to separate worker processes")
+		return cli.Usagef("--tools needs in-process workers (--workers N); or give the catalog to separate worker processes")
 	}
 	f.catalog.Replicas = f.replicas
 	if f.concurrency < 1 {
-		return nil, cli.Usagef("--concurrency must be at least 1")
+		return cli.Usagef("--concurrency must be at least 1")
 	}
-	if err := f.front.check(f.httpAddr); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-func serve(ctx context.Context, args []string, stderr io.Writer) int {
-	f, err := parseServe(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cli.ExitOK
-		}
-		var ue *cli.UsageError
-		if errors.As(err, &ue) {
-			fmt.Fprintln(stderr, "orchestrator:", err)
-		}
-		return cli.ExitUsage
-	}
-	log, err := f.log.Logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "orchestrator:", err)
-		return cli.ExitUsage
-	}
-	if err := runServe(ctx, f, log); err != nil {
-		log.Error("orchestrator stopped", "err", err)
-		return cli.ExitIsError
-	}
-	return cli.ExitOK
+	return f.front.check(f.httpAddr)
 }
 
 // runServe runs the pool until ctx is done: the embedded server unless

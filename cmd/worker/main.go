@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -32,78 +33,89 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: worker [flags]\n\nA toolpool worker: pulls tool calls from NATS JetStream, runs them, publishes results.\n\nflags:")
-		fs.PrintDefaults()
-	}
+	return cli.Main(ctx, workerCommand(), args, stderr, stderr)
+}
+
+// workerCommand is the worker binary: flags mapped onto a toolpool.Server.
+// Exit 0 after a clean drain, 1 when it could not start or its NATS
+// connection closed for good, 2 on bad flags or no connection.
+func workerCommand() *cli.Command {
 	var (
 		natsFlags    cli.NATSFlags
 		logFlags     cli.LogFlags
 		builtinFlags cli.BuiltinFlags
 		catalogFlags cli.CatalogFlags
 		wc           worker.Config
-		demoTools    = fs.Bool("demo-tools", false, "serve the diagnostic tools echo, sleep and flaky")
-		metricsAddr  = fs.String("metrics", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: none)")
-		attemptsTTL  = fs.Duration("attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
+		demoTools    bool
+		metricsAddr  string
+		attemptsTTL  time.Duration
 	)
-	fs.IntVar(&wc.Concurrency, "concurrency", worker.ConcurrencyDefault, "calls this worker executes at once")
-	fs.DurationVar(&wc.DrainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish before they are handed back")
-	fs.DurationVar(&wc.PublishRetryFor, "publish-retry-for", worker.PublishRetryForDefault, "how long a result whose publish failed (e.g. during a leader election) is published again before the call is handed back; negative: hand back at once")
-	fs.StringVar(&wc.WorkerID, "id", "", "worker id in results and logs (default host-pid-random)")
-	natsFlags.Register(fs)
-	logFlags.Register(fs)
-	builtinFlags.Register(fs, cli.BuiltinNone)
-	catalogFlags.Register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cli.ExitOK
-		}
-		return cli.ExitUsage
+	return &cli.Command{
+		Name: "worker",
+		Help: "A toolpool worker: pulls tool calls from NATS JetStream, runs them, publishes results.",
+		Flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&wc.Concurrency, "concurrency", worker.ConcurrencyDefault, "calls this worker executes at once")
+			fs.BoolVar(&demoTools, "demo-tools", false, "serve the diagnostic tools echo, sleep and flaky")
+			fs.DurationVar(&wc.DrainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish before they are handed back")
+			fs.DurationVar(&wc.PublishRetryFor, "publish-retry-for", worker.PublishRetryForDefault, "how long a result whose publish failed (e.g. during a leader election) is published again before the call is handed back; negative: hand back at once")
+			fs.StringVar(&wc.WorkerID, "id", "", "worker id in results and logs (default host-pid-random)")
+			fs.StringVar(&metricsAddr, "metrics", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: none)")
+			fs.DurationVar(&attemptsTTL, "attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
+			natsFlags.Register(fs)
+			logFlags.Register(fs)
+			builtinFlags.Register(fs, cli.BuiltinNone)
+			catalogFlags.Register(fs)
+		},
+		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
+			switch {
+			case len(wc.WorkerID) > worker.WorkerIDMaxBytes:
+				return cli.Usagef("--id is %d bytes; the limit is %d", len(wc.WorkerID), worker.WorkerIDMaxBytes)
+			case wc.Concurrency < 1:
+				return cli.Usagef("--concurrency must be at least 1")
+			case wc.DrainTimeout < 0:
+				return cli.Usagef("--drain-timeout must not be negative")
+			}
+			log, err := logFlags.Logger(env.Stderr)
+			if err != nil {
+				return err
+			}
+			// A worker process may crash on purpose: flaky's "crash" failure.
+			reg, closeTools, err := cli.Registry(demoTools, demo.Options{AllowCrash: true}, &catalogFlags, &builtinFlags)
+			if err != nil {
+				return cli.Usagef("%v", err)
+			}
+			defer closeTools.Close()
+			if len(reg.Names()) == 0 {
+				return cli.Usagef("no tools to serve: pass --tools FILE, --demo-tools or --builtin-tools all (or names)")
+			}
+			nc, err := natsFlags.Connect("", "toolpool-worker", log)
+			if err != nil {
+				return cli.Unavailable(err)
+			}
+			defer nc.Close()
+			srv, err := toolpool.NewServer(toolpool.ServerConfig{
+				Conn: nc, Registry: reg, Worker: wc, Logger: log,
+				History: dlq.HistoryConfig{TTL: attemptsTTL}, Discovery: catalogFlags.Bucket(),
+			})
+			if err != nil {
+				return cli.Usagef("%v", err)
+			}
+			if metricsAddr != "" {
+				stopHTTP, err := cli.ServeHTTP(metricsAddr, srv.Handler(), log)
+				if err != nil {
+					return cli.Usagef("--metrics: %v", err)
+				}
+				defer stopHTTP()
+			}
+			return serve(ctx, srv, nc, wc.DrainTimeout, log)
+		},
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "worker: "+format+"\n", a...)
-		return cli.ExitUsage
-	}
-	if fs.NArg() > 0 {
-		return usage("unexpected argument %q", fs.Arg(0))
-	}
-	if len(wc.WorkerID) > worker.WorkerIDMaxBytes {
-		return usage("--id is %d bytes; the limit is %d", len(wc.WorkerID), worker.WorkerIDMaxBytes)
-	}
-	log, err := logFlags.Logger(stderr)
-	if err != nil {
-		return usage("%v", err)
-	}
-	// A worker process may crash on purpose: flaky's "crash" failure.
-	reg, closeTools, err := cli.Registry(*demoTools, demo.Options{AllowCrash: true}, &catalogFlags, &builtinFlags)
-	if err != nil {
-		return usage("%v", err)
-	}
-	defer closeTools.Close()
-	if len(reg.Names()) == 0 {
-		return usage("no tools to serve: pass --tools FILE, --demo-tools or --builtin-tools all (or names)")
-	}
-	nc, err := natsFlags.Connect("", "toolpool-worker", log)
-	if err != nil {
-		return usage("%v", err)
-	}
-	defer nc.Close()
-	srv, err := toolpool.NewServer(toolpool.ServerConfig{
-		Conn: nc, Registry: reg, Worker: wc, Logger: log,
-		History: dlq.HistoryConfig{TTL: *attemptsTTL}, Discovery: catalogFlags.Bucket(),
-	})
-	if err != nil {
-		return usage("%v", err)
-	}
-	if *metricsAddr != "" {
-		stopHTTP, err := cli.ServeHTTP(*metricsAddr, srv.Handler(), log)
-		if err != nil {
-			return usage("--metrics: %v", err)
-		}
-		defer stopHTTP()
-	}
+}
+
+// serve starts srv and runs it until ctx ends (a signal: drain) or its
+// connection closes for good (exit 1: a supervisor starts a fresh worker;
+// the calls held come back to other workers after their ack wait).
+func serve(ctx context.Context, srv *toolpool.Server, nc *nats.Conn, drain time.Duration, log *slog.Logger) error {
 	stopCtx := func(d time.Duration) context.Context {
 		c, cancel := context.WithTimeout(context.Background(), d)
 		_ = cancel // released when the timer fires: the process ends soon after
@@ -112,32 +124,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := srv.Start(ctx); err != nil {
 		if ctx.Err() != nil { // signalled during start-up: an ordinary shutdown
 			_ = cli.DrainConn(nc, 5*time.Second)
-			return cli.ExitOK
+			return nil
 		}
-		fmt.Fprintln(stderr, "worker:", err)
 		if last := nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) {
 			// A refused subject makes the request above time out; say which.
-			fmt.Fprintf(stderr, "worker: the NATS user may not use a subject the worker needs (%v); grant it as jetstream/server/accounts.conf does for the worker user\n", last)
+			err = fmt.Errorf("%w\nthe NATS user may not use a subject the worker needs (%v); grant it as jetstream/server/accounts.conf does for the worker user", err, last)
 		}
-		return cli.ExitIsError
+		return err
 	}
 	select {
 	case <-ctx.Done():
 	case <-jetstream.Closed(nc):
-		// Closed for good (reconnects never give up, so a protocol error or
-		// refused credentials): without NATS the worker is a zombie. Exit
-		// non-zero so the supervisor starts a fresh one; the calls held
-		// come back to other workers after their ack wait.
 		log.Error("the NATS connection is closed for good; exiting so that the worker is restarted", "err", nc.LastError())
 		_ = srv.Stop(stopCtx(toolpool.LostConnDrain))
-		return cli.ExitIsError
+		return cli.Exit(cli.ExitIsError)
 	}
-	log.Info("signal received; draining", "drain_timeout", wc.DrainTimeout)
-	if err := srv.Stop(stopCtx(wc.DrainTimeout)); err != nil {
+	log.Info("signal received; draining", "drain_timeout", drain)
+	if err := srv.Stop(stopCtx(drain)); err != nil {
 		log.Warn("drain timeout passed; unfinished calls were handed back to other workers")
 	}
 	if err := cli.DrainConn(nc, 5*time.Second); err != nil {
 		log.Warn("closing the NATS connection", "err", err)
 	}
-	return cli.ExitOK
+	return nil
 }

@@ -61,6 +61,19 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Path is the command's path: "orchestrator dlq ls".
 	Path string
+	// Flags is the command's flag set, parsed (nil for a Raw command):
+	// Run asks it which flags were given (Given) for defaults that depend
+	// on other flags.
+	Flags *flag.FlagSet
+}
+
+// Given reports whether the flag name was given on the command line.
+func (env *Env) Given(name string) bool {
+	given := false
+	if env.Flags != nil {
+		env.Flags.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	}
+	return given
 }
 
 // ExitError ends a command with Code, after printing Err (unless nil).
@@ -179,6 +192,7 @@ func (c *Command) exec(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "%s: unexpected argument %q\n", env.Path, pos[c.MaxArgs])
 		return ExitUsage
 	}
+	env.Flags = fs
 	return env.exitCode(c.Run(ctx, env, pos), c)
 }
 

@@ -46,8 +46,8 @@
 // Exit(code) that code silently, any other error ExitIsError; a message is
 // printed after the command's path ("tool greet: …") on stderr.
 //
-// A command that parses its own flags is Raw: Run gets the arguments as
-// they are (orchestrator's serve and run, until they are converted).
+// Env.Given tells Run which flags were given, for defaults that depend on
+// other flags (serve's --workers, which depends on --nats-url).
 package cli
 
 import (

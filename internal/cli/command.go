@@ -39,10 +39,6 @@ type Command struct {
 	// Interspersed lets flags come after positional arguments ("dlq show
 	// 12 --json"); "--" ends the flags.
 	Interspersed bool
-	// Raw hands Run the arguments unparsed: for a command that parses its
-	// own flags (and prints its own usage). Flags, when set, still lists
-	// them in the help of a parent whose Default it is.
-	Raw bool
 	// Run runs the command with its positional arguments. Its error sets
 	// the exit code: nil ExitOK; a *UsageError (Usagef) ExitUsage; an
 	// *ExitError its Code; any other error ExitIsError. A message is
@@ -61,7 +57,7 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Path is the command's path: "orchestrator dlq ls".
 	Path string
-	// Flags is the command's flag set, parsed (nil for a Raw command):
+	// Flags is the command's flag set, parsed:
 	// Run asks it which flags were given (Given) for defaults that depend
 	// on other flags.
 	Flags *flag.FlagSet
@@ -172,9 +168,6 @@ func (c *Command) unknown(env *Env, name string) int {
 func (c *Command) exec(ctx context.Context, env *Env, args []string) int {
 	if c.Run == nil {
 		return ExitUsage
-	}
-	if c.Raw {
-		return env.exitCode(c.Run(ctx, env, args), c)
 	}
 	fs := c.newFlagSet(env.Stderr)
 	pos, err := parse(fs, args, c.Interspersed)

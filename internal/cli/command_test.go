@@ -114,14 +114,19 @@ func TestCommandHelpOnStdout(t *testing.T) {
 	}
 }
 
-// A Raw command gets its arguments as they are, -h included.
-func TestCommandRaw(t *testing.T) {
+// Given says which flags were on the command line.
+func TestCommandGiven(t *testing.T) {
 	t.Parallel()
-	var got []string
-	root := &Command{Name: "bin", Commands: []*Command{{Name: "raw", Raw: true,
-		Run: func(_ context.Context, _ *Env, args []string) error { got = args; return Exit(4) }}}}
+	var n int
+	var given, notGiven bool
+	root := &Command{Name: "bin", Commands: []*Command{{Name: "c",
+		Flags: func(fs *flag.FlagSet) { fs.IntVar(&n, "n", 1, "n"); fs.Int("m", 1, "m") },
+		Run: func(_ context.Context, env *Env, _ []string) error {
+			given, notGiven = env.Given("n"), env.Given("m")
+			return nil
+		}}}}
 	var out bytes.Buffer
-	if code := Main(t.Context(), root, []string{"raw", "-h", "--x", "y"}, &out, &out); code != 4 || strings.Join(got, " ") != "-h --x y" {
-		t.Errorf("exit %d, args %q", code, got)
+	if code := Main(t.Context(), root, []string{"c", "-n", "1"}, &out, &out); code != 0 || !given || notGiven {
+		t.Errorf("exit %d, Given(n) = %v, Given(m) = %v; want 0, true, false", code, given, notGiven)
 	}
 }

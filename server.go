@@ -140,6 +140,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolpool: JetStream context: %w", err)
 	}
+	wc := cfg.Worker
+	wc.JetStream, wc.Registry = j, cfg.Registry
+	if err := wc.WithDefaults().Validate(); err != nil {
+		return nil, fmt.Errorf("toolpool: ServerConfig.Worker: %w", err)
+	}
 	m, err := metrics.NewWorker(cfg.Metrics, metrics.WorkerOptions{Tools: cfg.Registry.Names()})
 	if err != nil {
 		return nil, fmt.Errorf("toolpool: worker metrics: %w", err)

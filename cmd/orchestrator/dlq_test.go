@@ -19,14 +19,15 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/pkg/worker"
 )
 
 // dlPool is a server, workers with an attempt history serving one
@@ -76,31 +77,9 @@ func newDLPool(t *testing.T, workers int) *dlPool {
 		t.Fatal(err)
 	}
 	for range workers {
-		wj, err := js.New(natstest.Connect(t, p.url))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := worker.New(worker.Config{JetStream: wj, Registry: reg, History: history, Logger: natstest.Logger(t), DrainTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = w.Stop(ctx)
-		})
+		pooltest.StartServer(t, p.url, reg, func(c *toolpool.ServerConfig) { c.Worker.History = history })
 	}
-	p.d, err = dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.RegistryCatalog(reg), Logger: natstest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.d.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.d.Stop(context.Background()) })
+	p.d = pooltest.StartOrchestrator(t, j.Conn(), dispatch.RegistryCatalog(reg)).Dispatcher()
 	return p
 }
 

@@ -14,7 +14,9 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
@@ -209,40 +211,13 @@ func newPool(t *testing.T, history worker.History, ts ...tools.Tool) *pool {
 	for range 2 {
 		p.startWorker(t, history)
 	}
-	d, err := dispatch.New(dispatch.Config{JS: b.js, Catalog: dispatch.RegistryCatalog(p.reg), Logger: natstest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctxFor(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
-	p.d = d
+	p.d = pooltest.StartOrchestrator(t, b.js.Conn(), dispatch.RegistryCatalog(p.reg)).Dispatcher()
 	return p
 }
 
 func (p *pool) startWorker(t *testing.T, history worker.History) *worker.Worker {
 	t.Helper()
-	j, err := js.New(natstest.Connect(t, p.srv.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(worker.Config{
-		JetStream: j, Registry: p.reg, History: history, Logger: natstest.Logger(t),
-		DrainTimeout: 5 * time.Second, PublishTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctxFor(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
-	return w
+	return pooltest.StartServer(t, p.srv.ClientURL(), p.reg, func(c *toolpool.ServerConfig) { c.Worker.History = history }).Workers()[0]
 }
 
 func (p *pool) call(t *testing.T, tool, input string) (string, envelope.Result) {

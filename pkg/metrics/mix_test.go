@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	js "github.com/nats-io/nats.go/jetstream"
-
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/promtest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -53,27 +53,7 @@ func fastTools(t *testing.T) *tools.Registry {
 // url, observed by m; it stops when the test ends.
 func startWorker(t *testing.T, url string, reg *tools.Registry, m worker.Metrics) {
 	t.Helper()
-	j, err := js.New(natstest.Connect(t, url))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(worker.Config{
-		JetStream: j, Registry: reg, Metrics: m, Logger: natstest.Logger(t),
-		DrainTimeout: 5 * time.Second, PublishTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
+	pooltest.StartServer(t, url, reg, func(c *toolpool.ServerConfig) { c.Worker.Metrics = m })
 }
 
 // TestScriptedMixCounts runs a scripted mix of calls through a real worker

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/discovery"
@@ -21,7 +22,6 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/ops"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/pkg/worker"
 )
 
 func TestMain(m *testing.M) {
@@ -163,31 +163,9 @@ func TestRateLimitPausesTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		wj, err := js.New(natstest.Connect(t, srv.ClientURL()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := worker.New(worker.Config{JetStream: wj, Registry: reg, Logger: natstest.Logger(t), DrainTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctxFor(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = w.Stop(ctx)
-		})
+		pooltest.StartServer(t, srv.ClientURL(), reg)
 	}
-	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.RegistryCatalog(reg), Logger: natstest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctxFor(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	d := pooltest.StartOrchestrator(t, j.Conn(), dispatch.RegistryCatalog(reg)).Dispatcher()
 
 	results := make(chan envelope.Result, 2)
 	send := func(n string) {

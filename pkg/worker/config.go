@@ -123,8 +123,9 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// validate names the first bad field of a config with its defaults.
-func (c Config) validate() error {
+// Validate names the first bad field of a config with its defaults
+// (WithDefaults): New refuses such a config with its error.
+func (c Config) Validate() error {
 	switch {
 	case c.JetStream == nil:
 		return errors.New("worker: Config.JetStream is required")

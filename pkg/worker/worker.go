@@ -67,7 +67,7 @@ type served struct {
 // New checks cfg and returns a worker. It does not touch the network.
 func New(cfg Config) (*Worker, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())

@@ -341,7 +341,7 @@ func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop(context.Background())
+	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
 	call := func(id string, timeout time.Duration) envelope.Result {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, timeout)

@@ -134,7 +134,7 @@ func TestLongReplyToIsDeadLettered(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop(context.Background())
+	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
 	var blocks []envelope.ToolUseBlock
 	for i := range 20 {
 		blocks = append(blocks, envelope.ToolUseBlock{Type: "tool_use", ID: fmt.Sprintf("toolu_after_%d", i), Name: "echo",
@@ -217,7 +217,7 @@ func TestKilledWorkersCallComesBackWithinLivenessWindow(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop(context.Background())
+	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
 	if got := natstest.CallConsumerInfo(t, j, "sleep").Config.AckWait; got >= time.Minute {
 		t.Errorf("tool_sleep's AckWait is %v; want a liveness window, not the tool's timeout", got)
 	}

@@ -135,7 +135,7 @@ func TestWorkerObservability(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop(context.Background())
+	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	tp := "00-" + traceID + "-00f067aa0ba902b7-01"
 	res, err := d.Dispatch(dispatch.WithTraceparent(ctx, tp), "obs-session", []envelope.ToolUseBlock{

@@ -63,7 +63,7 @@ func startPool(t *testing.T, c *cluster) *pool {
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("dispatcher Start: %v", err)
 	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) })
 	return &pool{c: c, j: j, d: d}
 }
 
@@ -128,7 +128,7 @@ func (p *pool) warmUpWorkers(t *testing.T, tool, input string, ids ...string) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop(context.Background())
+	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
 	seen := map[string]bool{}
 	for turn := 0; ; turn++ {
 		var blocks []envelope.ToolUseBlock

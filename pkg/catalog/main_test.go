@@ -207,7 +207,7 @@ func startPoolLogging(t *testing.T, log *slog.Logger, ts ...tools.Tool) *pool {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) })
 	return &pool{d: d}
 }
 

@@ -227,7 +227,7 @@ func TestDispatcherNoLiveWorker(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop(context.Background())
+	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
 	res, err := d.Dispatch(ctx, "", []envelope.ToolUseBlock{
 		{Type: "tool_use", ID: "toolu_1", Name: "orphan", Input: json.RawMessage(`{}`)},
 		{Type: "tool_use", ID: "toolu_2", Name: "nothing", Input: json.RawMessage(`{}`)},

@@ -712,3 +712,52 @@ func TestAdviceIsScopedByTenant(t *testing.T) {
 		t.Errorf("first failure in the default tenant's s1 got advice: %q", r.Content.Text())
 	}
 }
+
+// Stop drains: a turn in progress gets its result when it comes before
+// Stop's ctx ends, while a turn begun after Stop fails at once; Stopped is
+// closed when Stop returns.
+func TestStopDrainsTurnsInProgress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	startWorker(t, b, "slow", func(w *fakeWorker, c *envelope.Call, h nats.Header, reply reply) {
+		w.Go(func(done <-chan struct{}) {
+			select {
+			case <-release:
+			case <-done:
+				return
+			}
+			echoText(w, c, h, reply)
+		})
+	})
+	type turn struct {
+		res []envelope.Result
+		err error
+	}
+	got := make(chan turn, 1)
+	go func() {
+		res, err := b.d.Dispatch(timeout(t, 30*time.Second), "", []envelope.ToolUseBlock{use("toolu_slow_held", "slow", `{"text":"kept"}`)})
+		got <- turn{res, err}
+	}()
+	eventually(t, "the call to be published", func() bool { return b.metrics.get("dispatched", "slow") == 1 })
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.d.Stop(timeout(t, 30*time.Second)) }()
+	eventually(t, "Stop to refuse new turns", func() bool {
+		_, err := b.d.Dispatch(timeout(t, time.Second), "", []envelope.ToolUseBlock{use("toolu_late", "slow", `{}`)})
+		return errors.Is(err, ErrStopped)
+	})
+	select {
+	case <-b.d.Stopped():
+		t.Fatal("Stopped closed while a turn was still in progress")
+	default:
+	}
+	close(release)
+	tr := <-got
+	if tr.err != nil || len(tr.res) != 1 || tr.res[0].IsError || tr.res[0].Content.Text() != "kept" {
+		t.Errorf("the turn in progress during Stop = %+v, %v; want its result", tr.res, tr.err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Stop = %v; want nil (every turn ended in time)", err)
+	}
+	<-b.d.Stopped()
+}

@@ -52,7 +52,7 @@ func setup(t testing.TB, mod ...func(*Config)) *testBundle {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	t.Cleanup(func() { stopNow(d) })
 	b.d = d
 	return b
 }

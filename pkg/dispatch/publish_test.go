@@ -155,7 +155,7 @@ func newScripted(t *testing.T, script func(id string, n int) attempt, mod func(*
 	}
 	s.d = d
 	d.running.Store(true)
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) })
 	return d, s, logs
 }
 
@@ -536,7 +536,7 @@ func TestDispatchPermissionViolationFailsAtOnce(t *testing.T) {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) })
 	start := time.Now()
 	_, err = d.Dispatch(timeout(t, 60*time.Second), "", []envelope.ToolUseBlock{use("toolu_p", "secret", `{}`)})
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, nats.ErrPermissionViolation) {

@@ -57,7 +57,7 @@ func startDispatcher(t *testing.T, j js.JetStream, tools ...string) *dispatch.Di
 	if err := d.Start(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) })
 	return d
 }
 

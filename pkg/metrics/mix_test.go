@@ -85,7 +85,7 @@ func TestScriptedMixCounts(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop(context.Background())
+	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
 	hs := httptest.NewServer(metrics.Handler(mreg))
 	defer hs.Close()
 

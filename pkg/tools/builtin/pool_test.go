@@ -129,7 +129,7 @@ func startPool(t *testing.T) *poolBundle {
 	if err := p.d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.d.Stop(context.Background()) })
+	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = p.d.Stop(stopped) })
 	return p
 }
 

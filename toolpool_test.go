@@ -103,7 +103,10 @@ func TestConfigsNameTheBadField(t *testing.T) {
 	}{
 		{"server without Conn", func() error { _, err := toolpool.NewServer(toolpool.ServerConfig{Registry: p.reg}); return err }, "ServerConfig.Conn"},
 		{"server without Registry", func() error { _, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc}); return err }, "ServerConfig.Registry"},
-		{"server with no tool", func() error { _, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: empty}); return err }, "ServerConfig.Registry"},
+		{"server with no tool", func() error {
+			_, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: empty})
+			return err
+		}, "ServerConfig.Registry"},
 		{"server with negative Workers", func() error {
 			_, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, Workers: -1})
 			return err

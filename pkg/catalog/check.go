@@ -18,7 +18,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolpool/toolpool/internal/subject"
 	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -35,7 +37,7 @@ const (
 // reservedHeaders are set by the webhook backend itself.
 var reservedHeaders = []string{
 	"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection",
-	"Traceparent", "Toolpool-Call-Id", "Toolpool-Attempt", "Toolpool-Tool",
+	http.CanonicalHeaderKey(envelope.HeaderTraceparent), HeaderCallID, HeaderAttempt, HeaderTool,
 }
 
 var (
@@ -61,8 +63,8 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 	switch {
 	case s.Name == "":
 		return nil, bad("name", "is required")
-	case !validName(s.Name):
-		return nil, bad("name", "must be 1 to 64 letters, digits, '_' or '-' (%s), as the Messages API requires", tools.NamePattern)
+	case !envelope.ValidToolName(s.Name):
+		return nil, bad("name", "must be %s (%s), as the Messages API requires", subject.TokenChars, tools.NamePattern)
 	}
 
 	switch Backend(s.Backend) {
@@ -207,20 +209,6 @@ func registerField(name string, err error) (field, msg string) {
 		return "input_schema", strings.TrimPrefix(msg, "input schema ")
 	}
 	return "", msg
-}
-
-// validName reports whether name matches tools.NamePattern.
-func validName(name string) bool {
-	if len(name) < 1 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // parseDuration reads a Go duration ("10s", "1m30s") with a message a

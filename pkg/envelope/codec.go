@@ -103,7 +103,8 @@ func syntaxError(field string, data []byte) *DecodeError {
 
 // ValidToolName reports whether name is a valid tool name:
 // ^[a-zA-Z0-9_-]{1,64}$, the rule of the Anthropic API. It is the rule of
-// every token the pool builds into a subject (subject.ValidToken).
+// every token the pool builds into a subject (subject.ValidToken), and the
+// one check of a tool name: the registry, the catalog and the codec use it.
 func ValidToolName(name string) bool { return subject.ValidToken(name) }
 
 // hasControl reports whether s holds an ASCII control character. Ids and
@@ -149,7 +150,7 @@ func quoteRaw(b []byte) string {
 // control-line limit. Model tool_use ids are a few dozen bytes.
 const MaxIDBytes = 512
 
-const toolNameRule = "must be 1 to 64 letters, digits, '_' or '-'"
+const toolNameRule = "must be " + subject.TokenChars
 
 // Validate checks c as DecodeCall would after parsing: id and tool present,
 // a valid tool name, input a JSON object of at most lim.MaxInputBytes, no

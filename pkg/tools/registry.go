@@ -9,12 +9,15 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/toolpool/toolpool/internal/subject"
 	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // NamePattern is the pattern a tool name must match, as the Anthropic
-// Messages API requires.
-const NamePattern = `^[a-zA-Z0-9_-]{1,64}$`
+// Messages API requires. It is the rule of every token the pool builds into
+// a NATS subject; envelope.ValidToolName checks it.
+const NamePattern = subject.TokenPattern
 
 // ErrDuplicateTool is returned (wrapped) by Register for a name that is
 // already registered.
@@ -114,7 +117,7 @@ func (r *Registry) Register(t Tool) error {
 
 // prepare checks t, applies defaults and compiles the schema.
 func (r *Registry) prepare(t Tool) (*Registered, error) {
-	if !validName(t.Name) {
+	if !envelope.ValidToolName(t.Name) {
 		return nil, errors.New("name must match " + NamePattern)
 	}
 	if t.Handler == nil {
@@ -173,20 +176,6 @@ func checkSchema(schema json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("input schema is not valid JSON: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// validName reports whether name matches NamePattern.
-func validName(name string) bool {
-	if len(name) < 1 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // MustRegister is Register that panics on error.

@@ -181,7 +181,7 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 			err = tools.NewRegistry().Register(t)
 		}
 		if err != nil {
-			field, msg := registerField(e.Name, err)
+			field, msg := registerField(err)
 			return nil, bad(field, "%s", msg)
 		}
 	}
@@ -189,26 +189,17 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 }
 
 // registerField maps an error of tools.Registry.Register to the catalog
-// field it is about and a message without the register prefix.
-func registerField(name string, err error) (field, msg string) {
-	msg = strings.TrimPrefix(err.Error(), fmt.Sprintf("tools: register %q: ", name))
+// field it is about (the Tool's fields are named as the catalog names them)
+// and the reason.
+func registerField(err error) (field, msg string) {
+	var re *tools.RegisterError
 	switch {
 	case errors.Is(err, tools.ErrDuplicateTool):
 		return "name", "is already registered (by another catalog entry, a demo tool or a built-in tool)"
-	case errors.Is(err, classify.ErrInvalidPolicy):
-		return "retry", strings.TrimPrefix(msg, "retry policy: ")
-	case strings.HasPrefix(msg, "timeout"):
-		return "timeout", strings.TrimPrefix(msg, "timeout ")
-	case strings.HasPrefix(msg, "concurrency"):
-		return "concurrency", strings.TrimPrefix(msg, "concurrency ")
-	case strings.HasPrefix(msg, "name"):
-		return "name", strings.TrimPrefix(msg, "name ")
-	case strings.HasPrefix(msg, "input schema: "):
-		return "input_schema", strings.TrimPrefix(msg, "input schema: ")
-	case strings.HasPrefix(msg, "input schema "):
-		return "input_schema", strings.TrimPrefix(msg, "input schema ")
+	case errors.As(err, &re):
+		return re.Field, re.Reason
 	}
-	return "", msg
+	return "", err.Error()
 }
 
 // parseDuration reads a Go duration ("10s", "1m30s") with a message a

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolpool/toolpool/internal/jsontext"
+	"github.com/toolpool/toolpool/internal/jsonwire"
 	"github.com/toolpool/toolpool/internal/subject"
 )
 
@@ -107,25 +107,6 @@ func syntaxError(field string, data []byte) *DecodeError {
 // one check of a tool name: the registry, the catalog and the codec use it.
 func ValidToolName(name string) bool { return subject.ValidToken(name) }
 
-// hasControl reports whether s holds an ASCII control character. Ids and
-// trace context travel in NATS headers, where CR or LF would break the frame.
-func hasControl(s string) bool {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := load64(s, i)
-		del := x ^ (lowBits * 0x7f)
-		if ((x-lowBits*0x20)&^x|(del-lowBits)&^del)&highBits != 0 {
-			return true
-		}
-	}
-	for ; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return true
-		}
-	}
-	return false
-}
-
 // quoteShort quotes user data for an error message, cut to a sane length.
 func quoteShort(s string) string {
 	const max = 40
@@ -191,7 +172,7 @@ func (c *Call) validateFields() *DecodeError {
 		{"id", c.ID}, {"tenant", c.Tenant}, {"session", c.Session}, {"reply_to", c.ReplyTo},
 		{"traceparent", c.Traceparent}, {"original_id", c.OriginalID},
 	} {
-		if hasControl(f.v) {
+		if jsonwire.HasControl(f.v) {
 			return malformed(f.name, "must not contain control characters")
 		}
 	}
@@ -217,7 +198,7 @@ func checkInput(input json.RawMessage, max int) error {
 		r := reader{data: in}
 		return malformed("input", "must be a JSON object, not "+r.kind(span{0, len(in)}))
 	}
-	if !validJSON(in) {
+	if !jsonwire.Valid(in) {
 		return syntaxError("input", in)
 	}
 	return nil
@@ -391,11 +372,11 @@ func scanEnvelope(data []byte, field func(key []byte) int, spans []span) (dup in
 	if ok {
 		return dup, nil
 	}
-	if i := jsontext.SkipSpace(data, 0); i < len(data) && data[i] == '{' || !validJSON(data) {
+	if i := jsonwire.SkipSpace(data, 0); i < len(data) && data[i] == '{' || !jsonwire.Valid(data) {
 		return -1, syntaxError("", data)
 	}
 	r := reader{data: data}
-	return -1, malformed("", "must be a JSON object, not "+r.kind(span{jsontext.SkipSpace(data, 0), len(trimEnd(data))}))
+	return -1, malformed("", "must be a JSON object, not "+r.kind(trimmed(data)))
 }
 
 // version checks the "v" member.
@@ -405,7 +386,7 @@ func (r *reader) version(s span) *DecodeError {
 		return &DecodeError{Field: "v", Reason: "missing; " + want, Err: ErrVersion}
 	}
 	v, st := r.int64(s)
-	if st != intOK {
+	if st != jsonwire.IntOK {
 		return &DecodeError{Field: "v", Reason: "must be the integer 1, not " + quoteRaw(r.raw(s)), Err: ErrVersion}
 	}
 	if v != Version {
@@ -665,9 +646,9 @@ const maxInt = int(^uint(0) >> 1)
 func (r *reader) count(s span, field, unit string) (int64, *DecodeError) {
 	v, st := r.int64(s)
 	switch {
-	case st == intRange:
+	case st == jsonwire.IntRange:
 		return 0, malformed(field, "is out of range")
-	case st != intOK:
+	case st != jsonwire.IntOK:
 		return 0, malformed(field, "must be a whole number of "+unit+", not "+quoteRaw(r.raw(s)))
 	case v < 0:
 		return 0, malformed(field, "must not be negative")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/internal/subject"
 )
 
 // Stream names, fixed by the design.
@@ -444,7 +446,7 @@ func (s ConsumerSpec) WithDefaults() ConsumerSpec {
 func (s ConsumerSpec) Validate() error {
 	switch {
 	case CheckToken("tool", s.Tool) != nil:
-		return fmt.Errorf("jetstream: ConsumerSpec.Tool %q is not a valid tool name (1 to 64 letters, digits, '_' or '-')", s.Tool)
+		return fmt.Errorf("jetstream: ConsumerSpec.Tool %q is not a valid tool name (%s)", s.Tool, subject.TokenChars)
 	case s.Timeout <= 0:
 		return fmt.Errorf("jetstream: ConsumerSpec.Timeout of tool %s is %v; want a positive duration", s.Tool, s.Timeout)
 	case s.MaxAttempts < 1:

@@ -66,6 +66,9 @@ func announceWorker(t *testing.T, url, workerID string, names ...string) (*disco
 	if err := a.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// A "killed" worker only loses its connection; its heartbeat goroutine
+	// still runs in this process until Stop.
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
 	return a, nc.Close
 }
 

@@ -155,8 +155,8 @@ func TestWorkerObservability(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the call message: %v", err)
 	}
-	if got := msg.Header.Get(dispatch.HeaderTraceparent); got != tp {
-		t.Errorf("call message header %s = %q, want %q", dispatch.HeaderTraceparent, got, tp)
+	if got := msg.Header.Get(envelope.HeaderTraceparent); got != tp {
+		t.Errorf("call message header %s = %q, want %q", envelope.HeaderTraceparent, got, tp)
 	}
 	mu.Lock()
 	got := seen.Get("Traceparent")

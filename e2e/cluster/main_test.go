@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/toolpool/toolpool/internal/testbin"
 )
 
@@ -37,5 +39,14 @@ func run(m *testing.M) int {
 	natsServerBin = filepath.Join(dir, "nats-server")
 	workerBin = filepath.Join(dir, "worker")
 	configDir = filepath.Join(root, "jetstream", "server")
-	return m.Run()
+	if code := m.Run(); code != 0 {
+		return code
+	}
+	// The tests drive real processes; what they start in this process
+	// (connections, watchers) must be stopped by the time they end.
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster: goroutines leaked:", err)
+		return 1
+	}
+	return 0
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // rawConfig is what the baseline needs to know.
@@ -166,7 +168,7 @@ func (r *rawTarget) turn(ctx context.Context, a *agent, seq uint64, k int) {
 		paf, err := r.callerJS.PublishMsgAsync(&nats.Msg{
 			Subject: r.cfg.callSubject,
 			Data:    r.callBody,
-			Header:  nats.Header{nats.MsgIdHdr: []string{id}, "traceparent": []string{r.cfg.traceparent}},
+			Header:  nats.Header{nats.MsgIdHdr: []string{id}, envelope.HeaderTraceparent: []string{r.cfg.traceparent}},
 		})
 		if err != nil {
 			r.abandon(a, ids, "unavailable")

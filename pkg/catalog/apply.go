@@ -130,7 +130,7 @@ func (f *File) Apply(reg *tools.Registry, builtins map[string]tools.Tool) error 
 	}
 	for i, t := range ts {
 		if err := reg.Register(t); err != nil {
-			field, msg := registerField(t.Name, err)
+			field, msg := registerField(err)
 			return &Error{File: f.Path, Line: f.Entries[i].Line, Tool: t.Name, Field: field, Err: fmt.Errorf("%s", msg)}
 		}
 	}

@@ -18,7 +18,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolpool/toolpool/internal/subject"
 	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -35,7 +37,7 @@ const (
 // reservedHeaders are set by the webhook backend itself.
 var reservedHeaders = []string{
 	"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection",
-	"Traceparent", "Toolpool-Call-Id", "Toolpool-Attempt", "Toolpool-Tool",
+	http.CanonicalHeaderKey(envelope.HeaderTraceparent), HeaderCallID, HeaderAttempt, HeaderTool,
 }
 
 var (
@@ -61,8 +63,8 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 	switch {
 	case s.Name == "":
 		return nil, bad("name", "is required")
-	case !validName(s.Name):
-		return nil, bad("name", "must be 1 to 64 letters, digits, '_' or '-' (%s), as the Messages API requires", tools.NamePattern)
+	case !envelope.ValidToolName(s.Name):
+		return nil, bad("name", "must be %s (%s), as the Messages API requires", subject.TokenChars, tools.NamePattern)
 	}
 
 	switch Backend(s.Backend) {
@@ -179,7 +181,7 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 			err = tools.NewRegistry().Register(t)
 		}
 		if err != nil {
-			field, msg := registerField(e.Name, err)
+			field, msg := registerField(err)
 			return nil, bad(field, "%s", msg)
 		}
 	}
@@ -187,40 +189,17 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 }
 
 // registerField maps an error of tools.Registry.Register to the catalog
-// field it is about and a message without the register prefix.
-func registerField(name string, err error) (field, msg string) {
-	msg = strings.TrimPrefix(err.Error(), fmt.Sprintf("tools: register %q: ", name))
+// field it is about (the Tool's fields are named as the catalog names them)
+// and the reason.
+func registerField(err error) (field, msg string) {
+	var re *tools.RegisterError
 	switch {
 	case errors.Is(err, tools.ErrDuplicateTool):
 		return "name", "is already registered (by another catalog entry, a demo tool or a built-in tool)"
-	case errors.Is(err, classify.ErrInvalidPolicy):
-		return "retry", strings.TrimPrefix(msg, "retry policy: ")
-	case strings.HasPrefix(msg, "timeout"):
-		return "timeout", strings.TrimPrefix(msg, "timeout ")
-	case strings.HasPrefix(msg, "concurrency"):
-		return "concurrency", strings.TrimPrefix(msg, "concurrency ")
-	case strings.HasPrefix(msg, "name"):
-		return "name", strings.TrimPrefix(msg, "name ")
-	case strings.HasPrefix(msg, "input schema: "):
-		return "input_schema", strings.TrimPrefix(msg, "input schema: ")
-	case strings.HasPrefix(msg, "input schema "):
-		return "input_schema", strings.TrimPrefix(msg, "input schema ")
+	case errors.As(err, &re):
+		return re.Field, re.Reason
 	}
-	return "", msg
-}
-
-// validName reports whether name matches tools.NamePattern.
-func validName(name string) bool {
-	if len(name) < 1 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return "", err.Error()
 }
 
 // parseDuration reads a Go duration ("10s", "1m30s") with a message a

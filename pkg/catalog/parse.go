@@ -117,11 +117,17 @@ func (p *parser) parse(data []byte) (*File, error) {
 		}
 	}
 
+	if err := checkShape(p.root); err != nil {
+		tool := ""
+		if err.tool >= 0 {
+			tool = p.toolLabel(err.tool)
+		}
+		return nil, p.failf(err.line, tool, err.path, "%s", err.msg)
+	}
 	var spec fileSpec
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&spec); err != nil {
-		return nil, p.decodeError(err)
+	if err := doc.Decode(&spec); err != nil {
+		// checkShape let through what the decoder refuses: a bug here.
+		return nil, p.failf(0, "", "", "cannot be read: %v", err)
 	}
 	if spec.Version != nil && *spec.Version != 1 {
 		k, _ := findKey(p.root, "version")
@@ -157,6 +163,9 @@ func (p *parser) toolLabel(i int) string {
 	return "#" + strconv.Itoa(i+1)
 }
 
+// yamlLineRE reads the line of a YAML syntax error. The parser gives a
+// syntax error only as text (there is no node yet to take a line from);
+// every other problem is found on the yaml.Node tree (checkShape, entry).
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // syntaxError rewrites a YAML syntax error with the file name.
@@ -167,135 +176,6 @@ func (p *parser) syntaxError(err error) *Error {
 		return p.failf(line, "", "", "not valid YAML: %s", m[2])
 	}
 	return p.failf(0, "", "", "not valid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
-}
-
-var (
-	typeErrLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
-	unknownKeyRE  = regexp.MustCompile(`^field (\S+) not found in type `)
-	wrongTypeRE   = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-	dupKeyRE      = regexp.MustCompile(`^mapping key "(.*)" already defined at line (\d+)$`)
-)
-
-// decodeError turns the first problem the strict decoder found into an
-// *Error naming the tool and the field, without Go type names.
-func (p *parser) decodeError(err error) *Error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) || len(te.Errors) == 0 {
-		return p.syntaxError(err)
-	}
-	m := typeErrLineRE.FindStringSubmatch(te.Errors[0])
-	if m == nil {
-		return p.failf(0, "", "", "%s", te.Errors[0])
-	}
-	line, _ := strconv.Atoi(m[1])
-	rest := m[2]
-	tool, item := p.toolAtLine(line)
-	var base *yaml.Node = p.root
-	if item != nil {
-		base = item
-	}
-	switch {
-	case unknownKeyRE.MatchString(rest):
-		key := unknownKeyRE.FindStringSubmatch(rest)[1]
-		path := pathOfKey(base, line, key)
-		if path == "" {
-			path = key
-		}
-		hint := " (known keys: version, tools)"
-		if item != nil {
-			hint = knownKeysHint(path)
-		}
-		return p.failf(line, tool, path, "unknown key%s", hint)
-	case wrongTypeRE.MatchString(rest):
-		mm := wrongTypeRE.FindStringSubmatch(rest)
-		path := pathOfValueAt(base, line)
-		return p.failf(line, tool, path, "must be %s, not %s", goTypeWords(mm[3]), yamlValueWords(mm[1], mm[2]))
-	case dupKeyRE.MatchString(rest):
-		mm := dupKeyRE.FindStringSubmatch(rest)
-		return p.failf(line, tool, "", "key %q appears twice (first at line %s)", mm[1], mm[2])
-	}
-	return p.failf(line, tool, "", "%s", rest)
-}
-
-// toolAtLine returns the label and mapping of the tool whose entry holds
-// line, or "" and nil when line is outside every tool.
-func (p *parser) toolAtLine(line int) (string, *yaml.Node) {
-	found := -1
-	for i, item := range p.items {
-		if item.Line <= line && line <= lastLine(item) {
-			found = i
-		}
-	}
-	if found < 0 {
-		return "", nil
-	}
-	return p.toolLabel(found), p.items[found]
-}
-
-// lastLine is the last line n or any node under it starts on.
-func lastLine(n *yaml.Node) int {
-	last := n.Line
-	for _, c := range n.Content {
-		last = max(last, lastLine(c))
-	}
-	return last
-}
-
-// knownKeys lists the keys of each part of a tool entry, for the hint of an
-// unknown key.
-var knownKeys = map[string]string{
-	"":        "name, description, input_schema, timeout, retry, idempotent, concurrency, pause_on_rate_limit_above, backend, webhook, exec",
-	"retry":   "max_attempts, base_delay, max_delay, jitter",
-	"webhook": "url, headers, max_output_bytes",
-	"exec":    "command, env, dir, term_grace, max_output_bytes",
-}
-
-func knownKeysHint(path string) string {
-	parent := ""
-	if i := strings.LastIndexByte(path, '.'); i >= 0 {
-		parent = path[:i]
-	}
-	if keys, ok := knownKeys[parent]; ok {
-		return " (known keys: " + keys + ")"
-	}
-	return ""
-}
-
-// goTypeWords says in words what a Go type of the spec expects.
-func goTypeWords(t string) string {
-	switch {
-	case t == "int":
-		return "an integer"
-	case t == "float64":
-		return "a number"
-	case t == "bool":
-		return "true or false"
-	case t == "string":
-		return "a string"
-	case t == "[]string":
-		return "a list of strings"
-	case strings.HasPrefix(t, "map["):
-		return "a mapping of names to strings"
-	case strings.HasPrefix(t, "[]"):
-		return "a list of tools"
-	}
-	return "a mapping"
-}
-
-// yamlValueWords describes a YAML value the decoder refused.
-func yamlValueWords(tag, value string) string {
-	switch tag {
-	case "seq":
-		return "a list"
-	case "map":
-		return "a mapping"
-	case "null":
-		return "empty"
-	}
-	if len(value) > 40 {
-		value = value[:40] + "…"
-	}
-	return strconv.Quote(value)
 }
 
 // findKey returns the key and value nodes of key in mapping m.
@@ -329,66 +209,6 @@ func lineOf(n *yaml.Node) int {
 		return 0
 	}
 	return n.Line
-}
-
-// pathOfKey returns the dotted path, from base, of the mapping key named key
-// on line; "" when there is none. The keys of input_schema are not walked:
-// the schema is free-form.
-func pathOfKey(base *yaml.Node, line int, key string) string {
-	var walk func(n *yaml.Node, prefix string) string
-	walk = func(n *yaml.Node, prefix string) string {
-		if n.Kind != yaml.MappingNode {
-			return ""
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			path := joinPath(prefix, k.Value)
-			if k.Line == line && k.Value == key {
-				return path
-			}
-			if k.Value != "input_schema" {
-				if got := walk(v, path); got != "" {
-					return got
-				}
-			}
-		}
-		return ""
-	}
-	return walk(base, "")
-}
-
-// pathOfValueAt returns the dotted path, from base, of the value starting on
-// line (list items as name[i]); "" when there is none.
-func pathOfValueAt(base *yaml.Node, line int) string {
-	var walk func(n *yaml.Node, prefix string) (string, bool)
-	walk = func(n *yaml.Node, prefix string) (string, bool) {
-		switch n.Kind {
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				path := joinPath(prefix, k.Value)
-				if v.Line == line && (v.Kind == yaml.ScalarNode || k.Line == line) {
-					return path, true
-				}
-				if got, ok := walk(v, path); ok {
-					return got, true
-				}
-			}
-		case yaml.SequenceNode:
-			for i, v := range n.Content {
-				path := prefix + "[" + strconv.Itoa(i) + "]"
-				if v.Line == line && v.Kind == yaml.ScalarNode {
-					return path, true
-				}
-				if got, ok := walk(v, path); ok {
-					return got, true
-				}
-			}
-		}
-		return "", false
-	}
-	path, _ := walk(base, "")
-	return path
 }
 
 func joinPath(prefix, key string) string {

@@ -27,8 +27,6 @@ const (
 	HeaderAttempt = "Toolpool-Attempt"
 	// HeaderTool carries the tool's name.
 	HeaderTool = "Toolpool-Tool"
-	// HeaderTraceparent carries the call's W3C trace context.
-	HeaderTraceparent = "Traceparent"
 )
 
 // drainMax bounds how much of a body past the output cap is read (and
@@ -110,7 +108,7 @@ func (w *webhook) call(ctx context.Context, input json.RawMessage) (tools.Output
 	req.Header.Set(HeaderTool, w.tool)
 	if ci, ok := tools.CallInfoFrom(ctx); ok {
 		if ci.Traceparent != "" {
-			req.Header.Set(HeaderTraceparent, ci.Traceparent)
+			req.Header.Set(envelope.HeaderTraceparent, ci.Traceparent)
 		}
 		if ci.ID != "" {
 			req.Header.Set(HeaderCallID, ci.ID)

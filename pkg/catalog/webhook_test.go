@@ -207,7 +207,7 @@ func TestWebhookRetriedThroughThePool(t *testing.T) {
 	if reqs[0].header.Get(HeaderAttempt) != "1" || reqs[1].header.Get(HeaderAttempt) != "2" {
 		t.Errorf("attempt headers %q, %q", reqs[0].header.Get(HeaderAttempt), reqs[1].header.Get(HeaderAttempt))
 	}
-	if tp := reqs[0].header.Get(HeaderTraceparent); len(tp) != 55 || !strings.HasPrefix(tp, "00-") {
+	if tp := reqs[0].header.Get(envelope.HeaderTraceparent); len(tp) != 55 || !strings.HasPrefix(tp, "00-") {
 		t.Errorf("traceparent %q", tp)
 	}
 

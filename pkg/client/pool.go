@@ -199,7 +199,7 @@ func (p *Pool) DispatchBlocks(ctx context.Context, session string, calls []envel
 		req.Header.Set(httpapi.HeaderSession, session)
 	}
 	if tp, ok := dispatch.TraceparentFrom(ctx); ok {
-		req.Header.Set(httpapi.HeaderTraceparent, tp)
+		req.Header.Set(envelope.HeaderTraceparent, tp)
 	}
 	var msg httpapi.UserMessage
 	if err := p.do(req, &msg); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	natssubject "github.com/toolpool/toolpool/internal/subject"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -144,25 +145,12 @@ type Announcement struct {
 // for the server's "no responders" answer; nothing is sent back.
 const LivenessPrefix = "toolpool.alive."
 
-// maxLivenessToken bounds the token after LivenessPrefix.
-const maxLivenessToken = 64
-
 // validLiveness reports whether subject is a liveness subject a catalog
 // may publish to: LivenessPrefix and one token of letters, digits, '-' or
 // '_'. An announcement is message data; anything else is ignored.
 func validLiveness(subject string) bool {
 	token, ok := strings.CutPrefix(subject, LivenessPrefix)
-	if !ok || token == "" || len(token) > maxLivenessToken {
-		return false
-	}
-	for _, r := range token {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-		default:
-			return false
-		}
-	}
-	return true
+	return ok && natssubject.ValidToken(token)
 }
 
 // AnnouncementOf describes a registered tool served by workerID.

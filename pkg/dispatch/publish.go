@@ -13,6 +13,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // Re-publishing of calls JetStream did not acknowledge (the pauses are
@@ -104,7 +105,7 @@ func (t *turn) publish() error {
 		p.queue = append(p.queue, pubWait{idx: i, msg: &nats.Msg{
 			Subject: jetstream.CallSubject(c.Name),
 			Data:    t.payloads[i],
-			Header:  nats.Header{js.MsgIDHeader: []string{t.keys[i]}, HeaderTraceparent: []string{t.traceparent}},
+			Header:  nats.Header{js.MsgIDHeader: []string{t.keys[i]}, envelope.HeaderTraceparent: []string{t.traceparent}},
 		}})
 		t.payloads[i] = nil // the message holds the payload until its PubAck
 		if err := p.send(&p.queue[len(p.queue)-1], p.sendAt); err != nil {

@@ -202,7 +202,7 @@ func TestPublishRetriesCallsIndependently(t *testing.T) {
 		first := s.sent[id][0]
 		for _, m := range s.sent[id][1:] {
 			if m.Subject != first.Subject || !bytes.Equal(m.Data, first.Data) ||
-				m.Header.Get(js.MsgIDHeader) != first.Header.Get(js.MsgIDHeader) || m.Header.Get(HeaderTraceparent) != first.Header.Get(HeaderTraceparent) {
+				m.Header.Get(js.MsgIDHeader) != first.Header.Get(js.MsgIDHeader) || m.Header.Get(envelope.HeaderTraceparent) != first.Header.Get(envelope.HeaderTraceparent) {
 				t.Errorf("%s published again differently: %+v, first %+v", id, m, first)
 			}
 		}

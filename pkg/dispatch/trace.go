@@ -7,11 +7,6 @@ import (
 
 type traceparentKey struct{}
 
-// HeaderTraceparent is the NATS header that carries a call's W3C trace
-// context on its message in TOOL_CALLS, besides the envelope's traceparent
-// field, for tools that read only headers.
-const HeaderTraceparent = "traceparent"
-
 // WithTraceparent returns ctx carrying a W3C traceparent
 // ("00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>") that Dispatch
 // puts on every call it publishes. An invalid value is ignored: Dispatch then

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolpool/toolpool/internal/jsontext"
+	"github.com/toolpool/toolpool/internal/jsonwire"
 	"github.com/toolpool/toolpool/internal/subject"
 )
 
@@ -103,27 +103,9 @@ func syntaxError(field string, data []byte) *DecodeError {
 
 // ValidToolName reports whether name is a valid tool name:
 // ^[a-zA-Z0-9_-]{1,64}$, the rule of the Anthropic API. It is the rule of
-// every token the pool builds into a subject (subject.ValidToken).
+// every token the pool builds into a subject (subject.ValidToken), and the
+// one check of a tool name: the registry, the catalog and the codec use it.
 func ValidToolName(name string) bool { return subject.ValidToken(name) }
-
-// hasControl reports whether s holds an ASCII control character. Ids and
-// trace context travel in NATS headers, where CR or LF would break the frame.
-func hasControl(s string) bool {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := load64(s, i)
-		del := x ^ (lowBits * 0x7f)
-		if ((x-lowBits*0x20)&^x|(del-lowBits)&^del)&highBits != 0 {
-			return true
-		}
-	}
-	for ; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return true
-		}
-	}
-	return false
-}
 
 // quoteShort quotes user data for an error message, cut to a sane length.
 func quoteShort(s string) string {
@@ -149,7 +131,7 @@ func quoteRaw(b []byte) string {
 // control-line limit. Model tool_use ids are a few dozen bytes.
 const MaxIDBytes = 512
 
-const toolNameRule = "must be 1 to 64 letters, digits, '_' or '-'"
+const toolNameRule = "must be " + subject.TokenChars
 
 // Validate checks c as DecodeCall would after parsing: id and tool present,
 // a valid tool name, input a JSON object of at most lim.MaxInputBytes, no
@@ -190,7 +172,7 @@ func (c *Call) validateFields() *DecodeError {
 		{"id", c.ID}, {"tenant", c.Tenant}, {"session", c.Session}, {"reply_to", c.ReplyTo},
 		{"traceparent", c.Traceparent}, {"original_id", c.OriginalID},
 	} {
-		if hasControl(f.v) {
+		if jsonwire.HasControl(f.v) {
 			return malformed(f.name, "must not contain control characters")
 		}
 	}
@@ -216,7 +198,7 @@ func checkInput(input json.RawMessage, max int) error {
 		r := reader{data: in}
 		return malformed("input", "must be a JSON object, not "+r.kind(span{0, len(in)}))
 	}
-	if !validJSON(in) {
+	if !jsonwire.Valid(in) {
 		return syntaxError("input", in)
 	}
 	return nil
@@ -390,11 +372,11 @@ func scanEnvelope(data []byte, field func(key []byte) int, spans []span) (dup in
 	if ok {
 		return dup, nil
 	}
-	if i := jsontext.SkipSpace(data, 0); i < len(data) && data[i] == '{' || !validJSON(data) {
+	if i := jsonwire.SkipSpace(data, 0); i < len(data) && data[i] == '{' || !jsonwire.Valid(data) {
 		return -1, syntaxError("", data)
 	}
 	r := reader{data: data}
-	return -1, malformed("", "must be a JSON object, not "+r.kind(span{jsontext.SkipSpace(data, 0), len(trimEnd(data))}))
+	return -1, malformed("", "must be a JSON object, not "+r.kind(trimmed(data)))
 }
 
 // version checks the "v" member.
@@ -404,7 +386,7 @@ func (r *reader) version(s span) *DecodeError {
 		return &DecodeError{Field: "v", Reason: "missing; " + want, Err: ErrVersion}
 	}
 	v, st := r.int64(s)
-	if st != intOK {
+	if st != jsonwire.IntOK {
 		return &DecodeError{Field: "v", Reason: "must be the integer 1, not " + quoteRaw(r.raw(s)), Err: ErrVersion}
 	}
 	if v != Version {
@@ -664,9 +646,9 @@ const maxInt = int(^uint(0) >> 1)
 func (r *reader) count(s span, field, unit string) (int64, *DecodeError) {
 	v, st := r.int64(s)
 	switch {
-	case st == intRange:
+	case st == jsonwire.IntRange:
 		return 0, malformed(field, "is out of range")
-	case st != intOK:
+	case st != jsonwire.IntOK:
 		return 0, malformed(field, "must be a whole number of "+unit+", not "+quoteRaw(r.raw(s)))
 	case v < 0:
 		return 0, malformed(field, "must not be negative")

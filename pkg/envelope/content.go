@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/toolpool/toolpool/internal/jsontext"
+	"github.com/toolpool/toolpool/internal/jsonwire"
 )
 
 // Block is one content block of a result: a text block, or any other
@@ -78,11 +78,11 @@ func (b Block) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads one content block. A block without a string "type", or
 // a text block whose "text" is not a string, is an error (*DecodeError).
 func (b *Block) UnmarshalJSON(data []byte) error {
-	if !validJSON(data) {
+	if !jsonwire.Valid(data) {
 		return syntaxError("", data)
 	}
 	r := reader{data: data}
-	blk, err := r.block(span{start: jsontext.SkipSpace(data, 0), end: len(trimEnd(data))}, "")
+	blk, err := r.block(trimmed(data), "")
 	if err != nil {
 		return err
 	}
@@ -104,25 +104,16 @@ func (c Content) MarshalJSON() ([]byte, error) {
 // text block (an empty string, [] and null give nil content). Errors are
 // *DecodeError naming the bad block, e.g. field "[2].type".
 func (c *Content) UnmarshalJSON(data []byte) error {
-	if !validJSON(data) {
+	if !jsonwire.Valid(data) {
 		return syntaxError("", data)
 	}
 	r := reader{data: data}
-	content, err := r.content(span{start: jsontext.SkipSpace(data, 0), end: len(trimEnd(data))}, "")
+	content, err := r.content(trimmed(data), "")
 	if err != nil {
 		return err
 	}
 	*c = content
 	return nil
-}
-
-// trimEnd removes trailing JSON whitespace.
-func trimEnd(data []byte) []byte {
-	j := len(data)
-	for j > 0 && jsontext.IsSpace(data[j-1]) {
-		j--
-	}
-	return data[:j]
 }
 
 // content decodes the content value at s; field prefixes the names of bad
@@ -179,7 +170,7 @@ func (r *reader) locateContent(s span, field string, dst []blockAt) (blocks []bl
 	default:
 		return nil, 0, malformed(field, "must be an array of content blocks or a string, not "+r.kind(s))
 	}
-	for i := jsontext.SkipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
+	for i := jsonwire.SkipSpace(r.data, s.start+1); i < s.end && r.data[i] != ']'; {
 		b, end, err := r.locateBlock(i, s.end, "")
 		if err != nil {
 			// Name the block only now: building "content[3]" for every block
@@ -193,9 +184,9 @@ func (r *reader) locateContent(s span, field string, dst []blockAt) (blocks []bl
 		} else {
 			size += r.stringSize(b.typ)
 		}
-		i = jsontext.SkipSpace(r.data, end)
+		i = jsonwire.SkipSpace(r.data, end)
 		if i < s.end && r.data[i] == ',' {
-			i = jsontext.SkipSpace(r.data, i+1)
+			i = jsonwire.SkipSpace(r.data, i+1)
 		}
 	}
 	return dst, size, nil
@@ -207,7 +198,7 @@ func (r *reader) locateContent(s span, field string, dst []blockAt) (blocks []bl
 func (r *reader) locateBlock(start, limit int, field string) (blockAt, int, *DecodeError) {
 	it, ok := newObjectIter(r.data[:limit], start)
 	if !ok {
-		end := jsontext.SkipValue(r.data[:limit], start)
+		end := jsonwire.SkipValue(r.data[:limit], start)
 		if end < 0 {
 			return blockAt{}, 0, malformed(field, "is not valid JSON")
 		}
@@ -297,13 +288,13 @@ func appendBlock(dst []byte, b *Block) ([]byte, error) {
 	switch b.Type {
 	case "text":
 		dst = append(dst, `{"type":"text","text":`...)
-		dst = appendString(dst, b.Text)
+		dst = jsonwire.AppendString(dst, b.Text)
 		return append(dst, '}'), nil
 	case "":
 		return nil, malformed("type", "missing; every content block needs a type")
 	}
 	raw := trimSpace(b.Raw)
-	if len(raw) == 0 || raw[0] != '{' || !validJSON(raw) {
+	if len(raw) == 0 || raw[0] != '{' || !jsonwire.Valid(raw) {
 		return nil, malformed("raw", "a "+strconv.Quote(b.Type)+" block must carry its JSON object in Raw")
 	}
 	return append(dst, raw...), nil

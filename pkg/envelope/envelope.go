@@ -8,6 +8,14 @@ import (
 // Version is the envelope format version this package writes and accepts.
 const Version = 1
 
+// HeaderTraceparent is the name of the header that carries a call's W3C
+// trace context (its Traceparent): on its message in TOOL_CALLS, for tools
+// that read only headers; on the HTTP API's requests and answers; on the
+// requests the webhook and http_fetch tools send. It is the W3C name,
+// lowercase: NATS headers match names exactly, and net/http writes it as
+// "Traceparent".
+const HeaderTraceparent = "traceparent"
+
 // Default size limits.
 const (
 	// MaxInputBytesDefault is the default cap on a call's input JSON.

@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"sync"
 
-	"github.com/toolpool/toolpool/internal/jsontext"
+	"github.com/toolpool/toolpool/internal/jsonwire"
 )
 
 // KeyLen is the length of a call key: 160 bits of SHA-256 in lower-case
@@ -66,10 +66,10 @@ func appendCompact(dst, src []byte) []byte {
 	for i := 0; i < len(src); {
 		c := src[i]
 		switch {
-		case jsontext.IsSpace(c):
+		case jsonwire.IsSpace(c):
 			i++
 		case c == '"':
-			end := jsontext.SkipString(src, i)
+			end := jsonwire.SkipString(src, i)
 			if end < 0 {
 				return append(dst, src[i:]...)
 			}
@@ -77,7 +77,7 @@ func appendCompact(dst, src []byte) []byte {
 			i = end
 		default:
 			j := i + 1
-			for j < len(src) && src[j] != '"' && !jsontext.IsSpace(src[j]) {
+			for j < len(src) && src[j] != '"' && !jsonwire.IsSpace(src[j]) {
 				j++
 			}
 			dst = append(dst, src[i:j]...)

@@ -2,11 +2,9 @@ package envelope
 
 import (
 	"bytes"
-	"math"
 	"strings"
-	"unicode/utf8"
 
-	"github.com/toolpool/toolpool/internal/jsontext"
+	"github.com/toolpool/toolpool/internal/jsonwire"
 )
 
 // This file holds the small JSON reader the codec is built on. The decoders
@@ -19,12 +17,14 @@ import (
 
 // trimSpace removes JSON whitespace around data.
 func trimSpace(data []byte) []byte {
-	i := jsontext.SkipSpace(data, 0)
-	j := len(data)
-	for j > i && jsontext.IsSpace(data[j-1]) {
-		j--
-	}
+	i, j := jsonwire.Trim(data)
 	return data[i:j]
+}
+
+// trimmed is the span of data without the whitespace around it.
+func trimmed(data []byte) span {
+	i, j := jsonwire.Trim(data)
+	return span{i, j}
 }
 
 // scanMembers checks that data is one JSON object and nothing else, giving
@@ -35,34 +35,34 @@ func trimSpace(data []byte) []byte {
 func scanMembers(data []byte, field func(key []byte) int, spans []span) (dup int, ok bool) {
 	dup = -1
 	d := data
-	i := jsontext.SkipSpace(d, 0)
+	i := jsonwire.SkipSpace(d, 0)
 	if i >= len(d) || d[i] != '{' {
 		return dup, false
 	}
-	i = jsontext.SkipSpace(d, i+1)
+	i = jsonwire.SkipSpace(d, i+1)
 	if i < len(d) && d[i] == '}' {
-		return dup, jsontext.SkipSpace(d, i+1) == len(d)
+		return dup, jsonwire.SkipSpace(d, i+1) == len(d)
 	}
 	for {
 		if i >= len(d) || d[i] != '"' {
 			return dup, false
 		}
-		kend, ok := validString(d, i)
+		kend, ok := jsonwire.ValidString(d, i)
 		if !ok {
 			return dup, false
 		}
 		key := d[i+1 : kend-1]
-		i = jsontext.SkipSpace(d, kend)
+		i = jsonwire.SkipSpace(d, kend)
 		if i >= len(d) || d[i] != ':' {
 			return dup, false
 		}
-		vstart := jsontext.SkipSpace(d, i+1)
-		vend, ok := validValue(d, vstart, 1)
+		vstart := jsonwire.SkipSpace(d, i+1)
+		vend, ok := jsonwire.ValidValue(d, vstart, 1)
 		if !ok {
 			return dup, false
 		}
-		if !plainASCII(key) && (bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key)) {
-			k, _ := unquote(key) // a valid string: cannot fail
+		if !jsonwire.PlainASCII(key) && !jsonwire.Plain(key) {
+			k, _ := jsonwire.Unquote(key) // a valid string: cannot fail
 			key = []byte(k)
 		}
 		if f := field(key); f >= 0 {
@@ -71,15 +71,15 @@ func scanMembers(data []byte, field func(key []byte) int, spans []span) (dup int
 			}
 			spans[f] = span{vstart, vend}
 		}
-		i = jsontext.SkipSpace(d, vend)
+		i = jsonwire.SkipSpace(d, vend)
 		if i >= len(d) {
 			return dup, false
 		}
 		switch d[i] {
 		case ',':
-			i = jsontext.SkipSpace(d, i+1)
+			i = jsonwire.SkipSpace(d, i+1)
 		case '}':
-			return dup, jsontext.SkipSpace(d, i+1) == len(d)
+			return dup, jsonwire.SkipSpace(d, i+1) == len(d)
 		default:
 			return dup, false
 		}
@@ -99,7 +99,7 @@ type objectIter struct {
 // newObjectIter starts walking the object at data[start:end]. It reports false
 // if that value is not an object.
 func newObjectIter(data []byte, start int) (objectIter, bool) {
-	start = jsontext.SkipSpace(data, start)
+	start = jsonwire.SkipSpace(data, start)
 	if start >= len(data) || data[start] != '{' {
 		return objectIter{}, false
 	}
@@ -114,9 +114,9 @@ func (it *objectIter) next() (key []byte, vstart, vend int, ok bool) {
 		return nil, 0, 0, false
 	}
 	d := it.data
-	i := jsontext.SkipSpace(d, it.pos)
+	i := jsonwire.SkipSpace(d, it.pos)
 	if i < len(d) && d[i] == ',' {
-		i = jsontext.SkipSpace(d, i+1)
+		i = jsonwire.SkipSpace(d, i+1)
 	}
 	if i >= len(d) {
 		it.bad = true
@@ -131,27 +131,27 @@ func (it *objectIter) next() (key []byte, vstart, vend int, ok bool) {
 		it.bad = true
 		return nil, 0, 0, false
 	}
-	kend := jsontext.SkipString(d, i)
+	kend := jsonwire.SkipString(d, i)
 	if kend < 0 {
 		it.bad = true
 		return nil, 0, 0, false
 	}
 	key = d[i+1 : kend-1]
-	if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
-		k, ok := unquote(key)
+	if !jsonwire.Plain(key) {
+		k, ok := jsonwire.Unquote(key)
 		if !ok {
 			it.bad = true
 			return nil, 0, 0, false
 		}
 		key = []byte(k)
 	}
-	i = jsontext.SkipSpace(d, kend)
+	i = jsonwire.SkipSpace(d, kend)
 	if i >= len(d) || d[i] != ':' {
 		it.bad = true
 		return nil, 0, 0, false
 	}
-	vstart = jsontext.SkipSpace(d, i+1)
-	vend = jsontext.SkipValue(d, vstart)
+	vstart = jsonwire.SkipSpace(d, i+1)
+	vend = jsonwire.SkipValue(d, vstart)
 	if vend < 0 {
 		it.bad = true
 		return nil, 0, 0, false
@@ -229,9 +229,9 @@ func (r *reader) string(s span) (string, bool) {
 		return "", true
 	}
 	start := r.arena.Len()
-	if plainASCII(inner) || bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+	if jsonwire.PlainASCII(inner) || jsonwire.Plain(inner) {
 		r.arena.Write(inner)
-	} else if !unquoteTo(&r.arena, inner) { // escapes or invalid UTF-8
+	} else if !jsonwire.UnquoteTo(&r.arena, inner) { // escapes or invalid UTF-8
 		return "", false
 	}
 	return r.arena.String()[start:], true
@@ -245,10 +245,10 @@ func (r *reader) stringIs(s span, want string) bool {
 		return false
 	}
 	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+	if jsonwire.Plain(inner) {
 		return string(inner) == want
 	}
-	got, ok := unquote(inner)
+	got, ok := jsonwire.Unquote(inner)
 	return ok && got == want
 }
 
@@ -260,54 +260,19 @@ func (r *reader) blankString(s span) bool {
 		return false
 	}
 	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+	if jsonwire.Plain(inner) {
 		return len(bytes.TrimSpace(inner)) == 0
 	}
-	got, ok := unquote(inner)
+	got, ok := jsonwire.Unquote(inner)
 	return ok && strings.TrimSpace(got) == ""
 }
 
-// Outcomes of reader.int64: an integer, not an integer, out of range.
-const (
-	intOK = iota
-	intNotInteger
-	intRange
-)
-
 // int64 decodes the integer value at s; null gives 0.
-func (r *reader) int64(s span) (int64, int) {
-	v := r.raw(s)
+func (r *reader) int64(s span) (int64, jsonwire.IntStatus) {
 	if r.isNull(s) {
-		return 0, intOK
+		return 0, jsonwire.IntOK
 	}
-	neg := false
-	if len(v) > 0 && v[0] == '-' {
-		neg = true
-		v = v[1:]
-	}
-	if len(v) == 0 {
-		return 0, intNotInteger
-	}
-	var n uint64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, intNotInteger
-		}
-		if n > (math.MaxInt64+1)/10 {
-			return 0, intRange
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	if neg {
-		if n > math.MaxInt64+1 {
-			return 0, intRange
-		}
-		return -int64(n), intOK
-	}
-	if n > math.MaxInt64 {
-		return 0, intRange
-	}
-	return int64(n), intOK
+	return jsonwire.ParseInt(r.raw(s))
 }
 
 // bool decodes the boolean value at s; null gives false.

@@ -1,11 +1,11 @@
 package envelope
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/toolpool/toolpool/internal/jsonwire"
 )
 
 var jsonSamples = []string{
@@ -20,18 +20,18 @@ var jsonSamples = []string{
 func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	for _, s := range jsonSamples {
-		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
-			t.Errorf("validJSON(%q) = %v, json.Valid = %v", s, got, want)
+		if got, want := jsonwire.Valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("jsonwire.Valid(%q) = %v, json.Valid = %v", s, got, want)
 		}
 	}
-	for _, n := range []int{maxNesting - 1, maxNesting, maxNesting + 1} {
+	for _, n := range []int{jsonwire.MaxNesting - 1, jsonwire.MaxNesting, jsonwire.MaxNesting + 1} {
 		for _, open := range []string{"[", `{"a":`} {
 			close := "]"
 			if open != "[" {
 				close = "}"
 			}
 			s := []byte(strings.Repeat(open, n) + "1" + strings.Repeat(close, n))
-			if got, want := validJSON(s), json.Valid(s); got != want {
+			if got, want := jsonwire.Valid(s), json.Valid(s); got != want {
 				t.Errorf("nesting %d of %s: validJSON = %v, json.Valid = %v", n, open, got, want)
 			}
 		}
@@ -68,82 +68,9 @@ func FuzzValidJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if got, want := validJSON(data), json.Valid(data); got != want {
-			t.Fatalf("validJSON(%q) = %v, json.Valid = %v", data, got, want)
+		if got, want := jsonwire.Valid(data), json.Valid(data); got != want {
+			t.Fatalf("jsonwire.Valid(%q) = %v, json.Valid = %v", data, got, want)
 		}
 		checkString(t, data)
 	})
-}
-
-// The word-at-a-time scans find the first byte a byte-by-byte scan finds.
-func TestWordScans(t *testing.T) {
-	t.Parallel()
-	// Bytes on the edges of the classes, and plain ones.
-	edge := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', '\\', 0x5b, 0x5d, 0x7e, 0x7f, 0x80, 0x81, 0xc3, 0xdf, 0xfe, 0xff, 'a', 'a', 'a', 'a'}
-	r := rand.New(rand.NewPCG(3, 4))
-	var buf [24]byte
-	for range 200000 {
-		for i := range buf {
-			buf[i] = edge[r.IntN(len(edge))]
-			if r.IntN(3) > 0 {
-				buf[i] = 'a'
-			}
-		}
-		b := buf[:r.IntN(len(buf)+1)]
-		if len(b) >= 8 {
-			x := binary.LittleEndian.Uint64(b)
-			wantStop := -1
-			for i, c := range b[:8] {
-				if c < 0x20 || c == '"' || c == '\\' {
-					wantStop = i
-					break
-				}
-			}
-			if m := stringStops(x); (m == 0) != (wantStop < 0) || m != 0 && firstFlagged(m) != wantStop {
-				t.Fatalf("stringStops(% x) = %#x, want the byte at %d", b[:8], m, wantStop)
-			}
-			wantControl := false
-			for _, c := range b[:8] {
-				wantControl = wantControl || c < 0x20 || c == 0x7f
-			}
-			if got := hasControl(string(b[:8])); got != wantControl {
-				t.Fatalf("hasControl(% x) = %v", b[:8], got)
-			}
-		}
-		want := len(b)
-		for i, c := range b {
-			if c >= 0x80 || c == '\\' {
-				want = i
-				break
-			}
-		}
-		if got := plainRun(b, 0); got != want {
-			t.Fatalf("plainRun(% x) = %d, want %d", b, got, want)
-		}
-		wantControl := false
-		for _, c := range b {
-			wantControl = wantControl || c < 0x20 || c == 0x7f
-		}
-		if got := hasControl(string(b)); got != wantControl {
-			t.Fatalf("hasControl(% x) = %v", b, got)
-		}
-		// appendString agrees with encoding/json, which escapes <, > and &
-		// and this package does not.
-		if !strings.ContainsAny(string(b), "<>&") {
-			want, _ := json.Marshal(string(b))
-			if got := appendString(nil, string(b)); string(got) != string(want) {
-				t.Fatalf("appendString(%q) = %s, encoding/json gives %s", b, got, want)
-			}
-		}
-	}
-}
-
-// firstFlagged is the index of the byte whose high bit is the lowest set in m.
-func firstFlagged(m uint64) int {
-	for i := range 8 {
-		if m&(0x80<<(8*i)) != 0 {
-			return i
-		}
-	}
-	return -1
 }

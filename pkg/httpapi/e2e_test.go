@@ -17,6 +17,7 @@ import (
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/httpapi"
 )
 
@@ -98,7 +99,7 @@ func TestE2EAnthropicMixedResults(t *testing.T) {
 		{"type":"tool_use","id":"` + ids[4] + `","name":"sleep","input":{"ms":20}}
 	]}`
 	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	a := b.post(t, "", body, httpapi.HeaderTraceparent, tp)
+	a := b.post(t, "", body, envelope.HeaderTraceparent, tp)
 	if a.status != 200 {
 		t.Fatalf("status %d body %s", a.status, a.body)
 	}
@@ -133,7 +134,7 @@ func TestE2EAnthropicMixedResults(t *testing.T) {
 	if got := a.header.Get(httpapi.HeaderErrorIndexes); got != "1,2,3" {
 		t.Errorf("%s = %q, want 1,2,3", httpapi.HeaderErrorIndexes, got)
 	}
-	if got := a.header.Get(httpapi.HeaderTraceparent); got != tp {
+	if got := a.header.Get(envelope.HeaderTraceparent); got != tp {
 		t.Errorf("traceparent %q, want %q", got, tp)
 	}
 	// The raw JSON: is_error only on errors, as the Messages API expects.

@@ -139,7 +139,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	traceparent := r.Header.Get(HeaderTraceparent)
+	traceparent := r.Header.Get(envelope.HeaderTraceparent)
 	if !dispatch.ValidTraceparent(traceparent) {
 		traceparent = dispatch.NewTraceparent()
 	}
@@ -183,7 +183,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	w.Header().Set(HeaderTraceparent, traceparent)
+	w.Header().Set(envelope.HeaderTraceparent, traceparent)
 	w.Header().Set(HeaderFormat, string(t.format))
 	if idx := errorIndexes(results); idx != "" {
 		w.Header().Set(HeaderErrorIndexes, idx)

@@ -407,13 +407,13 @@ func TestTraceparent(t *testing.T) {
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	f := &fakeDispatcher{}
 	h := newTestHandler(t, f)
-	w := do(h, "POST", "/v1/tool_calls", `[{"type":"tool_use","id":"a","name":"echo"}]`, HeaderTraceparent, tp)
-	if got := w.Header().Get(HeaderTraceparent); got != tp {
+	w := do(h, "POST", "/v1/tool_calls", `[{"type":"tool_use","id":"a","name":"echo"}]`, envelope.HeaderTraceparent, tp)
+	if got := w.Header().Get(envelope.HeaderTraceparent); got != tp {
 		t.Errorf("answer traceparent %q, want %q", got, tp)
 	}
 	// No (or an invalid) traceparent: a new trace, returned to the caller.
-	w = do(h, "POST", "/v1/tool_calls", `[{"type":"tool_use","id":"b","name":"echo"}]`, HeaderTraceparent, "00-zz")
-	got := w.Header().Get(HeaderTraceparent)
+	w = do(h, "POST", "/v1/tool_calls", `[{"type":"tool_use","id":"b","name":"echo"}]`, envelope.HeaderTraceparent, "00-zz")
+	got := w.Header().Get(envelope.HeaderTraceparent)
 	if !dispatch.ValidTraceparent(got) || got == tp {
 		t.Errorf("answer traceparent %q, want a new valid one", got)
 	}

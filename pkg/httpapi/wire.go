@@ -27,11 +27,11 @@ const (
 	// ("0,2"); it is absent when none is. It is the machine-readable error
 	// flag of the OpenAI format, whose tool messages have none.
 	HeaderErrorIndexes = "Toolpool-Error-Indexes"
-	// HeaderTraceparent is the W3C trace context. A valid one on a request
-	// is put on every call; the answer carries the trace context the calls
-	// were published with (a new one when the request had none).
-	HeaderTraceparent = "traceparent"
 )
+
+// The W3C trace context travels in envelope.HeaderTraceparent. A valid one on
+// a request is put on every call; the answer carries the trace context the
+// calls were published with (a new one when the request had none).
 
 // Format is the wire format of a POST /v1/tool_calls request and its
 // answer.

@@ -3,12 +3,10 @@ package tools
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"regexp"
 	"unicode/utf8"
 
-	"github.com/toolpool/toolpool/internal/jsontext"
-	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/internal/jsonwire"
 )
 
 // The fast check on text.
@@ -16,7 +14,7 @@ import (
 // Decoding an input into Go values (maps, slices, json.Number) costs more than
 // the fast check itself: about 3.5 µs and 17 allocations for a three-field
 // input, against well under 1 µs for the check. checkText runs the same
-// compiled checks on the JSON text: envelope.ValidJSON checks the syntax, then
+// compiled checks on the JSON text: jsonwire.Valid checks the syntax, then
 // the walk reads values in place, and a valid input is decided without
 // allocating. Its answer is the answer check gives on the decoded input, or
 // unknown where only decoding could tell:
@@ -44,13 +42,10 @@ type textSpan struct{ start, end int }
 // checkText decides input, JSON text, without decoding it. It is unknown
 // when input is not exactly one JSON value.
 func (f *fastSchema) checkText(input []byte) verdict {
-	if !envelope.ValidJSON(input) {
+	if !jsonwire.Valid(input) {
 		return verdictUnknown
 	}
-	start, end := jsontext.SkipSpace(input, 0), len(input)
-	for end > start && jsontext.IsSpace(input[end-1]) {
-		end--
-	}
+	start, end := jsonwire.Trim(input)
 	return f.checkSpan(input, textSpan{start, end})
 }
 
@@ -186,10 +181,7 @@ func (f *fastSchema) textType(d []byte, v textSpan) verdict {
 // no escapes, valid UTF-8.
 func plainText(d []byte, v textSpan) ([]byte, bool) {
 	inner := d[v.start+1 : v.end-1]
-	if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
-		return nil, false
-	}
-	return inner, true
+	return inner, jsonwire.Plain(inner)
 }
 
 // textEqual is equalPrimitive on text.
@@ -319,18 +311,18 @@ type textMember struct{ key, val textSpan }
 func (f *fastSchema) textObject(d []byte, v textSpan) verdict {
 	var members [maxTextMembers]textMember
 	n := 0
-	for i := jsontext.SkipSpace(d, v.start+1); i < v.end && d[i] == '"'; {
-		kend := jsontext.SkipString(d, i)
+	for i := jsonwire.SkipSpace(d, v.start+1); i < v.end && d[i] == '"'; {
+		kend := jsonwire.SkipString(d, i)
 		if kend < 0 || n == len(members) {
 			return verdictUnknown
 		}
-		vstart := jsontext.SkipSpace(d, jsontext.SkipSpace(d, kend)+1) // past the colon
-		vend := jsontext.SkipValue(d, vstart)
+		vstart := jsonwire.SkipSpace(d, jsonwire.SkipSpace(d, kend)+1) // past the colon
+		vend := jsonwire.SkipValue(d, vstart)
 		if vend < 0 {
 			return verdictUnknown
 		}
 		key := d[i+1 : kend-1]
-		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+		if !jsonwire.Plain(key) {
 			return verdictUnknown
 		}
 		for _, m := range members[:n] {
@@ -340,9 +332,9 @@ func (f *fastSchema) textObject(d []byte, v textSpan) verdict {
 		}
 		members[n] = textMember{key: textSpan{i + 1, kend - 1}, val: textSpan{vstart, vend}}
 		n++
-		i = jsontext.SkipSpace(d, vend)
+		i = jsonwire.SkipSpace(d, vend)
 		if i < v.end && d[i] == ',' {
-			i = jsontext.SkipSpace(d, i+1)
+			i = jsonwire.SkipSpace(d, i+1)
 		}
 	}
 	if f.minProps >= 0 && n < f.minProps || f.maxProps >= 0 && n > f.maxProps {
@@ -382,8 +374,8 @@ func (f *fastSchema) textObject(d []byte, v textSpan) verdict {
 func (f *fastSchema) textArray(d []byte, v textSpan) verdict {
 	res := verdictValid
 	n := 0
-	for i := jsontext.SkipSpace(d, v.start+1); i < v.end && d[i] != ']'; n++ {
-		end := jsontext.SkipValue(d, i)
+	for i := jsonwire.SkipSpace(d, v.start+1); i < v.end && d[i] != ']'; n++ {
+		end := jsonwire.SkipValue(d, i)
 		if end < 0 {
 			return verdictUnknown
 		}
@@ -399,9 +391,9 @@ func (f *fastSchema) textArray(d []byte, v textSpan) verdict {
 				res = verdictUnknown
 			}
 		}
-		i = jsontext.SkipSpace(d, end)
+		i = jsonwire.SkipSpace(d, end)
 		if i < v.end && d[i] == ',' {
-			i = jsontext.SkipSpace(d, i+1)
+			i = jsonwire.SkipSpace(d, i+1)
 		}
 	}
 	if f.minItems >= 0 && n < f.minItems || f.maxItems >= 0 && n > f.maxItems {
@@ -448,32 +440,6 @@ func oneOfText(alts []*fastSchema, d []byte, v textSpan) verdict {
 // intLiteral parses a number written as an integer without fraction or
 // exponent that fits in an int64 (json.Number or text).
 func intLiteral[T ~string | ~[]byte](s T) (int64, bool) {
-	neg := len(s) > 0 && s[0] == '-'
-	if neg {
-		s = s[1:]
-	}
-	if len(s) == 0 {
-		return 0, false
-	}
-	var n uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		if n > (math.MaxUint64-9)/10 {
-			return 0, false // far out of range
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	switch {
-	case neg && n <= 1<<63:
-		return int64(-n), true // -n wraps to the right value, MinInt64 included
-	case !neg && n <= math.MaxInt64:
-		return int64(n), true
-	}
-	return 0, false
+	n, st := jsonwire.ParseInt(s)
+	return n, st == jsonwire.IntOK
 }
-
-// The JSON text helpers below read text that envelope.ValidJSON accepted;
-// they still check their bounds and report -1 rather than panic.

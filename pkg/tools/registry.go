@@ -6,19 +6,67 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/toolpool/toolpool/internal/subject"
 	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // NamePattern is the pattern a tool name must match, as the Anthropic
-// Messages API requires.
-const NamePattern = `^[a-zA-Z0-9_-]{1,64}$`
+// Messages API requires. It is the rule of every token the pool builds into
+// a NATS subject; envelope.ValidToolName checks it.
+const NamePattern = subject.TokenPattern
 
 // ErrDuplicateTool is returned (wrapped) by Register for a name that is
 // already registered.
 var ErrDuplicateTool = errors.New("a tool with this name is already registered")
+
+// RegisterError is the error Register returns: which field of the tool is
+// wrong and why, for callers that report it against their own source (a
+// catalog file names the line of the field). Err, when set, is the cause
+// (ErrDuplicateTool, the retry policy's classify.ErrInvalidPolicy, the schema
+// engine's error), so errors.Is and errors.As see through it.
+type RegisterError struct {
+	// Tool is the name the tool was registered under.
+	Tool string
+	// Field is the tool's field in snake case: "name", "handler",
+	// "timeout", "concurrency", "input_schema" or "retry".
+	Field string
+	// Reason says what is wrong with the field, without naming it
+	// ("must be >= 0, got -1s").
+	Reason string
+	// Err is the cause, or nil.
+	Err error
+
+	msg string // the message after the prefix, as Register words it
+}
+
+// Error returns `tools: register "<tool>": ` and the problem in words.
+func (e *RegisterError) Error() string {
+	msg := e.msg
+	if msg == "" {
+		msg = e.Field + ": " + e.Reason
+	}
+	return "tools: register " + strconv.Quote(e.Tool) + ": " + msg
+}
+
+// Unwrap returns the cause.
+func (e *RegisterError) Unwrap() error { return e.Err }
+
+// fieldError is a problem with field: label (how the message names the
+// field) and reason, joined by a space ("timeout must be >= 0").
+func fieldError(field, label, reason string) *RegisterError {
+	return &RegisterError{Field: field, Reason: reason, msg: label + " " + reason}
+}
+
+// causeError is a problem with field found by another checker: label and
+// the cause's message, joined by a colon ("retry policy: ...").
+func causeError(field, label string, err error) *RegisterError {
+	return &RegisterError{Field: field, Reason: err.Error(), Err: err, msg: label + ": " + err.Error()}
+}
 
 // Registered is a tool as the registry holds it: defaults applied, schema
 // compiled.
@@ -82,7 +130,7 @@ func NewRegistryWith(c Compiler) *Registry {
 }
 
 // Register checks t (name, schema compiles, root type object, policy) and adds
-// it. The error names what is wrong.
+// it. The error, a *RegisterError, names the field that is wrong and why.
 //
 // Checks: the name matches NamePattern; the handler is set; the input schema
 // is a JSON object with "type": "object" at the root that the engine
@@ -93,13 +141,14 @@ func NewRegistryWith(c Compiler) *Registry {
 func (r *Registry) Register(t Tool) error {
 	reg, err := r.prepare(t)
 	if err != nil {
-		return fmt.Errorf("tools: register %q: %w", t.Name, err)
+		err.Tool = t.Name
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.snap.Load()
 	if _, dup := old.byName[t.Name]; dup {
-		return fmt.Errorf("tools: register %q: %w", t.Name, ErrDuplicateTool)
+		return &RegisterError{Tool: t.Name, Field: "name", Reason: "is already registered", Err: ErrDuplicateTool, msg: ErrDuplicateTool.Error()}
 	}
 	next := &snapshot{byName: make(map[string]*Registered, len(old.byName)+1)}
 	for name, rt := range old.byName {
@@ -113,30 +162,32 @@ func (r *Registry) Register(t Tool) error {
 }
 
 // prepare checks t, applies defaults and compiles the schema.
-func (r *Registry) prepare(t Tool) (*Registered, error) {
-	if !validName(t.Name) {
-		return nil, errors.New("name must match " + NamePattern)
+func (r *Registry) prepare(t Tool) (*Registered, *RegisterError) {
+	if !envelope.ValidToolName(t.Name) {
+		return nil, fieldError("name", "name", "must match "+NamePattern)
 	}
 	if t.Handler == nil {
-		return nil, errors.New("handler is nil")
+		return nil, fieldError("handler", "handler", "is nil")
 	}
 	if t.Timeout < 0 {
-		return nil, fmt.Errorf("timeout must be >= 0, got %v", t.Timeout)
+		return nil, fieldError("timeout", "timeout", fmt.Sprintf("must be >= 0, got %v", t.Timeout))
 	}
 	if t.Concurrency < 0 {
-		return nil, fmt.Errorf("concurrency must be >= 0, got %d", t.Concurrency)
+		return nil, fieldError("concurrency", "concurrency", fmt.Sprintf("must be >= 0, got %d", t.Concurrency))
 	}
-	schema, err := checkSchema(t.InputSchema)
-	if err != nil {
-		return nil, err
+	schema, reason, err := checkSchema(t.InputSchema)
+	if reason != "" {
+		e := fieldError("input_schema", "input schema", reason)
+		e.Err = err
+		return nil, e
 	}
 	v, err := r.compiler.Compile(schema)
 	if err != nil {
-		return nil, fmt.Errorf("input schema: %w", err)
+		return nil, causeError("input_schema", "input schema", err)
 	}
 	t.Retry = t.Retry.WithDefaults()
 	if err := t.Retry.Validate(); err != nil {
-		return nil, fmt.Errorf("retry policy: %w", err)
+		return nil, causeError("retry", "retry policy", err)
 	}
 	if t.Timeout == 0 {
 		t.Timeout = TimeoutDefault
@@ -149,44 +200,31 @@ func (r *Registry) prepare(t Tool) (*Registered, error) {
 }
 
 // checkSchema checks that schema is a JSON object with "type": "object" and
-// returns a compact copy of it.
-func checkSchema(schema json.RawMessage) (json.RawMessage, error) {
+// returns a compact copy of it. Otherwise reason says what is wrong ("is
+// empty") and err is the JSON parser's error, if any.
+func checkSchema(schema json.RawMessage) (compact json.RawMessage, reason string, err error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
-		return nil, errors.New("input schema is empty")
+		return nil, "is empty", nil
 	}
 	var root map[string]json.RawMessage
 	if err := json.Unmarshal(schema, &root); err != nil {
 		if !json.Valid(schema) {
-			return nil, fmt.Errorf("input schema is not valid JSON: %w", err)
+			return nil, "is not valid JSON: " + err.Error(), err
 		}
-		return nil, errors.New("input schema must be a JSON object")
+		return nil, "must be a JSON object", nil
 	}
 	var typ any
 	if raw, ok := root["type"]; ok {
 		_ = json.Unmarshal(raw, &typ)
 	}
 	if typ != "object" {
-		return nil, errors.New(`input schema must have "type": "object" at the root`)
+		return nil, `must have "type": "object" at the root`, nil
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, schema); err != nil {
-		return nil, fmt.Errorf("input schema is not valid JSON: %w", err)
+		return nil, "is not valid JSON: " + err.Error(), err
 	}
-	return buf.Bytes(), nil
-}
-
-// validName reports whether name matches NamePattern.
-func validName(name string) bool {
-	if len(name) < 1 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return buf.Bytes(), "", nil
 }
 
 // MustRegister is Register that panics on error.

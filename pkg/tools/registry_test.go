@@ -22,38 +22,39 @@ func TestRegisterRejects(t *testing.T) {
 	t.Parallel()
 	good := Tool{Name: "search_web", InputSchema: SearchWebSchema, Handler: nopHandler}
 	cases := []struct {
-		name string
-		edit func(*Tool)
-		want string // the whole error text
+		name  string
+		edit  func(*Tool)
+		want  string // the whole error text
+		field string // RegisterError.Field
 	}{
 		{"space in name", func(tl *Tool) { tl.Name = "search web" },
-			`tools: register "search web": name must match ^[a-zA-Z0-9_-]{1,64}$`},
+			`tools: register "search web": name must match ^[a-zA-Z0-9_-]{1,64}$`, "name"},
 		{"empty name", func(tl *Tool) { tl.Name = "" },
-			`tools: register "": name must match ^[a-zA-Z0-9_-]{1,64}$`},
+			`tools: register "": name must match ^[a-zA-Z0-9_-]{1,64}$`, "name"},
 		{"dot in name", func(tl *Tool) { tl.Name = "fs.read" },
-			`tools: register "fs.read": name must match ^[a-zA-Z0-9_-]{1,64}$`},
+			`tools: register "fs.read": name must match ^[a-zA-Z0-9_-]{1,64}$`, "name"},
 		{"name too long", func(tl *Tool) { tl.Name = strings.Repeat("a", 65) },
-			`tools: register "` + strings.Repeat("a", 65) + `": name must match ^[a-zA-Z0-9_-]{1,64}$`},
+			`tools: register "` + strings.Repeat("a", 65) + `": name must match ^[a-zA-Z0-9_-]{1,64}$`, "name"},
 		{"non-ASCII name", func(tl *Tool) { tl.Name = "поиск" },
-			`tools: register "поиск": name must match ^[a-zA-Z0-9_-]{1,64}$`},
+			`tools: register "поиск": name must match ^[a-zA-Z0-9_-]{1,64}$`, "name"},
 		{"nil handler", func(tl *Tool) { tl.Handler = nil },
-			`tools: register "search_web": handler is nil`},
+			`tools: register "search_web": handler is nil`, "handler"},
 		{"negative timeout", func(tl *Tool) { tl.Timeout = -time.Second },
-			`tools: register "search_web": timeout must be >= 0, got -1s`},
+			`tools: register "search_web": timeout must be >= 0, got -1s`, "timeout"},
 		{"negative concurrency", func(tl *Tool) { tl.Concurrency = -1 },
-			`tools: register "search_web": concurrency must be >= 0, got -1`},
+			`tools: register "search_web": concurrency must be >= 0, got -1`, "concurrency"},
 		{"no schema", func(tl *Tool) { tl.InputSchema = nil },
-			`tools: register "search_web": input schema is empty`},
+			`tools: register "search_web": input schema is empty`, "input_schema"},
 		{"schema not JSON", func(tl *Tool) { tl.InputSchema = json.RawMessage(`{"type":`) },
-			`tools: register "search_web": input schema is not valid JSON: unexpected end of JSON input`},
+			`tools: register "search_web": input schema is not valid JSON: unexpected end of JSON input`, "input_schema"},
 		{"schema not an object", func(tl *Tool) { tl.InputSchema = json.RawMessage(`true`) },
-			`tools: register "search_web": input schema must be a JSON object`},
+			`tools: register "search_web": input schema must be a JSON object`, "input_schema"},
 		{"root type missing", func(tl *Tool) { tl.InputSchema = json.RawMessage(`{"properties":{}}`) },
-			`tools: register "search_web": input schema must have "type": "object" at the root`},
+			`tools: register "search_web": input schema must have "type": "object" at the root`, "input_schema"},
 		{"root type string", func(tl *Tool) { tl.InputSchema = json.RawMessage(`{"type":"string"}`) },
-			`tools: register "search_web": input schema must have "type": "object" at the root`},
+			`tools: register "search_web": input schema must have "type": "object" at the root`, "input_schema"},
 		{"root type list", func(tl *Tool) { tl.InputSchema = json.RawMessage(`{"type":["object","null"]}`) },
-			`tools: register "search_web": input schema must have "type": "object" at the root`},
+			`tools: register "search_web": input schema must have "type": "object" at the root`, "input_schema"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +65,12 @@ func TestRegisterRejects(t *testing.T) {
 			err := r.Register(tl)
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("Register: %v\nwant %s", err, tc.want)
+			}
+			// The field and the reason come typed, also through a wrap.
+			var re *RegisterError
+			if !errors.As(fmt.Errorf("loading: %w", err), &re) || re.Field != tc.field || re.Tool != tl.Name ||
+				!strings.HasSuffix(tc.want, re.Reason) || re.Reason == "" {
+				t.Errorf("RegisterError of %v: %+v, want field %q and the reason the message ends with", err, re, tc.field)
 			}
 			if names := r.Names(); len(names) != 0 {
 				t.Errorf("rejected tool is registered: %v", names)
@@ -82,6 +89,10 @@ func TestRegisterRejectsBadSchemaAndPolicy(t *testing.T) {
 		`properties["a b"].minLength: must be >= 0; required: must be an array, got string`
 	if err == nil || err.Error() != want {
 		t.Errorf("Register(bad schema):\n got  %v\n want %s", err, want)
+	}
+	if re := (*RegisterError)(nil); !errors.As(err, &re) || re.Field != "input_schema" ||
+		re.Reason != strings.TrimPrefix(want, `tools: register "t": input schema: `) {
+		t.Errorf("Register(bad schema): RegisterError %+v, want field input_schema and the engine's reason", re)
 	}
 	var sve *jsonschema.SchemaValidationError
 	if !errors.As(err, &sve) {
@@ -102,6 +113,9 @@ func TestRegisterRejectsBadSchemaAndPolicy(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), `tools: register "t": retry policy: `) ||
 		!errors.Is(err, classify.ErrInvalidPolicy) {
 		t.Errorf("Register(MaxDelay < BaseDelay): %v", err)
+	}
+	if re := (*RegisterError)(nil); !errors.As(err, &re) || re.Field != "retry" || !strings.HasSuffix(err.Error(), ": "+re.Reason) {
+		t.Errorf("Register(MaxDelay < BaseDelay): RegisterError %+v, want field retry and the policy's reason", re)
 	}
 	err = r.Register(Tool{Name: "t", Handler: nopHandler, InputSchema: objectSchema,
 		Retry: classify.Policy{Jitter: 2}})
@@ -144,6 +158,9 @@ func TestRegisterDuplicate(t *testing.T) {
 	}
 	if want := `tools: register "echo": a tool with this name is already registered`; err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
+	}
+	if re := (*RegisterError)(nil); !errors.As(err, &re) || re.Field != "name" || re.Reason != "is already registered" {
+		t.Errorf("duplicate: RegisterError %+v, want field name", re)
 	}
 	defer func() {
 		p := recover()

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/netguard"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -325,7 +326,7 @@ func headerPath(name string) string {
 // setTraceparent sends the call's W3C trace context.
 func setTraceparent(ctx context.Context, req *http.Request) {
 	if ci, ok := tools.CallInfoFrom(ctx); ok && ci.Traceparent != "" {
-		req.Header.Set("Traceparent", ci.Traceparent)
+		req.Header.Set(envelope.HeaderTraceparent, ci.Traceparent)
 	}
 }
 

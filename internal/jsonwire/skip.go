@@ -1,9 +1,8 @@
-// Package jsontext walks JSON text without decoding it: it finds where
-// strings and values end, for the hand-written readers of pkg/envelope and
-// pkg/tools. Every function checks its bounds and answers -1 for what it
-// cannot walk, so malformed input never makes it panic; on valid JSON it is
-// exact.
-package jsontext
+package jsonwire
+
+// The walk: where strings and values end. Every function checks its bounds
+// and answers -1 for what it cannot walk, so malformed input never makes it
+// panic; on valid JSON it is exact.
 
 import "bytes"
 

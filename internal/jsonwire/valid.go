@@ -1,4 +1,4 @@
-package envelope
+package jsonwire
 
 import (
 	"encoding/binary"
@@ -7,18 +7,16 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/toolpool/toolpool/internal/jsontext"
 )
 
 // encoding/json's checker walks a state machine through a function pointer
 // per byte, which made json.Valid most of the cost of decoding an envelope.
-// validJSON accepts exactly what json.Valid accepts (a fuzz test holds the two
-// together) at a fraction of the cost, and unquote reads a JSON string exactly
-// as encoding/json does.
+// Valid accepts exactly what json.Valid accepts (a fuzz test of pkg/envelope,
+// FuzzValidJSON, holds the two together) at a fraction of the cost, and
+// Unquote reads a JSON string exactly as encoding/json does.
 
-// maxNesting is encoding/json's limit on nested arrays and objects.
-const maxNesting = 10000
+// MaxNesting is encoding/json's limit on nested arrays and objects.
+const MaxNesting = 10000
 
 // plainStringByte marks the bytes that can stand for themselves inside a JSON
 // string: everything but control characters, '"' and '\\'.
@@ -29,29 +27,27 @@ var plainStringByte = func() (t [256]bool) {
 	return t
 }()
 
-// ValidJSON reports whether data is exactly one JSON value, optionally
+// Valid reports whether data is exactly one JSON value, optionally
 // surrounded by whitespace: the answer json.Valid gives, several times
-// faster. The decoders check messages with it; pkg/tools checks tool inputs.
-func ValidJSON(data []byte) bool { return validJSON(data) }
-
-// validJSON is ValidJSON.
-func validJSON(data []byte) bool {
-	i, ok := validValue(data, jsontext.SkipSpace(data, 0), 0)
-	return ok && jsontext.SkipSpace(data, i) == len(data)
+// faster. The envelope decoders check messages with it; pkg/tools checks
+// tool inputs.
+func Valid(data []byte) bool {
+	i, ok := ValidValue(data, SkipSpace(data, 0), 0)
+	return ok && SkipSpace(data, i) == len(data)
 }
 
-// validValue checks the value starting at data[i] (nested depth levels deep)
+// ValidValue checks the value starting at d[i] (nested depth levels deep)
 // and returns the index just past it.
-func validValue(d []byte, i, depth int) (int, bool) {
+func ValidValue(d []byte, i, depth int) (int, bool) {
 	if i >= len(d) {
 		return i, false
 	}
 	switch d[i] {
 	case '{':
-		if depth >= maxNesting {
+		if depth >= MaxNesting {
 			return i, false
 		}
-		i = jsontext.SkipSpace(d, i+1)
+		i = SkipSpace(d, i+1)
 		if i < len(d) && d[i] == '}' {
 			return i + 1, true
 		}
@@ -60,23 +56,23 @@ func validValue(d []byte, i, depth int) (int, bool) {
 				return i, false
 			}
 			var ok bool
-			if i, ok = validString(d, i); !ok {
+			if i, ok = ValidString(d, i); !ok {
 				return i, false
 			}
-			i = jsontext.SkipSpace(d, i)
+			i = SkipSpace(d, i)
 			if i >= len(d) || d[i] != ':' {
 				return i, false
 			}
-			if i, ok = validValue(d, jsontext.SkipSpace(d, i+1), depth+1); !ok {
+			if i, ok = ValidValue(d, SkipSpace(d, i+1), depth+1); !ok {
 				return i, false
 			}
-			i = jsontext.SkipSpace(d, i)
+			i = SkipSpace(d, i)
 			if i >= len(d) {
 				return i, false
 			}
 			switch d[i] {
 			case ',':
-				i = jsontext.SkipSpace(d, i+1)
+				i = SkipSpace(d, i+1)
 			case '}':
 				return i + 1, true
 			default:
@@ -84,25 +80,25 @@ func validValue(d []byte, i, depth int) (int, bool) {
 			}
 		}
 	case '[':
-		if depth >= maxNesting {
+		if depth >= MaxNesting {
 			return i, false
 		}
-		i = jsontext.SkipSpace(d, i+1)
+		i = SkipSpace(d, i+1)
 		if i < len(d) && d[i] == ']' {
 			return i + 1, true
 		}
 		for {
 			var ok bool
-			if i, ok = validValue(d, i, depth+1); !ok {
+			if i, ok = ValidValue(d, i, depth+1); !ok {
 				return i, false
 			}
-			i = jsontext.SkipSpace(d, i)
+			i = SkipSpace(d, i)
 			if i >= len(d) {
 				return i, false
 			}
 			switch d[i] {
 			case ',':
-				i = jsontext.SkipSpace(d, i+1)
+				i = SkipSpace(d, i+1)
 			case ']':
 				return i + 1, true
 			default:
@@ -110,7 +106,7 @@ func validValue(d []byte, i, depth int) (int, bool) {
 			}
 		}
 	case '"':
-		return validString(d, i)
+		return ValidString(d, i)
 	case 't':
 		return validLiteral(d, i, "true")
 	case 'f':
@@ -129,9 +125,10 @@ func validLiteral(d []byte, i int, lit string) (int, bool) {
 	return i, false
 }
 
-// validString checks the string starting at d[i] == '"'. Like encoding/json
-// it does not check UTF-8 (decoding replaces bad bytes with U+FFFD).
-func validString(d []byte, i int) (int, bool) {
+// ValidString checks the string starting at d[i] == '"' and returns the
+// index just past it. Like encoding/json it does not check UTF-8 (decoding
+// replaces bad bytes with U+FFFD).
+func ValidString(d []byte, i int) (int, bool) {
 	i++
 	for {
 		i = skipPlainWords(d, i)
@@ -215,9 +212,9 @@ func plainRun(b []byte, i int) int {
 	return i
 }
 
-// plainASCII reports whether the inside of a valid JSON string is ASCII
+// PlainASCII reports whether the inside of a valid JSON string is ASCII
 // without escapes, and so is its own value.
-func plainASCII(b []byte) bool { return plainRun(b, 0) == len(b) }
+func PlainASCII(b []byte) bool { return plainRun(b, 0) == len(b) }
 
 // validNumber checks -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at d[i].
 func validNumber(d []byte, i int) (int, bool) {
@@ -284,20 +281,20 @@ func getHex4(b []byte) rune {
 	return r
 }
 
-// unquote decodes the inside of a valid JSON string that holds escapes or
+// Unquote decodes the inside of a valid JSON string that holds escapes or
 // invalid UTF-8, as encoding/json does: bad UTF-8 and unpaired surrogates
 // become U+FFFD.
-func unquote(s []byte) (string, bool) {
+func Unquote(s []byte) (string, bool) {
 	var b strings.Builder
 	b.Grow(len(s))
-	if !unquoteTo(&b, s) {
+	if !UnquoteTo(&b, s) {
 		return "", false
 	}
 	return b.String(), true
 }
 
-// unquoteTo is unquote writing to b. On false, b holds part of the string.
-func unquoteTo(b *strings.Builder, s []byte) bool {
+// UnquoteTo is Unquote writing to b. On false, b holds part of the string.
+func UnquoteTo(b *strings.Builder, s []byte) bool {
 	for r := 0; r < len(s); {
 		c := s[r]
 		switch {

@@ -1,4 +1,4 @@
-package jsontext
+package jsonwire
 
 import "testing"
 

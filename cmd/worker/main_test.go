@@ -1,0 +1,12 @@
+package main
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package when a goroutine outlives the tests: the
+// tests here assemble whole pools (embedded server, workers, dispatcher,
+// HTTP server), and each must stop everything it started.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

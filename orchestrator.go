@@ -90,9 +90,9 @@ func (c OrchestratorConfig) Validate() error {
 	return nil
 }
 
-// Orchestrator is what serves agents: it keeps the live catalog of tools, publishes calls and waits for their results
-// (the dispatcher), sets poison calls aside, and serves the HTTP API
-// (Handler). Create it with NewOrchestrator, then Start and Stop it.
+// Orchestrator is what serves agents: it keeps the live catalog of tools,
+// publishes calls and waits for their results (the dispatcher), sets
+// poison calls aside, and serves the HTTP API (Handler). Create it with NewOrchestrator, then Start and Stop it.
 type Orchestrator struct {
 	cfg   OrchestratorConfig
 	js    js.JetStream

@@ -163,8 +163,9 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 // Start opens the attempt history, starts the poison watcher and the live
 // catalog, then the dispatcher. The streams must exist (Provision). It returns
 // once calls can be dispatched, or with the first error (what was started
-// is stopped again). Requests are bounded by ctx, or by
-// StartTimeoutDefault when ctx has no deadline.
+// is stopped again). Requests are bounded by ctx, or, when ctx has no
+// deadline, by StartTimeoutDefault for each step (the history, the poison
+// watcher, the catalog and the dispatcher).
 func (o *Orchestrator) Start(ctx context.Context) (err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -172,8 +173,6 @@ func (o *Orchestrator) Start(ctx context.Context) (err error) {
 		return errors.New("toolpool: orchestrator: already started")
 	}
 	o.started = true
-	ctx, cancel := startContext(ctx)
-	defer cancel()
 	defer func() {
 		if err != nil {
 			_ = o.stopAll(context.Background())
@@ -181,7 +180,10 @@ func (o *Orchestrator) Start(ctx context.Context) (err error) {
 	}()
 	if !o.cfg.NoPoisonWatcher {
 		pc := dlq.PoisonConfig{Conn: o.cfg.Conn, JetStream: o.js, Logger: o.cfg.Logger, OnPoison: o.m.PoisonCall}
-		if h, err := dlq.OpenHistory(ctx, o.js, o.cfg.History); err != nil {
+		hctx, cancel := startContext(ctx) // a bound of its own: the history is best effort
+		h, err := dlq.OpenHistory(hctx, o.js, o.cfg.History)
+		cancel()
+		if err != nil {
 			o.cfg.Logger.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)
 		} else {
 			pc.History = h
@@ -189,10 +191,15 @@ func (o *Orchestrator) Start(ctx context.Context) (err error) {
 		if o.poison, err = dlq.NewPoisonWatcher(pc); err != nil {
 			return err
 		}
-		if err := o.poison.Start(ctx); err != nil {
+		pctx, cancel := startContext(ctx)
+		err = o.poison.Start(pctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
+	ctx, cancel := startContext(ctx)
+	defer cancel()
 	if o.live != nil {
 		if err := o.live.Start(ctx); err != nil {
 			return err

@@ -154,8 +154,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 
 // Start opens the attempt history, starts the workers and announces their
 // tools. It returns once every worker pulls, or with the first error (the
-// workers started are stopped again). Requests are bounded by ctx, or by
-// StartTimeoutDefault when ctx has no deadline.
+// workers started are stopped again). Requests are bounded by ctx, or,
+// when ctx has no deadline, by StartTimeoutDefault for the history and as
+// much again for the workers.
 func (s *Server) Start(ctx context.Context) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,8 +164,6 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return errors.New("toolpool: server: already started")
 	}
 	s.started = true
-	ctx, cancel := startContext(ctx)
-	defer cancel()
 	defer func() {
 		if err != nil {
 			s.stopAll(context.Background(), LostConnDrain)
@@ -172,12 +171,18 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}()
 	history := s.cfg.Worker.History
 	if history == nil && !s.cfg.NoHistory {
-		if h, err := dlq.OpenHistory(ctx, s.js, s.cfg.History); err != nil {
+		// A bound of its own: a slow bucket must not eat the workers' time.
+		hctx, cancel := startContext(ctx)
+		h, err := dlq.OpenHistory(hctx, s.js, s.cfg.History)
+		cancel()
+		if err != nil {
 			s.cfg.Logger.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)
 		} else {
 			history = h
 		}
 	}
+	ctx, cancel := startContext(ctx)
+	defer cancel()
 	for i := range s.cfg.Workers {
 		wc := s.cfg.Worker
 		wc.JetStream, wc.Registry, wc.History = s.js, s.cfg.Registry, history

@@ -128,7 +128,7 @@ func serve(ctx context.Context, srv *toolpool.Server, nc *nats.Conn, drain time.
 		}
 		if last := nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) {
 			// A refused subject makes the request above time out; say which.
-			err = fmt.Errorf("%w\nthe NATS user may not use a subject the worker needs (%v); grant it as jetstream/server/accounts.conf does for the worker user", err, last)
+			err = fmt.Errorf("%w\nworker: the NATS user may not use a subject the worker needs (%v); grant it as jetstream/server/accounts.conf does for the worker user", err, last)
 		}
 		return err
 	}

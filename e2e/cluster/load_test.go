@@ -12,7 +12,9 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -52,18 +54,9 @@ func startPool(t *testing.T, c *cluster) *pool {
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatch.New(dispatch.Config{
-		JS: j, Catalog: dispatch.RegistryCatalog(reg), Logger: natstest.Logger(t),
-		DefaultTimeout: 2 * time.Minute,
-		PublishTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatalf("dispatcher Start: %v", err)
-	}
-	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) })
+	d := pooltest.StartOrchestrator(t, j.Conn(), dispatch.RegistryCatalog(reg), func(c *toolpool.OrchestratorConfig) {
+		c.Dispatch.DefaultTimeout, c.Dispatch.PublishTimeout = 2*time.Minute, 5*time.Second
+	}).Dispatcher()
 	return &pool{c: c, j: j, d: d}
 }
 
@@ -119,16 +112,9 @@ func (p *pool) warmUpWorkers(t *testing.T, tool, input string, ids ...string) {
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatch.New(dispatch.Config{JS: p.j, Catalog: dispatch.RegistryCatalog(reg), Logger: natstest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := pooltest.StartOrchestrator(t, p.j.Conn(), dispatch.RegistryCatalog(reg)).Dispatcher()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
 	seen := map[string]bool{}
 	for turn := 0; ; turn++ {
 		var blocks []envelope.ToolUseBlock

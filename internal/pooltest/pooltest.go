@@ -128,7 +128,7 @@ func StartOrchestrator(t testing.TB, nc *nats.Conn, cat dispatch.Catalog, mods .
 	if err != nil {
 		t.Fatalf("pooltest: toolpool.NewOrchestrator: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a cluster may be electing leaders
 	defer cancel()
 	if err := o.Start(ctx); err != nil {
 		t.Fatalf("pooltest: orchestrator Start: %v", err)

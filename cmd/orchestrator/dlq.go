@@ -28,8 +28,9 @@ func dlqCommand() *cli.Command {
 		Summary: "operate the dead letters: dlq ls|show|replay|purge (orchestrator dlq -h)",
 		Help: `Operates the dead letters in TOOL_DLQ: calls set aside because their
 retries ran out (exhausted), they could not be decoded (malformed), they
-kept killing workers (poison) or their deadline passed in the queue
-(expired).
+kept killing workers (poison), their deadline passed in the queue
+(expired), or an attempt of a tool that is not idempotent started and
+never reported, so it was not run again (outcome_unknown).
 
 Every command takes --nats-url (env NATS_URL) and the credential flags.`,
 		Commands: []*cli.Command{dlqLsCommand(), dlqShowCommand(), dlqReplayCommand(), dlqPurgeCommand()},

@@ -68,22 +68,31 @@ type Announcer struct {
 	stopOnce  sync.Once
 }
 
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c AnnouncerConfig) WithDefaults() AnnouncerConfig {
+	c.PutTimeout = cmp.Or(c.PutTimeout, PutTimeoutDefault)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	return c
+}
+
+// Validate names the first bad field of c.
+func (c AnnouncerConfig) Validate() error {
+	switch {
+	case c.JetStream == nil:
+		return errors.New("discovery: AnnouncerConfig.JetStream is required")
+	case c.Registry == nil:
+		return errors.New("discovery: AnnouncerConfig.Registry is required")
+	case c.WorkerID == "":
+		return errors.New("discovery: AnnouncerConfig.WorkerID is required")
+	}
+	return c.Bucket.withDefaults().validate()
+}
+
 // NewAnnouncer checks cfg and returns an announcer. It does not touch the
 // network.
 func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
-	cfg.PutTimeout = cmp.Or(cfg.PutTimeout, PutTimeoutDefault)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	switch {
-	case cfg.JetStream == nil:
-		return nil, errors.New("discovery: AnnouncerConfig.JetStream is required")
-	case cfg.Registry == nil:
-		return nil, errors.New("discovery: AnnouncerConfig.Registry is required")
-	case cfg.WorkerID == "":
-		return nil, errors.New("discovery: AnnouncerConfig.WorkerID is required")
-	}
-	if err := cfg.Bucket.withDefaults().validate(); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	names := cfg.Tools

@@ -111,7 +111,7 @@ type entry struct {
 // touch the network: Start does.
 func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Catalog{
@@ -138,7 +138,8 @@ func (c CatalogConfig) WithDefaults() CatalogConfig {
 	return c
 }
 
-func (c CatalogConfig) validate() error {
+// Validate names the first bad field of c.
+func (c CatalogConfig) Validate() error {
 	if c.JetStream == nil {
 		return errors.New("discovery: CatalogConfig.JetStream is required")
 	}

@@ -69,6 +69,7 @@ const (
 // UsageError is a mistake in the command line; binaries exit with ExitUsage.
 type UsageError struct{ Msg string }
 
+// Error is the mistake, as the binary prints it after its name.
 func (e *UsageError) Error() string { return e.Msg }
 
 // Usagef returns a *UsageError.

@@ -78,6 +78,7 @@ type ExitError struct {
 	Err  error
 }
 
+// Error is Err's message, or the exit code when there is none.
 func (e *ExitError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("exit %d", e.Code)
@@ -85,6 +86,7 @@ func (e *ExitError) Error() string {
 	return e.Err.Error()
 }
 
+// Unwrap is Err.
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // Exit ends a command with code and no message: for a command that printed

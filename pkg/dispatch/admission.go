@@ -84,6 +84,7 @@ type SaturatedError struct {
 	RetryAfter time.Duration
 }
 
+// Error says what is saturated and when to try again.
 func (e *SaturatedError) Error() string {
 	if e.Wait > 0 {
 		return fmt.Sprintf("dispatch: %s: %d calls are queued for %s, about %s of work, more than the %s the turn has left",

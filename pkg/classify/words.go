@@ -149,6 +149,14 @@ func InvalidArgumentsMessage(tool, problem string) string {
 		tool + " again with arguments that are one JSON object."
 }
 
+// ArgumentsNotObjectMessage is the text of the error an MCP client gets
+// (JSON-RPC invalid params) for a call to tool whose arguments are valid
+// JSON but not an object; kind names what they are ("an array").
+func ArgumentsNotObjectMessage(tool, kind string) string {
+	return "The arguments of this call to " + tool + " are " + kind + ", not a JSON object, so it was not run. Call " +
+		tool + " again with arguments that are one JSON object."
+}
+
 // PoisonMessage is the content of the is_error result (CodePoison) of a call
 // whose every one of deliveries deliveries stopped the worker running it, so
 // it was dead-lettered.

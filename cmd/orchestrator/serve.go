@@ -213,7 +213,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
 			NoQueueWaitAdmission: !f.front.byQueueWait,
 		},
-		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), Metrics: reg, Logger: log,
+		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), MCP: f.front.mcpConfig(f.httpAddr), Metrics: reg, Logger: log,
 	}
 	if srv != nil {
 		ocfg.Checks = srv.Checks()
@@ -234,7 +234,10 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		if err := hs.Start(ctx); err != nil {
 			return fmt.Errorf("%w (pass --http ADDR)", err)
 		}
-		log.Info("http listening", "addr", hs.Addr(), "api_keys", f.front.keys.Len())
+		log.Info("http listening", "addr", hs.Addr(), "api_keys", f.front.keys.Len(), "mcp_token", f.front.mcpToken != "")
+		if c := f.front.mcpConfig(f.httpAddr); c.Closed != "" {
+			log.Warn(c.Closed)
+		}
 	}
 	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", orch.Instance())
 
@@ -260,6 +263,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 	log.Info("shutting down")
 	if hs != nil {
+		orch.MCP().EndStreams() // MCP sessions' GET streams would hold the drain
 		// First the HTTP requests in flight, while the dispatcher and the
 		// workers still run: /readyz fails and new requests get 503 at
 		// once; then the rest stops.

@@ -64,6 +64,10 @@ type Config struct {
 	// them; with neither, /mcp is open (loopback only, or behind a proxy
 	// that authenticates: the binary enforces that).
 	Keys *httpapi.Keys
+	// Closed, when not empty, makes Handler refuse every request (403)
+	// with this text: /mcp is mounted but not exposed, e.g. on an address
+	// without authentication. Stdio is not affected.
+	Closed string
 	// MaxBodyBytes caps an HTTP request body and a stdio message. Default
 	// MaxBodyBytesDefault.
 	MaxBodyBytes int64

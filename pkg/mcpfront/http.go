@@ -57,6 +57,11 @@ func (s *Server) Handler() http.Handler {
 		_ = rc.SetWriteDeadline(time.Time{})
 		sdk.ServeHTTP(w, r)
 	})
+	if s.cfg.Closed != "" {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusForbidden, nil, &jsonrpc.Error{Code: codeUnauthorized, Message: s.cfg.Closed})
+		})
+	}
 	if s.cfg.Token == "" && s.cfg.Keys.Len() == 0 {
 		return inner
 	}

@@ -34,7 +34,7 @@ const tokenKeyExtra = "toolpool.key"
 // behind an httpapi.Server, whose gate checks Host and Origin.
 func (s *Server) Handler() http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Logger:              s.cfg.Logger,
+		Logger:              sdkLogger(s.cfg.Logger),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
 		// The httpapi.Server in front checks Host and Origin for every
 		// address it listens on.

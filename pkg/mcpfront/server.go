@@ -63,7 +63,7 @@ func New(cfg Config) (*Server, error) {
 		life: life, endLife: end, stopped: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{
-		Logger: cfg.Logger,
+		Logger: sdkLogger(cfg.Logger),
 		// Tools only, with list_changed; no logging capability.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
@@ -406,3 +406,19 @@ func keyOf(extra *mcp.RequestExtra) *httpapi.Key {
 	k, _ := extra.TokenInfo.Extra[tokenKeyExtra].(*httpapi.Key)
 	return k
 }
+
+// sdkLogger is log for the go-sdk: its warnings and errors only (it logs
+// every session's start and end at info).
+func sdkLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(warnOnly{log.Handler()})
+}
+
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+
+func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }

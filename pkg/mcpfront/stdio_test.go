@@ -73,19 +73,13 @@ func newStdio(t *testing.T, d Dispatcher) (in io.WriteCloser, out *bufio.Reader,
 
 // TestStdioProgress: a go-sdk client on the stdio transport calls a tool
 // with a progressToken; the reports the pool hands the ProgressFunc reach
-// it as notifications/progress, before the result; the pool session is one
-// per connection.
+// it as notifications/progress; the pool session is one per connection.
 func TestStdioProgress(t *testing.T) {
 	d := &scripted{}
 	inW, out, _ := newStdio(t, d)
-	var mu sync.Mutex
-	var got []string
+	got := make(chan *mcp.ProgressNotificationParams, 8)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-			mu.Lock()
-			got = append(got, r.Params.Message)
-			mu.Unlock()
-		},
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { got <- r.Params },
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -100,10 +94,15 @@ func TestStdioProgress(t *testing.T) {
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "ran slow" {
 		t.Fatalf("call: %+v, %v", res, err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(got, ",") != "half,done" {
-		t.Errorf("progress %v", got)
+	for _, want := range []string{"half", "done"} {
+		select {
+		case p := <-got:
+			if p.Message != want || p.ProgressToken != "tok-1" || p.Total != 2 {
+				t.Errorf("progress %+v, want %q", p, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no progress %q", want)
+		}
 	}
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow"}); err != nil {
 		t.Fatal(err)
@@ -208,5 +207,50 @@ func TestContent(t *testing.T) {
 	if er, ok := got[6].(*mcp.EmbeddedResource); !ok || er.Resource.MIMEType != "application/json" ||
 		er.Resource.Text != string(c[6].Raw) || er.Resource.URI != "toolpool:block/search_result" {
 		t.Errorf("other block: %#v", got[6])
+	}
+}
+
+// blocking is a Dispatcher whose calls wait for their ctx to end, and
+// report it: the pool's control makes that cancel the calls pool-wide.
+type blocking struct {
+	started chan struct{}
+	ended   chan error
+}
+
+func (d *blocking) Dispatch(ctx context.Context, _ string, _ []envelope.ToolUseBlock) ([]envelope.Result, error) {
+	d.started <- struct{}{}
+	<-ctx.Done()
+	d.ended <- ctx.Err()
+	return nil, ctx.Err()
+}
+
+// TestCancelledCall: a client that cancels a call (the go-sdk sends
+// notifications/cancelled) cancels the ctx the call was dispatched with.
+func TestCancelledCall(t *testing.T) {
+	d := &blocking{started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	inW, out, _ := newStdio(t, d)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), &mcp.IOTransport{Reader: io.NopCloser(out), Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		errc <- err
+	}()
+	<-d.started
+	cancel()
+	select {
+	case err := <-d.ended:
+		if err == nil {
+			t.Error("the dispatch ctx ended without an error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dispatch ctx was not cancelled")
+	}
+	if err := <-errc; err == nil {
+		t.Error("the cancelled call returned no error")
 	}
 }

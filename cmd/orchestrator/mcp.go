@@ -30,14 +30,7 @@ func mcpCommand() *cli.Command {
 		Help:    mcpHelp,
 		Flags: func(fs *flag.FlagSet) {
 			f.register(fs)
-			// A host starts one per conversation: no HTTP server, a pool
-			// that does not clash with a serve already running, quiet logs.
-			for name, def := range map[string]string{"http": "", "data-dir": "", "nats-listen": "127.0.0.1:0", "log-level": "warn"} {
-				fl := fs.Lookup(name)
-				fl.DefValue = def
-				_ = fl.Value.Set(def)
-			}
-			fs.Lookup("data-dir").Usage = "embedded server: where JetStream keeps its store (default a temporary directory, removed at exit)"
+			oneOff(fs) // a host starts one per conversation
 		},
 		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
 			if err := f.check(env.Given); err != nil {
@@ -47,14 +40,11 @@ func mcpCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if f.dataDir == "" && f.nats.URL() == "" {
-				dir, err := os.MkdirTemp("", "toolpool-mcp-")
-				if err != nil {
-					return fmt.Errorf("orchestrator mcp: %w", err)
-				}
-				defer os.RemoveAll(dir)
-				f.dataDir = dir
+			remove, err := f.useTempDataDir("toolpool-mcp-")
+			if err != nil {
+				return fmt.Errorf("orchestrator mcp: %w", err)
 			}
+			defer remove()
 			var serveErr error
 			f.ready = func(ctx context.Context, orch *toolpool.Orchestrator) {
 				serveErr = orch.MCP().ServeStdio(ctx, os.Stdin, env.Stdout)

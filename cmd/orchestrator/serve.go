@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/toolpool/toolpool"
@@ -118,6 +119,33 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.retryFor, "publish-retry-for", dispatch.PublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
 	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	f.front.register(fs)
+}
+
+// oneOff changes the defaults of the pool's flags in fs for a pool one
+// command starts for itself (run, mcp): no HTTP server, an embedded server
+// on a free port with a temporary store (useTempDataDir), quiet logs, so it
+// does not clash with a serve already running.
+func oneOff(fs *flag.FlagSet) {
+	for name, def := range map[string]string{"http": "", "data-dir": "", "nats-listen": "127.0.0.1:0", "log-level": "warn"} {
+		fl := fs.Lookup(name)
+		fl.DefValue = def
+		_ = fl.Value.Set(def)
+	}
+	fs.Lookup("data-dir").Usage = "embedded server: where JetStream keeps its store (default a temporary directory, removed at exit)"
+}
+
+// useTempDataDir gives an embedded server without --data-dir a temporary
+// store; remove deletes it.
+func (f *serveFlags) useTempDataDir(prefix string) (remove func(), err error) {
+	if f.dataDir != "" || f.nats.URL() != "" {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	f.dataDir = dir
+	return func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // check sets the mode-dependent defaults of the flags not given and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/httpapi"
@@ -19,6 +20,10 @@ const (
 	MaxBodyBytesDefault = httpapi.MaxBodyBytesDefault
 	// NameDefault is the server name hosts see (serverInfo.name).
 	NameDefault = "toolpool"
+	// SessionTimeoutDefault closes an HTTP session that sent no request
+	// for that long (a client that went away without DELETE); its client
+	// starts a new one.
+	SessionTimeoutDefault = time.Hour
 )
 
 // Dispatcher runs the tool calls of one turn (Orchestrator.Dispatch,
@@ -71,6 +76,9 @@ type Config struct {
 	// MaxBodyBytes caps an HTTP request body and a stdio message. Default
 	// MaxBodyBytesDefault.
 	MaxBodyBytes int64
+	// SessionTimeout closes HTTP sessions idle that long. Default
+	// SessionTimeoutDefault.
+	SessionTimeout time.Duration
 	// Name and Version are the server's serverInfo. Default NameDefault
 	// and "".
 	Name, Version string
@@ -82,6 +90,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.Name = cmp.Or(c.Name, NameDefault)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, SessionTimeoutDefault)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
@@ -93,6 +102,8 @@ func (c Config) Validate() error {
 		return errors.New("mcpfront: Config.Dispatcher is required")
 	case c.Tools == nil:
 		return errors.New("mcpfront: Config.Tools is required")
+	case c.SessionTimeout < 0:
+		return fmt.Errorf("mcpfront: Config.SessionTimeout must not be negative, got %v", c.SessionTimeout)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("mcpfront: Config.MaxBodyBytes must be positive, got %d", c.MaxBodyBytes)
 	case c.Token != "" && len(c.Token) < httpapi.MinKeyBytes:

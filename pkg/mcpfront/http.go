@@ -36,6 +36,7 @@ func (s *Server) Handler() http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Logger:              sdkLogger(s.cfg.Logger),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
+		SessionTimeout:      s.cfg.SessionTimeout,
 		// The httpapi.Server in front checks Host and Origin for every
 		// address it listens on.
 		DisableLocalhostProtection: true,

@@ -38,13 +38,15 @@ type Server struct {
 	stdio   string // the pool session of a connection without a session id
 	streams streams
 
-	mu      sync.Mutex
-	listed  map[string]Tool // the tools the MCP server lists now
-	started bool
+	mu       sync.Mutex
+	listed   map[string]Tool // the tools the MCP server lists now
+	started  bool
+	active   int           // calls in progress
+	draining bool          // Stop was called: no new call starts
+	idle     chan struct{} // closed when draining and active reaches 0
 
 	life     context.Context // ends at Stop: the calls in progress are cancelled
 	endLife  context.CancelCauseFunc
-	calls    sync.WaitGroup
 	stopOnce sync.Once
 	stopped  chan struct{}
 	done     chan struct{} // closed when the subscription loop has ended
@@ -112,17 +114,22 @@ func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
 		defer close(s.stopped)
+		s.mu.Lock()
+		s.draining = true
 		idle := make(chan struct{})
-		go func() { s.calls.Wait(); close(idle) }()
+		if s.active == 0 {
+			close(idle)
+		} else {
+			s.idle = idle
+		}
+		started := s.started
+		s.mu.Unlock()
 		select {
 		case <-idle:
 		case <-ctx.Done():
 			err = context.Cause(ctx)
 		}
 		s.endLife(ErrStopped)
-		s.mu.Lock()
-		started := s.started
-		s.mu.Unlock()
 		if started {
 			<-s.done
 		}
@@ -232,13 +239,10 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 	if kind != "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: classify.ArgumentsNotObjectMessage(p.Name, kind)}
 	}
-	s.calls.Add(1)
-	defer s.calls.Done()
-	select {
-	case <-s.life.Done():
+	if !s.enter() {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server is shutting down; call again on another replica if there is one"}
-	default:
 	}
+	defer s.leave()
 	// The call ends when the client cancels it (the go-sdk cancels ctx on
 	// notifications/cancelled), or when Stop's drain runs out.
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -279,6 +283,28 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.Content.Text()}
 	}
 	return toolResult(r), nil
+}
+
+// enter counts a call in, unless Stop was called.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.active++
+	return true
+}
+
+// leave counts a call out.
+func (s *Server) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+	if s.active == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
 }
 
 // unknownTool is the protocol error of a call to a tool that does not

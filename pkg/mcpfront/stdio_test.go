@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"bufio"
 	"context"
+	"errors"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -220,7 +221,7 @@ type blocking struct {
 func (d *blocking) Dispatch(ctx context.Context, _ string, _ []envelope.ToolUseBlock) ([]envelope.Result, error) {
 	d.started <- struct{}{}
 	<-ctx.Done()
-	d.ended <- ctx.Err()
+	d.ended <- context.Cause(ctx)
 	return nil, ctx.Err()
 }
 
@@ -253,4 +254,36 @@ func TestCancelledCall(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Error("the cancelled call returned no error")
 	}
+}
+
+// TestStopCancelsCalls: Stop's drain ends with its ctx; the calls still
+// running are then cancelled with ErrStopped, and a call after Stop is
+// refused.
+func TestStopCancelsCalls(t *testing.T) {
+	d := &blocking{started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	inW, out, s := newStdio(t, d)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), &mcp.IOTransport{Reader: io.NopCloser(out), Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		errc <- err
+	}()
+	<-d.started
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Stop = %v, want the drain's ctx error", err)
+	}
+	if err := <-d.ended; !errors.Is(err, ErrStopped) {
+		t.Errorf("the call's ctx ended with %v, want ErrStopped", err)
+	}
+	<-errc
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}}); err == nil {
+		t.Error("a call after Stop was taken")
+	}
+	<-s.Stopped()
 }

@@ -157,6 +157,21 @@ func ArgumentsNotObjectMessage(tool, kind string) string {
 		tool + " again with arguments that are one JSON object."
 }
 
+// PoolUnavailableMessage is the content of the error an MCP client gets
+// for a call to tool the pool could not take (its message server
+// unreachable, or not storing calls in time): nothing was run.
+func PoolUnavailableMessage(tool string) string {
+	return "The tool pool could not take this call to " + tool + " right now, so it was not run. " +
+		"Call it again in a moment, or answer from what you know."
+}
+
+// ShuttingDownMessage is the content of the error an MCP client gets for
+// a call to tool that arrived while the server was shutting down: nothing
+// was run.
+func ShuttingDownMessage(tool string) string {
+	return "The tool pool is restarting, so this call to " + tool + " was not run. Call it again in a moment."
+}
+
 // PoisonMessage is the content of the is_error result (CodePoison) of a call
 // whose every one of deliveries deliveries stopped the worker running it, so
 // it was dead-lettered.

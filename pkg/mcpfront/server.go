@@ -240,7 +240,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: classify.ArgumentsNotObjectMessage(p.Name, kind)}
 	}
 	if !s.enter() {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server is shutting down; call again on another replica if there is one"}
+		return errorResult(classify.ShuttingDownMessage(p.Name)), nil
 	}
 	defer s.leave()
 	// The call ends when the client cancels it (the go-sdk cancels ctx on
@@ -265,15 +265,15 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 	case errors.As(err, &saturated):
 		r := dispatch.SaturatedResult("", p.Name, saturated)
 		return toolResult(&r), nil
+	case err != nil && errors.Is(context.Cause(ctx), ErrStopped):
+		return errorResult(classify.ShuttingDownMessage(p.Name)), nil
 	case err != nil && ctx.Err() != nil:
-		return nil, context.Cause(ctx)
+		return nil, context.Cause(ctx) // the client cancelled it: nobody reads this
 	case errors.Is(err, dispatch.ErrUnavailable):
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool pool did not take the call: its message server is unreachable or did not store it in time; retry later"}
-	case err != nil:
-		s.cfg.Logger.WarnContext(ctx, "dispatching an MCP tool call failed", "tool", p.Name, "err", err)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool call could not be handled"}
-	case len(results) != 1:
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool call could not be handled"}
+		return errorResult(classify.PoolUnavailableMessage(p.Name)), nil
+	case err != nil || len(results) != 1:
+		s.cfg.Logger.WarnContext(ctx, "dispatching an MCP tool call failed", "tool", p.Name, "err", err, "results", len(results))
+		return errorResult(classify.NotPreparedMessage(p.Name)), nil
 	}
 	r := &results[0]
 	if r.IsError && r.Code == classify.CodeUnknownTool {
@@ -363,6 +363,12 @@ func toolResult(r *envelope.Result) *mcp.CallToolResult {
 		out.Meta = meta
 	}
 	return out
+}
+
+// errorResult is an isError result the server writes itself: the call
+// was not run.
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
 }
 
 // progressRelay sends the progress reports of one call as

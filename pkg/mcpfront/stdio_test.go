@@ -3,9 +3,9 @@ package mcpfront
 import (
 	"bufio"
 	"context"
-	"errors"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -269,7 +269,10 @@ func TestStopCancelsCalls(t *testing.T) {
 	defer cs.Close()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		if err == nil && !res.IsError {
+			err = errors.New("not an isError result")
+		}
 		errc <- err
 	}()
 	<-d.started
@@ -281,9 +284,12 @@ func TestStopCancelsCalls(t *testing.T) {
 	if err := <-d.ended; !errors.Is(err, ErrStopped) {
 		t.Errorf("the call's ctx ended with %v, want ErrStopped", err)
 	}
-	<-errc
-	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}}); err == nil {
-		t.Error("a call after Stop was taken")
+	if err := <-errc; err != nil {
+		t.Errorf("the call cancelled by Stop: %v; want an isError result", err)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "restarting") {
+		t.Errorf("a call after Stop: %+v, %v; want an isError result saying the pool restarts", res, err)
 	}
 	<-s.Stopped()
 }

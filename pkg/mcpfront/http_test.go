@@ -342,3 +342,39 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSessionAdvice: the host's MCP session is the pool's session: after
+// three failures in a row in one session its result says to stop
+// retrying; another session's first failure does not.
+func TestSessionAdvice(t *testing.T) {
+	t.Parallel()
+	p := startPool(t, nil)
+	first, err := connect(t, p.url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advice := "times in a row in this session"
+	fail := func(cs *mcp.ClientSession) string {
+		t.Helper()
+		res, err := call(t, cs, "flaky", map[string]any{"fail": "404", "times": 1})
+		if err != nil || !res.IsError {
+			t.Fatalf("flaky 404: %+v, %v", res, err)
+		}
+		return text(t, res)
+	}
+	for i := 1; i <= 2; i++ {
+		if got := fail(first); strings.Contains(got, advice) {
+			t.Fatalf("failure %d already advises: %q", i, got)
+		}
+	}
+	if got := fail(first); !strings.Contains(got, advice) {
+		t.Errorf("the third failure in a row does not advise: %q", got)
+	}
+	second, err := connect(t, p.url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fail(second); strings.Contains(got, advice) {
+		t.Errorf("another session's first failure advises: %q", got)
+	}
+}

@@ -48,8 +48,8 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&h.drainTimeout, "http-drain-timeout", 30*time.Second, "on SIGTERM, how long HTTP requests in flight may finish before the pool stops")
 	fs.IntVar(&h.maxInFlight, "max-calls-in-flight", dispatch.MaxCallsInFlightDefault, "tool calls this orchestrator waits for at once; past it turns get 429 at once (negative: unbounded)")
 	fs.IntVar(&h.maxQueueDepth, "max-queue-depth", dispatch.MaxQueueDepthDefault, "calls waiting in one tool's queue past which turns calling it get 429 at once (negative: unbounded)")
-	fs.StringVar(&h.mcpToken, "mcp-token", "", "bearer token /mcp requires (also "+envMCPToken+"); API keys are let in on /mcp too. Required on a non-loopback --http without API keys")
-	fs.BoolVar(&h.mcpNoAuth, "mcp-insecure-no-auth", false, "serve /mcp on a non-loopback --http address without a token or API keys: anyone who reaches it runs tools")
+	fs.StringVar(&h.mcpToken, "mcp-token", "", "bearer token /mcp requires (also "+envMCPToken+"); API keys are let in on /mcp too. On a non-loopback --http without API keys, /mcp is closed unless it is given")
+	fs.BoolVar(&h.mcpNoAuth, "mcp-insecure-no-auth", false, "open /mcp on a non-loopback --http address without a token or API keys (closed there by default): anyone who reaches it runs tools")
 	fs.BoolVar(&h.byQueueWait, "admit-by-queue-wait", true, "give 429 at once to turns calling a tool whose queue holds more work than the turn's timeout (estimated from the rate its workers drain it)")
 }
 

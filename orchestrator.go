@@ -19,6 +19,7 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/health"
 	"github.com/toolpool/toolpool/pkg/httpapi"
+	"github.com/toolpool/toolpool/pkg/mcpfront"
 	"github.com/toolpool/toolpool/pkg/metrics"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -56,6 +57,11 @@ type OrchestratorConfig struct {
 	// timeout limits. Its Dispatcher, Definitions, Metrics and Logger are
 	// set by the Orchestrator.
 	API httpapi.Config
+	// MCP is the MCP server's configuration (Handler's /mcp, and MCP for
+	// stdio): its bearer Token and limits. Its Dispatcher, Tools,
+	// Subscribe and Logger are set by the Orchestrator; its Keys default to
+	// API.Keys, so an API key works on /mcp as on /v1/.
+	MCP mcpfront.Config
 	// Checks are more readiness checks for Handler's /readyz, e.g. those
 	// of a Server in the same process (Server.Checks).
 	Checks []health.Check
@@ -102,6 +108,7 @@ type Orchestrator struct {
 	httpM *metrics.HTTP
 	front *metrics.Front
 	live  *discovery.Catalog // nil with a Catalog of the config's
+	mcp   *mcpfront.Server
 
 	mu       sync.Mutex
 	started  bool
@@ -157,7 +164,37 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 	if o.api, err = httpapi.New(ac); err != nil {
 		return nil, err
 	}
+	mc := cfg.MCP
+	mc.Dispatcher, mc.Tools, mc.Logger = o, o.mcpTools, cfg.Logger
+	if mc.Keys == nil {
+		mc.Keys = cfg.API.Keys
+	}
+	if o.live != nil {
+		mc.Subscribe = o.live.Subscribe
+	}
+	if o.mcp, err = mcpfront.New(mc); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// mcpTools are the live tools for the MCP server, with the hints the
+// announcements carry.
+func (o *Orchestrator) mcpTools(ctx context.Context) []mcpfront.Tool {
+	if o.live != nil {
+		anns := o.live.Tools(ctx)
+		out := make([]mcpfront.Tool, len(anns))
+		for i, a := range anns {
+			out[i] = mcpfront.Tool{Definition: a.Tool, Idempotent: a.Idempotent}
+		}
+		return out
+	}
+	defs := o.Definitions(ctx)
+	out := make([]mcpfront.Tool, len(defs))
+	for i, d := range defs {
+		out[i] = mcpfront.Tool{Definition: d}
+	}
+	return out
 }
 
 // Start opens the attempt history, starts the poison watcher and the live
@@ -205,7 +242,10 @@ func (o *Orchestrator) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	return o.d.Start(ctx)
+	if err := o.d.Start(ctx); err != nil {
+		return err
+	}
+	return o.mcp.Start(ctx)
 }
 
 // Stop stops the dispatcher — the turns in progress may finish until ctx
@@ -223,7 +263,8 @@ func (o *Orchestrator) Stop(ctx context.Context) error {
 }
 
 func (o *Orchestrator) stopAll(ctx context.Context) error {
-	err := o.d.Stop(ctx)
+	err := o.mcp.Stop(ctx)
+	err = errors.Join(err, o.d.Stop(ctx))
 	if o.live != nil {
 		_ = o.live.Stop(context.WithoutCancel(ctx))
 	}
@@ -241,6 +282,10 @@ func (o *Orchestrator) Stopped() <-chan struct{} { return o.stopped }
 func (o *Orchestrator) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
 	return o.d.Dispatch(ctx, session, calls)
 }
+
+// MCP is the Orchestrator's MCP server: Handler serves it on /mcp;
+// ServeStdio serves it on a host's pipes (orchestrator mcp).
+func (o *Orchestrator) MCP() *mcpfront.Server { return o.mcp }
 
 // Dispatcher is the Orchestrator's dispatcher.
 func (o *Orchestrator) Dispatcher() *dispatch.Dispatcher { return o.d }
@@ -268,7 +313,8 @@ func (o *Orchestrator) Definitions(ctx context.Context) []tools.Definition {
 }
 
 // Handler serves the agent API (POST /v1/tool_calls, GET /v1/tools: package
-// httpapi), GET /metrics, GET /healthz (503 once the NATS connection is
+// httpapi), the MCP server on /mcp (streamable HTTP: package mcpfront),
+// GET /metrics, GET /healthz (503 once the NATS connection is
 // closed for good) and GET /readyz (NATS connected, streams present, the
 // store takes a write, OrchestratorConfig.Checks and extra), counting
 // requests by route. Put it behind an httpapi.Server (NewHTTPServer) for
@@ -283,6 +329,7 @@ func (o *Orchestrator) Handler(extra ...health.Check) http.Handler {
 	mux.Handle(httpapi.PathToolCalls, o.api)
 	mux.Handle(httpapi.PathTools, o.api)
 	mux.Handle("/v1/", o.api)
+	mux.Handle(mcpfront.Path, o.mcp.Handler())
 	mux.Handle("GET /metrics", metrics.Handler(o.cfg.Metrics))
 	return o.httpM.Wrap(mux)
 }

@@ -27,6 +27,7 @@ func benchCommand() *cli.Command {
 		logFlags                                           cli.LogFlags
 		cfg                                                bench.Config
 		fail, storage, cpuProfile, baseProfile, memProfile string
+		fronts                                             string
 		baseline, asJSON                                   bool
 	)
 	return &cli.Command{
@@ -53,6 +54,7 @@ directory is used.`,
 			fs.StringVar(&cfg.Tool, "tool", bench.ToolEcho, "the tool loaded: echo or sleep")
 			fs.DurationVar(&cfg.Sleep, "sleep", bench.SleepDefault, "how long each sleep call sleeps (--tool sleep)")
 			fs.IntVar(&cfg.Payload, "payload", bench.PayloadDefault, "bytes of each echo call's input JSON")
+			fs.StringVar(&fronts, "front", bench.FrontDirect, "front doors to load, comma-separated: direct (Orchestrator.Dispatch in the process; always measured), http (the HTTP API through pkg/client), mcp (a go-sdk MCP client on /mcp, streamable HTTP); each a phase against the same pool")
 			fs.StringVar(&fail, "fail", "", "share of calls sent to flaky to fail, e.g. transient=0.2,permanent=0.05 (transient: 503 once, then success; permanent: 404)")
 			fs.DurationVar(&cfg.TransientBaseDelay, "transient-delay", bench.TransientBaseDelayDefault, "flaky's retry base delay in the bench")
 			fs.BoolVar(&baseline, "baseline", true, "also run the raw-JetStream baseline and print ratios")
@@ -74,6 +76,9 @@ directory is used.`,
 			var err error
 			if cfg.Fail, err = bench.ParseFailMix(fail); err != nil {
 				return cli.Usagef("--fail %s", err)
+			}
+			if cfg.Fronts, err = bench.ParseFronts(fronts); err != nil {
+				return cli.Usagef("--front %s", err)
 			}
 			cfg.SkipBaseline = !baseline
 			cfg.NATSURL = natsFlags.URL()

@@ -11,6 +11,7 @@ import (
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/httpapi"
+	"github.com/toolpool/toolpool/pkg/mcpfront"
 )
 
 // httpFlags are serve's flags for its HTTP front door: API keys, what
@@ -28,8 +29,13 @@ type httpFlags struct {
 	maxInFlight    int
 	maxQueueDepth  int
 	byQueueWait    bool
+	mcpToken       string // --mcp-token, or TOOLPOOL_MCP_TOKEN
+	mcpNoAuth      bool
 	getenv         func(string) string // os.Getenv; tests replace it
 }
+
+// envMCPToken is the environment variable of the /mcp bearer token.
+const envMCPToken = "TOOLPOOL_MCP_TOKEN"
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.keysFile, "api-keys", "", "API key file (YAML or JSON; also "+httpapi.EnvAPIKeys+"): each key names a tenant and the tools it may call; required on a non-loopback --http")
@@ -42,6 +48,8 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&h.drainTimeout, "http-drain-timeout", 30*time.Second, "on SIGTERM, how long HTTP requests in flight may finish before the pool stops")
 	fs.IntVar(&h.maxInFlight, "max-calls-in-flight", dispatch.MaxCallsInFlightDefault, "tool calls this orchestrator waits for at once; past it turns get 429 at once (negative: unbounded)")
 	fs.IntVar(&h.maxQueueDepth, "max-queue-depth", dispatch.MaxQueueDepthDefault, "calls waiting in one tool's queue past which turns calling it get 429 at once (negative: unbounded)")
+	fs.StringVar(&h.mcpToken, "mcp-token", "", "bearer token /mcp requires (also "+envMCPToken+"); API keys are let in on /mcp too. On a non-loopback --http without API keys, /mcp is closed unless it is given")
+	fs.BoolVar(&h.mcpNoAuth, "mcp-insecure-no-auth", false, "open /mcp on a non-loopback --http address without a token or API keys (closed there by default): anyone who reaches it runs tools")
 	fs.BoolVar(&h.byQueueWait, "admit-by-queue-wait", true, "give 429 at once to turns calling a tool whose queue holds more work than the turn's timeout (estimated from the rate its workers drain it)")
 }
 
@@ -69,6 +77,12 @@ func (h *httpFlags) check(addr string) error {
 	if addr != "" && !loopbackAddr(addr) && keys.Len() == 0 && !h.insecureNoAuth {
 		return cli.Usagef("--http %s is not a loopback address: anyone who reaches it could run tools. "+
 			"Give API keys (--api-keys FILE or %s), or pass --http-insecure-no-auth if something in front authenticates", addr, httpapi.EnvAPIKeys)
+	}
+	if h.mcpToken == "" {
+		h.mcpToken = getenv(envMCPToken)
+	}
+	if h.mcpToken != "" && len(h.mcpToken) < httpapi.MinKeyBytes {
+		return cli.Usagef("--mcp-token (or %s) is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", envMCPToken, len(h.mcpToken), httpapi.MinKeyBytes)
 	}
 	cfg := h.serverConfig(addr)
 	cfg.Handler = http.NotFoundHandler()
@@ -114,6 +128,20 @@ func (h *httpFlags) serverConfig(addr string) httpapi.ServerConfig {
 		MaxConns:       h.maxConns,
 		MaxRequests:    h.maxRequests,
 	}
+}
+
+// mcpConfig is the MCP server's configuration from the flags: its keys
+// are the API's (the Orchestrator's default). On a non-loopback addr
+// with neither a token nor API keys (--http-insecure-no-auth), /mcp is
+// not exposed unless --mcp-insecure-no-auth: it refuses every request,
+// saying what to give.
+func (h *httpFlags) mcpConfig(addr string) mcpfront.Config {
+	c := mcpfront.Config{Token: h.mcpToken}
+	if addr != "" && !loopbackAddr(addr) && h.keys.Len() == 0 && h.mcpToken == "" && !h.mcpNoAuth {
+		c.Closed = "/mcp is not served on the non-loopback address " + addr + " without authentication: " +
+			"start the orchestrator with --mcp-token TOKEN (or " + envMCPToken + ") or API keys, or with --mcp-insecure-no-auth if something in front authenticates"
+	}
+	return c
 }
 
 // apiConfig is the agent API's configuration from the flags.

@@ -44,6 +44,7 @@ func orchestratorCommand() *cli.Command {
 			dlqCommand(),
 			statusCommand(),
 			benchCommand(),
+			mcpCommand(),
 		},
 	}
 }

@@ -91,14 +91,7 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.session, "session", "", "the agent session id, which scopes the pool's advice against retrying a failing tool (default random)")
 	fs.StringVar(&r.api, "api", "", "the HTTP API of a running orchestrator, e.g. http://127.0.0.1:8080: tools and calls go through it")
 	fs.DurationVar(&r.toolTimeout, "tool-timeout", 2*time.Minute, "how long one turn's tool calls may take")
-	// A run is a one-off: no HTTP API of its own, a pool that does not
-	// clash with a serve already running, quieter logs.
-	for name, def := range map[string]string{"http": "", "data-dir": "", "nats-listen": "127.0.0.1:0", "log-level": "warn"} {
-		fl := fs.Lookup(name)
-		fl.DefValue = def
-		_ = fl.Value.Set(def)
-	}
-	fs.Lookup("data-dir").Usage = "embedded server: where JetStream keeps its store (default a temporary directory, removed at exit)"
+	oneOff(fs) // a run is a one-off
 }
 
 // check validates run's own flags; f are the pool's, already checked.
@@ -176,15 +169,12 @@ func runAgent(ctx context.Context, f *serveFlags, r *runFlags, stdout, stderr io
 		}
 		setupErr = runLoop(ctx, pool, pool)
 	} else {
-		if f.dataDir == "" && f.nats.URL() == "" {
-			dir, err := os.MkdirTemp("", "toolpool-run-")
-			if err != nil {
-				fmt.Fprintln(stderr, "orchestrator run:", err)
-				return cli.ExitUsage
-			}
-			defer os.RemoveAll(dir)
-			f.dataDir = dir
+		remove, err := f.useTempDataDir("toolpool-run-")
+		if err != nil {
+			fmt.Fprintln(stderr, "orchestrator run:", err)
+			return cli.ExitUsage
 		}
+		defer remove()
 		f.ready = func(ctx context.Context, orch *toolpool.Orchestrator) {
 			defs := httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) { return orch.Definitions(ctx), nil })
 			setupErr = runLoop(ctx, client.NewLocal(orch, defs), defs)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/toolpool/toolpool"
@@ -120,6 +121,33 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.front.register(fs)
 }
 
+// oneOff changes the defaults of the pool's flags in fs for a pool one
+// command starts for itself (run, mcp): no HTTP server, an embedded server
+// on a free port with a temporary store (useTempDataDir), quiet logs, so it
+// does not clash with a serve already running.
+func oneOff(fs *flag.FlagSet) {
+	for name, def := range map[string]string{"http": "", "data-dir": "", "nats-listen": "127.0.0.1:0", "log-level": "warn"} {
+		fl := fs.Lookup(name)
+		fl.DefValue = def
+		_ = fl.Value.Set(def)
+	}
+	fs.Lookup("data-dir").Usage = "embedded server: where JetStream keeps its store (default a temporary directory, removed at exit)"
+}
+
+// useTempDataDir gives an embedded server without --data-dir a temporary
+// store; remove deletes it.
+func (f *serveFlags) useTempDataDir(prefix string) (remove func(), err error) {
+	if f.dataDir != "" || f.nats.URL() != "" {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	f.dataDir = dir
+	return func() { _ = os.RemoveAll(dir) }, nil
+}
+
 // check sets the mode-dependent defaults of the flags not given and
 // validates them all; its errors name the flag.
 func (f *serveFlags) check(given func(name string) bool) error {
@@ -213,7 +241,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
 			NoQueueWaitAdmission: !f.front.byQueueWait,
 		},
-		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), Metrics: reg, Logger: log,
+		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), MCP: f.front.mcpConfig(f.httpAddr), Metrics: reg, Logger: log,
 	}
 	if srv != nil {
 		ocfg.Checks = srv.Checks()
@@ -234,7 +262,10 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		if err := hs.Start(ctx); err != nil {
 			return fmt.Errorf("%w (pass --http ADDR)", err)
 		}
-		log.Info("http listening", "addr", hs.Addr(), "api_keys", f.front.keys.Len())
+		log.Info("http listening", "addr", hs.Addr(), "api_keys", f.front.keys.Len(), "mcp_token", f.front.mcpToken != "")
+		if c := f.front.mcpConfig(f.httpAddr); c.Closed != "" {
+			log.Warn(c.Closed)
+		}
 	}
 	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", orch.Instance())
 
@@ -260,6 +291,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 	log.Info("shutting down")
 	if hs != nil {
+		orch.MCP().EndStreams() // MCP sessions' GET streams would hold the drain
 		// First the HTTP requests in flight, while the dispatcher and the
 		// workers still run: /readyz fails and new requests get 503 at
 		// once; then the rest stops.

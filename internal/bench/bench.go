@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Calls: cfg.Calls, DurationSeconds: cfg.Duration.Seconds(), Warmup: max(cfg.Warmup, 0),
 		Concurrency: cfg.Concurrency, Rate: cfg.Rate, Batch: cfg.Batch, Tool: cfg.Tool,
 		Payload: cfg.Payload, CallBytes: r.callBytes, ResultBytes: r.resultBytes,
-		Fail: cfg.Fail.String(), Rounds: cfg.Rounds,
+		Fail: cfg.Fail.String(), Rounds: cfg.Rounds, Fronts: cfg.Fronts,
 	}}
 	if cfg.ExternalWorkers {
 		rep.Settings.Workers = 0
@@ -118,6 +118,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		rep.Runs = append(rep.Runs, p)
+		for _, front := range cfg.Fronts {
+			p, err := r.phase(ctx, frontPhase(front), round)
+			if err != nil {
+				return nil, err
+			}
+			rep.Runs = append(rep.Runs, p)
+		}
 	}
 	rep.summarise()
 	rep.PeakRSSBytes = max(r.peakRSS, PeakRSS())
@@ -272,6 +279,18 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 			return Phase{}, err
 		}
 		t, stop = p.target, p.stop
+		if name == PhasePoolHTTP || name == PhasePoolMCP {
+			front := FrontHTTP
+			if name == PhasePoolMCP {
+				front = FrontMCP
+			}
+			ft, stopFront, err := startFront(ctx, front, p, r.cfg)
+			if err != nil {
+				p.stop()
+				return Phase{}, err
+			}
+			t, stop = ft, func() { stopFront(); p.stop() }
+		}
 	}
 	defer stop()
 

@@ -150,3 +150,35 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		t.Errorf("Run with a bad tool: %v", err)
 	}
 }
+
+// TestFronts: with --front http,mcp the pool is also loaded through the
+// HTTP API and MCP in the same run, batches included; the report compares
+// them with direct dispatch and with each other.
+func TestFronts(t *testing.T) {
+	t.Parallel()
+	fronts, err := ParseFronts("direct, mcp,http,mcp")
+	if err != nil || strings.Join(fronts, ",") != "mcp,http" {
+		t.Fatalf("ParseFronts = %v, %v", fronts, err)
+	}
+	if _, err := ParseFronts("grpc"); err == nil {
+		t.Error("ParseFronts(grpc) is no error")
+	}
+	rep := run(t, Config{Calls: 200, Concurrency: 8, Batch: 2, WorkerConcurrency: 32, Warmup: 20, SkipBaseline: true, Fronts: fronts})
+	if len(rep.Fronts) != 2 {
+		t.Fatalf("fronts %+v", rep.Fronts)
+	}
+	for _, p := range rep.Fronts {
+		if p.Calls != 200 || p.Turns != 100 || p.ErrorCalls != 0 || !(p.CallsPerSec > 0 && p.Latency.P50 > 0) {
+			t.Errorf("%s: %d calls in %d turns, errors %v, rate %v, p50 %v", p.Name, p.Calls, p.Turns, p.Errors, p.CallsPerSec, p.Latency.P50)
+		}
+	}
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"pool_http", "pool_mcp", "MCP front:", "of direct dispatch's throughput"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -179,6 +180,37 @@ type Config struct {
 	// Logger receives the pool's and the embedded server's logs. Default:
 	// discarded.
 	Logger *slog.Logger
+	// Fronts are the front doors measured after direct dispatch (which is
+	// always measured): FrontHTTP (the HTTP API through pkg/client) and
+	// FrontMCP (a go-sdk MCP client over streamable HTTP on /mcp), each a
+	// phase of its own against the same pool, in the same round. Default
+	// none.
+	Fronts []string
+}
+
+// The front doors of Config.Fronts.
+const (
+	FrontDirect = "direct" // Orchestrator.Dispatch in the process: the pool phase
+	FrontHTTP   = "http"   // POST /v1/tool_calls through pkg/client
+	FrontMCP    = "mcp"    // tools/call through the go-sdk client over streamable HTTP
+)
+
+// ParseFronts reads --front: a comma-separated list of direct, http and
+// mcp. Direct is always measured, so it is dropped from the list.
+func ParseFronts(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		switch f = strings.TrimSpace(strings.ToLower(f)); f {
+		case "", FrontDirect:
+		case FrontHTTP, FrontMCP:
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		default:
+			return nil, fmt.Errorf("%q: want direct, http or mcp (comma-separated)", f)
+		}
+	}
+	return out, nil
 }
 
 func (c Config) withDefaults() Config {

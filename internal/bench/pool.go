@@ -70,19 +70,25 @@ type poolTarget struct {
 	inputs callInputs
 }
 
-func (p *poolTarget) turn(ctx context.Context, a *agent, seq uint64, k int) {
+// blocks are the k calls of a's turn numbered seq on: the loaded tool,
+// or flaky as a's failure mix picks. They live in a's scratch.
+func (in *callInputs) blocks(a *agent, seq uint64, k int) []envelope.ToolUseBlock {
 	blocks := a.blocks[:0]
 	for i := range k {
 		kind := a.pick()
 		blocks = append(blocks, envelope.ToolUseBlock{
 			Type:  "tool_use",
 			ID:    a.prefix + strconv.FormatUint(seq+uint64(i), 10),
-			Name:  p.inputs.names[kind],
-			Input: p.inputs.inputs[kind],
+			Name:  in.names[kind],
+			Input: in.inputs[kind],
 		})
 	}
 	a.blocks = blocks
-	results, err := p.d.Dispatch(ctx, a.session, blocks)
+	return blocks
+}
+
+func (p *poolTarget) turn(ctx context.Context, a *agent, seq uint64, k int) {
+	results, err := p.d.Dispatch(ctx, a.session, p.inputs.blocks(a, seq, k))
 	if err != nil {
 		a.calls += uint64(k)
 		class := "unavailable"

@@ -95,6 +95,8 @@ type Settings struct {
 	ResultBytes       int     `json:"result_message_bytes"`
 	Fail              string  `json:"fail,omitempty"`
 	Rounds            int     `json:"rounds"`
+	// Fronts are the front doors measured besides direct dispatch.
+	Fronts []string `json:"fronts,omitempty"`
 }
 
 // Report is the outcome of a bench run.
@@ -106,6 +108,9 @@ type Report struct {
 	Baseline       *Phase `json:"baseline,omitempty"`
 	Pool           Phase  `json:"pool"`
 	PoolNoFailures *Phase `json:"pool_no_failures,omitempty"`
+	// Fronts are the pool reached through its front doors (pool_http,
+	// pool_mcp), medians over the rounds, in Settings.Fronts' order.
+	Fronts []Phase `json:"fronts,omitempty"`
 	// Ratios is the pool over the baseline; nil without a baseline.
 	Ratios *Ratios `json:"ratios,omitempty"`
 	// FailureThroughputRatio is the pool's throughput with failures over
@@ -181,6 +186,11 @@ func (r *Report) summarise() {
 		byName[p.Name] = append(byName[p.Name], p)
 	}
 	r.Pool = medianPhase(byName[PhasePool])
+	for _, name := range []string{PhasePoolHTTP, PhasePoolMCP} {
+		if ps := byName[name]; len(ps) > 0 {
+			r.Fronts = append(r.Fronts, medianPhase(ps))
+		}
+	}
 	// The baseline never fails: with failures injected, the pool is
 	// compared with it through its run without them.
 	like := byName[PhasePool]
@@ -270,6 +280,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		row(r.PoolNoFailures)
 	}
 	row(&r.Pool)
+	for i := range r.Fronts {
+		row(&r.Fronts[i])
+	}
 	if q := r.Ratios; q != nil {
 		label := "pool/baseline"
 		if r.PoolNoFailures != nil {
@@ -297,6 +310,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		b.WriteString(".\n")
 	}
+	r.writeFronts(&b)
 	if r.FailureThroughputRatio != nil {
 		fmt.Fprintf(&b, "with failures (%s) the pool keeps %.0f%% of its throughput without them.\n", s.Fail, *r.FailureThroughputRatio*100)
 	}
@@ -331,4 +345,20 @@ func thousands(f float64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// writeFronts says how the front doors compare: each with direct
+// dispatch, and MCP with the HTTP API when both ran.
+func (r *Report) writeFronts(b *strings.Builder) {
+	byName := map[string]*Phase{}
+	for i := range r.Fronts {
+		p := &r.Fronts[i]
+		byName[p.Name] = p
+		fmt.Fprintf(b, "front %s: %.0f%% of direct dispatch's throughput; p50 %+.2f ms.\n",
+			p.Name, ratio(p.CallsPerSec, r.Pool.CallsPerSec)*100, p.Latency.P50-r.Pool.Latency.P50)
+	}
+	if h, m := byName[PhasePoolHTTP], byName[PhasePoolMCP]; h != nil && m != nil {
+		fmt.Fprintf(b, "MCP front: %.0f%% of the HTTP API's throughput; p50 %+.2f ms over it.\n",
+			ratio(m.CallsPerSec, h.CallsPerSec)*100, m.Latency.P50-h.Latency.P50)
+	}
 }

@@ -149,6 +149,29 @@ func InvalidArgumentsMessage(tool, problem string) string {
 		tool + " again with arguments that are one JSON object."
 }
 
+// ArgumentsNotObjectMessage is the text of the error an MCP client gets
+// (JSON-RPC invalid params) for a call to tool whose arguments are valid
+// JSON but not an object; kind names what they are ("an array").
+func ArgumentsNotObjectMessage(tool, kind string) string {
+	return "The arguments of this call to " + tool + " are " + kind + ", not a JSON object, so it was not run. Call " +
+		tool + " again with arguments that are one JSON object."
+}
+
+// PoolUnavailableMessage is the content of the error an MCP client gets
+// for a call to tool the pool could not take (its message server
+// unreachable, or not storing calls in time): nothing was run.
+func PoolUnavailableMessage(tool string) string {
+	return "The tool pool could not take this call to " + tool + " right now, so it was not run. " +
+		"Call it again in a moment, or answer from what you know."
+}
+
+// ShuttingDownMessage is the content of the error an MCP client gets for
+// a call to tool that arrived while the server was shutting down: nothing
+// was run.
+func ShuttingDownMessage(tool string) string {
+	return "The tool pool is restarting, so this call to " + tool + " was not run. Call it again in a moment."
+}
+
 // PoisonMessage is the content of the is_error result (CodePoison) of a call
 // whose every one of deliveries deliveries stopped the worker running it, so
 // it was dead-lettered.

@@ -93,6 +93,12 @@ func TestWords(t *testing.T) {
 			`This tool call is of type "custom", which this tool pool does not run: it runs function tools only. Call one of the function tools instead.`},
 		{"arguments", InvalidArgumentsMessage("echo", "unexpected end of JSON input"),
 			"The arguments of this call to echo are not valid JSON (unexpected end of JSON input), so it was not run. Call echo again with arguments that are one JSON object."},
+		{"arguments not an object", ArgumentsNotObjectMessage("echo", "an array"),
+			"The arguments of this call to echo are an array, not a JSON object, so it was not run. Call echo again with arguments that are one JSON object."},
+		{"pool unavailable", PoolUnavailableMessage("echo"),
+			"The tool pool could not take this call to echo right now, so it was not run. Call it again in a moment, or answer from what you know."},
+		{"shutting down", ShuttingDownMessage("echo"),
+			"The tool pool is restarting, so this call to echo was not run. Call it again in a moment."},
 		{"poison", PoisonMessage("crash", 5),
 			"The tool crash stopped the worker running it on each of 5 attempts, before it could answer, so the call was set aside. " +
 				"Do not call it again with the same input; try a different approach or answer from what you know."},

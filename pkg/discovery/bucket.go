@@ -129,6 +129,9 @@ type Announcement struct {
 	MaxAttempts int `json:"max_attempts"`
 	// Concurrency is the tool's fleet-wide cap as this worker sees it.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Idempotent says the tool is safe to execute twice (tools.Tool's
+	// Idempotent): an MCP front door tells hosts so (idempotentHint).
+	Idempotent bool `json:"idempotent,omitempty"`
 	// StartedAt is when the worker started announcing.
 	StartedAt time.Time `json:"started_at"`
 	// Liveness is the subject the worker subscribes to on its NATS
@@ -161,6 +164,7 @@ func AnnouncementOf(rt *tools.Registered, workerID string, startedAt time.Time) 
 		Timeout:     rt.Timeout,
 		MaxAttempts: rt.Retry.MaxAttempts,
 		Concurrency: rt.Concurrency,
+		Idempotent:  rt.Idempotent,
 		StartedAt:   startedAt,
 	}
 }

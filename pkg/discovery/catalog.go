@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -91,6 +92,16 @@ type Catalog struct {
 	live    map[string]map[string]entry // tool → key → entry
 	known   map[string]struct{}         // tools ever announced
 	unheard map[string]*unheard         // liveness subject → since when no one subscribes
+
+	// Change notifications (Subscribe): changed is signalled by every
+	// update and probe; the notify loop compares the live tools with those
+	// it last saw and tells the subscribers when they differ.
+	changed     chan struct{}
+	notifyDone  chan struct{}
+	subMu       sync.Mutex
+	subs        map[chan struct{}]struct{}
+	subsClosed  bool
+	lastVersion []Announcement // the live tools the subscribers were last told of
 }
 
 // unheard is a liveness subject the server answered "no responders" for.
@@ -118,6 +129,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		cfg: cfg, done: make(chan struct{}), now: time.Now,
 		live: map[string]map[string]entry{}, known: map[string]struct{}{}, unheard: map[string]*unheard{},
 		probesDone: make(chan struct{}), stopped: make(chan struct{}),
+		changed: make(chan struct{}, 1), notifyDone: make(chan struct{}), subs: map[chan struct{}]struct{}{},
 	}
 	if cfg.ProbeInterval > 0 {
 		c.nc = cfg.JetStream.Conn()
@@ -181,9 +193,11 @@ func (c *Catalog) Start(ctx context.Context) error {
 			return fmt.Errorf("discovery: reading the announcements: %w", ctx.Err())
 		}
 	}
+	c.lastVersion = c.Tools(ctx)
 	go c.run()
 	probeCtx, stop := context.WithCancel(context.Background())
 	c.stopProbes = stop
+	go c.notifyLoop(probeCtx)
 	if c.nc != nil {
 		go c.probeLoop(probeCtx)
 	} else {
@@ -206,6 +220,7 @@ func (c *Catalog) probeLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		c.probe(ctx)
+		c.signal() // also the clock: an announcement may have expired
 	}
 }
 
@@ -281,6 +296,7 @@ func (c *Catalog) run() {
 	for e := range c.watcher.Updates() {
 		if e != nil {
 			c.apply(e)
+			c.signal()
 		}
 	}
 }
@@ -327,9 +343,11 @@ func (c *Catalog) Stop(ctx context.Context) error {
 		}
 		c.stopProbes()
 		<-c.probesDone
+		<-c.notifyDone
 		_ = c.watcher.Stop()
 		<-c.done
 	})
+	c.closeSubscribers()
 	select {
 	case <-c.stopped:
 		return nil
@@ -416,11 +434,26 @@ func (c *Catalog) Names(context.Context) []string {
 // Definitions returns one definition per live tool, sorted by name. When
 // workers announce different definitions of a tool (during a deploy), the
 // one of the most recently started worker wins.
-func (c *Catalog) Definitions(context.Context) []tools.Definition {
+func (c *Catalog) Definitions(ctx context.Context) []tools.Definition {
+	anns := c.Tools(ctx)
+	defs := make([]tools.Definition, 0, len(anns))
+	for _, a := range anns {
+		defs = append(defs, a.Tool)
+	}
+	if len(defs) == 0 {
+		return nil
+	}
+	return defs
+}
+
+// Tools returns one announcement per live tool, sorted by tool name: that
+// of the most recently started worker serving it (see Definitions). Its
+// WorkerID and Liveness are that worker's; the rest describes the tool.
+func (c *Catalog) Tools(context.Context) []Announcement {
 	now := c.now()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var defs []tools.Definition
+	var out []Announcement
 	for _, tool := range slices.Sorted(maps.Keys(c.live)) {
 		ws := c.liveWorkers(tool, now)
 		if len(ws) == 0 {
@@ -432,9 +465,9 @@ func (c *Catalog) Definitions(context.Context) []tools.Definition {
 				newest = a
 			}
 		}
-		defs = append(defs, newest.Tool)
+		out = append(out, newest)
 	}
-	return defs
+	return out
 }
 
 // Workers returns the live announcements of tool, one per worker, sorted by
@@ -444,4 +477,102 @@ func (c *Catalog) Workers(_ context.Context, tool string) []Announcement {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.liveWorkers(tool, now)
+}
+
+// Subscribe returns a channel that receives a value whenever the live
+// tools change: a tool gets its first live worker or loses its last one,
+// or its definition (as Tools reports it) changes. Values are coalesced:
+// a receiver that is busy gets one value for many changes, and reads
+// Tools again. The channel is closed by cancel and once the Catalog
+// stops. Changes are noticed as the bucket's updates arrive and, for
+// workers that are gone without withdrawing, at the next liveness probe
+// (ProbeInterval) or when their announcements expire.
+func (c *Catalog) Subscribe() (changes <-chan struct{}, cancel func()) {
+	ch := make(chan struct{}, 1)
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	if c.subsClosed {
+		close(ch)
+		return ch, func() {}
+	}
+	c.subs[ch] = struct{}{}
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			c.subMu.Lock()
+			defer c.subMu.Unlock()
+			if _, ok := c.subs[ch]; ok {
+				delete(c.subs, ch)
+				close(ch)
+			}
+		})
+	}
+}
+
+// signal tells the notify loop that the live tools may have changed.
+func (c *Catalog) signal() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// notifyLoop tells the subscribers of the changes signal reports, until
+// ctx ends. Without probes, a ticker makes it notice expired
+// announcements.
+func (c *Catalog) notifyLoop(ctx context.Context) {
+	defer close(c.notifyDone)
+	var tick <-chan time.Time
+	if c.nc == nil {
+		t := time.NewTicker(max(c.ttl/3, time.Second))
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.changed:
+		case <-tick:
+		}
+		c.subMu.Lock()
+		n := len(c.subs)
+		c.subMu.Unlock()
+		if n == 0 {
+			continue
+		}
+		now := c.Tools(ctx)
+		if sameTools(now, c.lastVersion) {
+			continue
+		}
+		c.lastVersion = now
+		c.subMu.Lock()
+		for ch := range c.subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+		c.subMu.Unlock()
+	}
+}
+
+// closeSubscribers closes every subscriber's channel: the Catalog stopped.
+func (c *Catalog) closeSubscribers() {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	c.subsClosed = true
+	for ch := range c.subs {
+		close(ch)
+		delete(c.subs, ch)
+	}
+}
+
+// sameTools reports whether a and b describe the same tools (what the
+// model sees of them, and their hints), whichever workers announced them.
+func sameTools(a, b []Announcement) bool {
+	return slices.EqualFunc(a, b, func(x, y Announcement) bool {
+		return x.Tool.Name == y.Tool.Name && x.Tool.Description == y.Tool.Description &&
+			bytes.Equal(x.Tool.InputSchema, y.Tool.InputSchema) && x.Idempotent == y.Idempotent
+	})
 }

@@ -630,3 +630,64 @@ func TestServerRestartKeepsWorkers(t *testing.T) {
 	}
 	_ = a.Stop(ctx) // while the second server runs (its cleanup comes first)
 }
+
+// TestSubscribeChanges: a subscriber hears when a worker starts serving a
+// tool and when it stops, reads the new set with Tools (idempotent as
+// announced), and its channel closes with cancel and with Stop.
+func TestSubscribeChanges(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	if _, _, err := OpenBucket(t.Context(), connect(t, srv.ClientURL()), BucketConfig{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCatalog(t, connect(t, srv.ClientURL()))
+	ctx := t.Context()
+	changes, cancel := c.Subscribe()
+	other, cancelOther := c.Subscribe()
+	cancelOther()
+	if _, ok := <-other; ok {
+		t.Error("a cancelled subscription's channel is open")
+	}
+	waitChange := func(what string) {
+		t.Helper()
+		select {
+		case _, ok := <-changes:
+			if !ok {
+				t.Fatalf("%s: channel closed", what)
+			}
+		case <-time.After(waitLong):
+			t.Fatalf("%s: no change notified", what)
+		}
+	}
+
+	reg := tools.NewRegistry()
+	reg.MustRegister(tools.Tool{Name: "search", InputSchema: json.RawMessage(`{"type":"object"}`), Idempotent: true,
+		Handler: func(context.Context, json.RawMessage) (tools.Output, error) { return tools.Text(""), nil }})
+	a := announce(t, connect(t, srv.ClientURL()), "w1", reg)
+	waitChange("worker started")
+	got := c.Tools(ctx)
+	if len(got) != 1 || got[0].Tool.Name != "search" || !got[0].Idempotent {
+		t.Fatalf("Tools = %+v", got)
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitChange("worker stopped")
+	if got := c.Tools(ctx); len(got) != 0 {
+		t.Errorf("Tools after the stop = %+v", got)
+	}
+	cancel()
+	cancel()
+	late, _ := c.Subscribe()
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-late; ok {
+		t.Error("a subscription's channel is open after Stop")
+	}
+	if after, _ := c.Subscribe(); after != nil {
+		if _, ok := <-after; ok {
+			t.Error("Subscribe after Stop gave an open channel")
+		}
+	}
+}

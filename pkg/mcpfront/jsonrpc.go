@@ -1,0 +1,223 @@
+package mcpfront
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// methods are the requests an MCP client may send that this server
+// answers (those the go-sdk serves, through protocol revision
+// 2026-07-28). A call of any other method is answered "method not found"
+// here; tasks (2025-11-25) are not served.
+var methods = map[string]bool{
+	"initialize": true, "ping": true,
+	"tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"prompts/list": true, "prompts/get": true,
+	"logging/setLevel": true, "completion/complete": true,
+	"server/discover": true, "subscriptions/listen": true,
+}
+
+// notifications are the notifications a client may send that the go-sdk
+// reads; others are dropped, as JSON-RPC has them (no answer).
+var notifications = map[string]bool{
+	"notifications/initialized": true, "notifications/cancelled": true,
+	"notifications/progress": true, "notifications/roots/list_changed": true,
+}
+
+// badMessage is a message refused before the go-sdk sees it: the error to
+// answer, and the id to answer it with (nil: JSON null).
+type badMessage struct {
+	id  any
+	err *jsonrpc.Error
+	// drop: a notification nobody reads; nothing is answered.
+	drop bool
+}
+
+// wireMessage is what checkMessage reads of one message.
+type wireMessage struct {
+	JSONRPC *string         `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// checkMessage checks data as one JSON-RPC message or a batch: not JSON
+// is a parse error (-32700); not a JSON-RPC 2.0 message is an invalid
+// request (-32600); a call of a method MCP does not have is "method not
+// found" (-32601). A lone notification of a method nobody reads is
+// dropped. nil: the go-sdk takes it.
+func checkMessage(data []byte) *badMessage {
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the message is not valid JSON"}}
+	}
+	if len(data) > 0 && data[0] == '[' {
+		var batch []json.RawMessage
+		if err := json.Unmarshal(data, &batch); err != nil || len(batch) == 0 {
+			return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an empty batch"}}
+		}
+		for _, m := range batch {
+			if bad := checkOne(m); bad != nil && !bad.drop {
+				return bad
+			}
+		}
+		return nil
+	}
+	return checkOne(data)
+}
+
+func checkOne(data []byte) *badMessage {
+	invalid := func(id any, why string) *badMessage {
+		return &badMessage{id: id, err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: " + why}}
+	}
+	var m wireMessage
+	if len(bytes.TrimSpace(data)) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
+		return invalid(nil, "a JSON-RPC message is a JSON object")
+	}
+	var id any
+	if len(m.ID) > 0 {
+		if err := json.Unmarshal(m.ID, &id); err != nil {
+			return invalid(nil, "bad id")
+		}
+		switch v := id.(type) {
+		case string:
+		case float64:
+			if v != float64(int64(v)) {
+				return invalid(nil, "the id must be a string or an integer")
+			}
+			id = int64(v)
+		default:
+			return invalid(nil, "the id must be a string or an integer")
+		}
+	}
+	if m.JSONRPC == nil || *m.JSONRPC != "2.0" {
+		return invalid(id, `"jsonrpc" must be "2.0"`)
+	}
+	if len(m.Method) == 0 {
+		if id == nil || (len(m.Result) == 0) == (len(m.Error) == 0) {
+			return invalid(id, "a message needs a method, or an id with a result or an error")
+		}
+		return nil // a response to a request of the server's
+	}
+	var method string
+	if json.Unmarshal(m.Method, &method) != nil || method == "" {
+		return invalid(id, `"method" must be a string`)
+	}
+	switch {
+	case id != nil && !methods[method]:
+		return &badMessage{id: id, err: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+			Message: fmt.Sprintf("method not found: %q (this server serves tools: tools/list and tools/call)", method)}}
+	case id == nil && !notifications[method]:
+		return &badMessage{drop: true}
+	}
+	return nil
+}
+
+// errorResponse is a JSON-RPC error response, as one line of JSON.
+func errorResponse(id any, e *jsonrpc.Error) []byte {
+	data, err := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      any            `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", id, e})
+	if err != nil {
+		return []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`)
+	}
+	return data
+}
+
+// ServeStdio serves one MCP session on in and out, newline-delimited JSON
+// (the stdio transport), until in ends or ctx is done. A line that is not
+// a JSON-RPC message, or a call of a method MCP does not have, is
+// answered with its JSON-RPC error and the session goes on; a line over
+// MaxBodyBytes is skipped and answered with an invalid-request error.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	w := &lockedWriter{w: out}
+	pr, pw := io.Pipe()
+	filtered := make(chan struct{})
+	go func() {
+		defer close(filtered)
+		pw.CloseWithError(s.filterLines(in, pw, w))
+	}()
+	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{w}})
+	_ = pr.CloseWithError(io.EOF)
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// filterLines copies the good lines of in to good and answers the bad
+// ones on out. It returns nil at the end of in.
+func (s *Server) filterLines(in io.Reader, good io.Writer, out io.Writer) error {
+	br := bufio.NewReaderSize(in, 64<<10)
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			line = append(line, chunk...)
+			if int64(len(line)) > s.cfg.MaxBodyBytes {
+				tooLong, line = true, line[:0]
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if tooLong {
+			_, _ = out.Write(append(errorResponse(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("the message is over the limit of %d bytes", s.cfg.MaxBodyBytes)}), '\n'))
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			if bad := checkMessage(line); bad != nil {
+				if !bad.drop {
+					if _, werr := out.Write(append(errorResponse(bad.id, bad.err), '\n')); werr != nil {
+						return werr
+					}
+				}
+			} else {
+				if line[len(line)-1] != '\n' {
+					line = append(line, '\n')
+				}
+				if _, werr := good.Write(line); werr != nil {
+					return werr
+				}
+			}
+		}
+		line, tooLong = line[:0], false
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// lockedWriter serializes the writes of the go-sdk and of filterLines:
+// each is one whole line.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -75,6 +75,9 @@ type ServerConfig struct {
 	// NoAnnounce skips the announcements: for a pool whose orchestrator
 	// has a fixed catalog (OrchestratorConfig.Catalog).
 	NoAnnounce bool
+	// Checks are more readiness checks, served with the Server's own (the
+	// catalog's MCP servers', say).
+	Checks []health.Check
 	// Metrics is the registry the workers' metrics are registered in.
 	// Default: a registry of the Server's own, served by Handler.
 	Metrics *metrics.Registry
@@ -285,10 +288,34 @@ func (s *Server) Conn() *nats.Conn { return s.cfg.Conn }
 // the connection's; an Orchestrator in the same process adds them to its
 // own (OrchestratorConfig.Checks).
 func (s *Server) Checks() []health.Check {
-	return []health.Check{
+	return append([]health.Check{
 		health.Consumers(s.js, s.cfg.Registry.Names()),
 		health.Flag("worker", &s.ready, "the worker is starting or draining"),
+	}, s.cfg.Checks...)
+}
+
+// Reannounce rewrites the announcements of the tools in ts that the
+// Server serves, with their new descriptions and schemas (an MCP server's
+// tool list changed: catalog.MCPOptions.OnChange). Tools it does not
+// serve are ignored.
+func (s *Server) Reannounce(ctx context.Context, ts []tools.Tool) error {
+	scratch := tools.NewRegistry()
+	var rts []*tools.Registered
+	for _, t := range ts {
+		if err := scratch.Register(t); err != nil {
+			return fmt.Errorf("toolpool: reannounce: %w", err)
+		}
+		rt, _ := scratch.Lookup(t.Name)
+		rts = append(rts, rt)
 	}
+	s.mu.Lock()
+	announcers := append([]*discovery.Announcer(nil), s.announcers...)
+	s.mu.Unlock()
+	var errs []error
+	for _, a := range announcers {
+		errs = append(errs, a.Update(ctx, rts...))
+	}
+	return errors.Join(errs...)
 }
 
 // Handler serves GET /metrics (the Server's registry), GET /healthz (503

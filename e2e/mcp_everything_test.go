@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,4 +151,73 @@ func TestEverythingServerAsPooledTools(t *testing.T) {
 func quoteYAML(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestWorkerServesMCPCatalog runs the worker binary with a catalog of two
+// MCP servers: the reference server, whose echo an orchestrator's call
+// reaches through the live catalog, and one that exits at start, which
+// leaves the worker serving the rest, with the failure in the log, in a
+// metric and in /readyz.
+func TestWorkerServesMCPCatalog(t *testing.T) {
+	t.Parallel()
+	node, entry := everythingServer(t)
+	srv, _, _ := natstest.StartProvisioned(t)
+	file := filepath.Join(t.TempDir(), "tools.yaml")
+	yaml := `tools:
+  - name: everything
+    backend: mcp
+    mcp:
+      command: [` + quoteYAML(node) + `, ` + quoteYAML(entry) + `, stdio]
+      tools: [echo]
+      prefix: ev_
+  - name: broken
+    backend: mcp
+    mcp:
+      command: [` + quoteYAML(node) + `, -e, "process.stderr.write('no config file'); process.exit(3)"]
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	proc := startProcess(t, workerBin, "--nats-url", srv.ClientURL(), "--tools", file, "--demo-tools",
+		"--metrics", metricsAddr, "--id", "mcp-worker")
+
+	ready := func() (int, string) {
+		resp, err := http.Get("http://" + metricsAddr + "/readyz")
+		if err != nil {
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	eventually(t, "the worker's /readyz reports the broken server", func() bool {
+		_, body := ready()
+		return strings.Contains(body, `"mcp:broken"`) && strings.Contains(body, "no config file")
+	})
+	if code, body := ready(); code != http.StatusServiceUnavailable || !strings.Contains(body, `"mcp:everything":"ok"`) {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`toolpool_mcp_start_failures_total{server="broken"} 1`, `toolpool_mcp_sessions_up{server="everything"} 1`} {
+		if !strings.Contains(string(scrape), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if !strings.Contains(proc.stderr.String(), "an MCP server did not start") {
+		t.Errorf("no error logged for the broken server")
+	}
+
+	run := runCLI(t, time.Minute, "call", "--nats-url", srv.ClientURL(), "ev_echo", `{"message":"from the CLI"}`)
+	if run.code != 0 || !strings.Contains(run.stdout, "Echo: from the CLI") {
+		t.Fatalf("call ev_echo: exit %d\n%s\n%s", run.code, run.stdout, run.stderr)
+	}
+	if run := runCLI(t, time.Minute, "call", "--nats-url", srv.ClientURL(), "echo", `{"text":"demo"}`); run.code != 0 {
+		t.Fatalf("call echo: exit %d\n%s", run.code, run.stderr)
+	}
 }

@@ -273,7 +273,6 @@ func (s *session) connect(ctx context.Context) error {
 	}
 	cs, err := b.client.Connect(ctx, t, nil)
 	if err != nil {
-		b.cfg.Metrics.SessionDown(b.cfg.Name)
 		if tail := stderr.String(); tail != "" {
 			return fmt.Errorf("session %d: %w (its stderr ends: %s)", s.index, err, tail)
 		}
@@ -318,10 +317,10 @@ func (s *session) supervise() {
 			tail := s.stderr.String()
 			s.mu.Unlock()
 			_ = cs.Close() // releases what the session still holds (its subscriptions' listen)
+			b.cfg.Metrics.SessionDown(b.cfg.Name)
 			if b.ctx.Err() != nil {
 				return
 			}
-			b.cfg.Metrics.SessionDown(b.cfg.Name)
 			b.cfg.Logger.Warn("MCP server session ended; restarting it", "server", b.cfg.Name, "session", s.index,
 				"err", b.redactErr(err), "stderr", b.redact(tail))
 		}

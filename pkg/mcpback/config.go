@@ -96,7 +96,7 @@ type Metrics interface {
 	// SessionUp is a session of server that connected; restart is true
 	// when it replaced one that died.
 	SessionUp(server string, restart bool)
-	// SessionDown is a session of server that ended or failed to connect.
+	// SessionDown is a session of server, counted up before, that ended.
 	SessionDown(server string)
 	// StartFailed is a server whose Start failed.
 	StartFailed(server string)

@@ -37,11 +37,13 @@ type Backend struct {
 	mu      sync.Mutex
 	started bool
 	remotes map[string]*remoteTool // pool name → the server's tool
-	served  []tools.Tool           // in the server's order
+	order   []string               // the names of the tools registered, in the server's order
+	served  []tools.Tool           // the tools of order the server still lists
 	failure error                  // why Start failed; nil once started
 
 	ctx      context.Context // ends with Stop: supervisors, list refreshes
 	cancel   context.CancelCauseFunc
+	goMu     sync.Mutex // orders wg.Go of a list refresh before Stop's wg.Wait
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -118,6 +120,10 @@ func (b *Backend) start(ctx context.Context) error {
 		return fmt.Errorf("mcpback: server %s: listing its tools: %w", b.cfg.Name, b.redactErr(err))
 	}
 	b.remotes, b.served = remotes, served
+	b.order = make([]string, len(served))
+	for i, t := range served {
+		b.order[i] = t.Name
+	}
 	return nil
 }
 
@@ -160,6 +166,8 @@ func (b *Backend) Stop(ctx context.Context) error {
 		b.cancel(ErrStopped)
 		b.mu.Lock() // Start has finished, or never will
 		b.mu.Unlock()
+		b.goMu.Lock() // no list refresh starts any more
+		b.goMu.Unlock()
 		go func() {
 			b.closeSessions()
 			b.wg.Wait()

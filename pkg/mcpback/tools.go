@@ -138,6 +138,11 @@ func PoolName(prefix, name string) string {
 // the tools served get their new descriptions and schemas, and OnChange
 // hears of them.
 func (b *Backend) listChanged() {
+	b.goMu.Lock() // so that Stop's Wait never races this Add
+	defer b.goMu.Unlock()
+	if b.ctx.Err() != nil {
+		return
+	}
 	b.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.StartTimeout)
 		defer cancel()
@@ -153,22 +158,24 @@ func (b *Backend) listChanged() {
 			return
 		}
 		b.mu.Lock()
-		var added, removed []string
+		var added, removed, updated []string
 		for name := range remotes {
 			if _, ok := b.remotes[name]; !ok {
 				added = append(added, name)
 			}
 		}
-		served := make([]tools.Tool, 0, len(b.served))
+		served := make([]tools.Tool, 0, len(b.order))
 		for _, cur := range b.remotes {
-			if cur.gone {
-				continue
-			}
 			nt, ok := remotes[cur.tool.Name]
 			if !ok {
-				removed = append(removed, cur.tool.Name)
-				cur.gone = true
+				if !cur.gone {
+					removed = append(removed, cur.tool.Name)
+					cur.gone = true
+				}
 				continue
+			}
+			if cur.gone || nt.tool.Description != cur.tool.Description || !bytes.Equal(nt.tool.InputSchema, cur.tool.InputSchema) {
+				updated = append(updated, cur.tool.Name)
 			}
 			nt.schema = cur.registeredSchema()
 			if !bytes.Equal(nt.tool.InputSchema, nt.schema) {
@@ -179,16 +186,22 @@ func (b *Backend) listChanged() {
 			}
 			b.remotes[cur.tool.Name] = nt
 		}
-		for _, old := range b.served {
-			if rt := b.remotes[old.Name]; !rt.gone {
+		for _, name := range b.order {
+			if rt := b.remotes[name]; !rt.gone {
 				served = append(served, rt.tool)
 			}
 		}
 		b.served = served
 		onChange := b.cfg.OnChange
 		b.mu.Unlock()
+		if len(added)+len(removed)+len(updated) == 0 {
+			return // a server may say so when nothing changed (at connection, say)
+		}
 		slices.Sort(added)
-		b.cfg.Logger.Info("an MCP server's tools changed", "server", b.cfg.Name, "new_not_served", added, "removed", removed)
+		slices.Sort(removed)
+		slices.Sort(updated)
+		b.cfg.Logger.Info("an MCP server's tools changed", "server", b.cfg.Name,
+			"updated", updated, "removed", removed, "new_not_served", added)
 		if onChange != nil {
 			onChange(served)
 		}

@@ -324,3 +324,25 @@ func TestSecretsNotInErrors(t *testing.T) {
 		t.Fatal("the check of a server that did not start holds")
 	}
 }
+
+// TestListChangedRemoval: a tool the server stops listing is no longer
+// served (a permanent error) nor given to OnChange.
+func TestListChangedRemoval(t *testing.T) {
+	t.Parallel()
+	changed := make(chan []tools.Tool, 1)
+	cfg := httpConfig(httpServer(t, mcptest.Options{}))
+	cfg.OnChange = func(ts []tools.Tool) { changed <- ts }
+	b := startBackend(t, cfg)
+	fail := handler(t, b, "web_fail") // as the registry holds it
+	if _, err := handler(t, b, "web_drop")(context.Background(), json.RawMessage(`{"text":"fail"}`)); err != nil {
+		t.Fatal(err)
+	}
+	ts := <-changed
+	if slices.ContainsFunc(ts, func(tl tools.Tool) bool { return tl.Name == "web_fail" }) || len(ts) != len(b.Tools()) {
+		t.Fatalf("after the removal: %v", ts)
+	}
+	_, err := fail(context.Background(), json.RawMessage(`{"text":"x"}`))
+	if !errors.Is(err, mcpback.ErrToolGone) || classify.Classify(err).Class != envelope.ClassPermanent {
+		t.Fatalf("a call of the removed tool: %v", err)
+	}
+}

@@ -95,6 +95,15 @@ func NewServer(opts Options) *mcp.Server {
 		})
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})
+	s.AddTool(&mcp.Tool{
+		Name: "drop", Description: "Removes the tool named by its text: the server sends list_changed.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
+	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct{ Text string }
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		s.RemoveTools(in.Text)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
 	if opts.Crash {
 		s.AddTool(&mcp.Tool{
 			Name: "crash_once", Description: "Kills its server at the first call.",

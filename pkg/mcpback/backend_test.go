@@ -264,14 +264,21 @@ func TestCancelReachesServer(t *testing.T) {
 	<-cancelled // the test's deadline bounds the wait
 }
 
+// startListening starts a Backend of an HTTP test server whose OnChange
+// calls are sent on changed.
+func startListening(t *testing.T) (b *mcpback.Backend, changed <-chan []tools.Tool) {
+	t.Helper()
+	ch := make(chan []tools.Tool, 1)
+	cfg := httpConfig(httpServer(t, mcptest.Options{}))
+	cfg.OnChange = func(ts []tools.Tool) { ch <- ts }
+	return startBackend(t, cfg), ch
+}
+
 // TestListChanged: a server that changes a tool's description and schema
 // makes OnChange hear of it, and calls are checked against the new schema.
 func TestListChanged(t *testing.T) {
 	t.Parallel()
-	changed := make(chan []tools.Tool, 1)
-	cfg := httpConfig(httpServer(t, mcptest.Options{}))
-	cfg.OnChange = func(ts []tools.Tool) { changed <- ts }
-	b := startBackend(t, cfg)
+	b, changed := startListening(t)
 	if _, err := handler(t, b, "web_redescribe")(context.Background(), json.RawMessage(`{"text":"Echoes five letters."}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -329,10 +336,7 @@ func TestSecretsNotInErrors(t *testing.T) {
 // served (a permanent error) nor given to OnChange.
 func TestListChangedRemoval(t *testing.T) {
 	t.Parallel()
-	changed := make(chan []tools.Tool, 1)
-	cfg := httpConfig(httpServer(t, mcptest.Options{}))
-	cfg.OnChange = func(ts []tools.Tool) { changed <- ts }
-	b := startBackend(t, cfg)
+	b, changed := startListening(t)
 	fail := handler(t, b, "web_fail") // as the registry holds it
 	if _, err := handler(t, b, "web_drop")(context.Background(), json.RawMessage(`{"text":"fail"}`)); err != nil {
 		t.Fatal(err)

@@ -33,19 +33,13 @@ func NewServer(opts Options) *mcp.Server {
 		Name: "echo", Description: "Returns its text.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct{ Text string }
-		_ = json.Unmarshal(req.Params.Arguments, &in)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil
-	})
+	}, echo)
 	s.AddTool(&mcp.Tool{
 		Name: "fail", Description: "Fails with its text as the tool's error.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
-	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct{ Text string }
-		_ = json.Unmarshal(req.Params.Arguments, &in)
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil
-	})
+	}, withText(func(text string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{IsError: true, Content: textContent(text)}
+	}))
 	s.AddTool(&mcp.Tool{
 		Name: "sleep", Description: "Sleeps for ms milliseconds in steps, reporting progress; cancellable.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"},"steps":{"type":"integer"}},"required":["ms"]}`),
@@ -71,7 +65,7 @@ func NewServer(opts Options) *mcp.Server {
 				})
 			}
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil
+		return &mcp.CallToolResult{Content: textContent("slept")}, nil
 	})
 	s.AddTool(&mcp.Tool{
 		Name: "media", Description: "Returns one block of each kind.",
@@ -82,28 +76,20 @@ func NewServer(opts Options) *mcp.Server {
 	s.AddTool(&mcp.Tool{
 		Name: "redescribe", Description: "Changes echo's description to its text: the server sends list_changed.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
-	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct{ Text string }
-		_ = json.Unmarshal(req.Params.Arguments, &in)
+	}, withText(func(text string) *mcp.CallToolResult {
 		s.AddTool(&mcp.Tool{
-			Name: "echo", Description: in.Text,
+			Name: "echo", Description: text,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","maxLength":5}},"required":["text"]}`),
-		}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var in struct{ Text string }
-			_ = json.Unmarshal(req.Params.Arguments, &in)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil
-		})
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
-	})
+		}, echo)
+		return &mcp.CallToolResult{Content: textContent("ok")}
+	}))
 	s.AddTool(&mcp.Tool{
 		Name: "drop", Description: "Removes the tool named by its text: the server sends list_changed.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
-	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct{ Text string }
-		_ = json.Unmarshal(req.Params.Arguments, &in)
-		s.RemoveTools(in.Text)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
-	})
+	}, withText(func(text string) *mcp.CallToolResult {
+		s.RemoveTools(text)
+		return &mcp.CallToolResult{Content: textContent("ok")}
+	}))
 	if opts.Crash {
 		s.AddTool(&mcp.Tool{
 			Name: "crash_once", Description: "Kills its server at the first call.",
@@ -115,11 +101,25 @@ func NewServer(opts Options) *mcp.Server {
 				_ = os.WriteFile(in.Marker, nil, 0o644)
 				os.Exit(3)
 			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "survived"}}}, nil
+			return &mcp.CallToolResult{Content: textContent("survived")}, nil
 		})
 	}
 	return s
 }
+
+// echo answers with the call's text.
+var echo = withText(func(text string) *mcp.CallToolResult { return &mcp.CallToolResult{Content: textContent(text)} })
+
+// withText is a handler of a tool whose input is {"text": …}.
+func withText(f func(text string) *mcp.CallToolResult) mcp.ToolHandler {
+	return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct{ Text string }
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		return f(in.Text), nil
+	}
+}
+
+func textContent(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
 
 // Media is what the media tool returns: text, image, audio, an embedded
 // resource and a resource link.

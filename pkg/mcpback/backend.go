@@ -248,6 +248,7 @@ type session struct {
 	mu     sync.Mutex
 	cs     *mcp.ClientSession // nil while down
 	stderr *tailWriter        // the stdio server's last words
+	pgid   int                // the stdio server's process group
 }
 
 func (s *session) current() *mcp.ClientSession {
@@ -261,11 +262,14 @@ func (s *session) connect(ctx context.Context) error {
 	b := s.b
 	var t mcp.Transport
 	var stderr *tailWriter
+	var cmd *exec.Cmd
 	if len(b.cfg.Command) > 0 {
-		cmd := exec.Command(b.cfg.Command[0], b.cfg.Command[1:]...)
+		cmd = exec.Command(b.cfg.Command[0], b.cfg.Command[1:]...)
 		cmd.Env, cmd.Dir = b.cfg.Env, b.cfg.Dir
 		stderr = &tailWriter{max: 2 << 10}
 		cmd.Stderr = stderr
+		cmd.WaitDelay = b.cfg.TerminateGrace // a child left holding stderr does not hold up Close
+		setProcessGroup(cmd)
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: b.cfg.TerminateGrace}
 	} else {
 		client := b.cfg.HTTPClient
@@ -280,14 +284,19 @@ func (s *session) connect(ctx context.Context) error {
 		t = &mcp.StreamableClientTransport{Endpoint: b.cfg.URL, HTTPClient: client}
 	}
 	cs, err := b.client.Connect(ctx, t, nil)
+	pgid := 0
+	if cmd != nil && cmd.Process != nil {
+		pgid = cmd.Process.Pid
+	}
 	if err != nil {
+		killGroup(pgid)
 		if tail := stderr.String(); tail != "" {
 			return fmt.Errorf("session %d: %w (its stderr ends: %s)", s.index, err, tail)
 		}
 		return fmt.Errorf("session %d: %w", s.index, err)
 	}
 	s.mu.Lock()
-	s.cs, s.stderr = cs, stderr
+	s.cs, s.stderr, s.pgid = cs, stderr, pgid
 	s.mu.Unlock()
 	return nil
 }
@@ -295,12 +304,13 @@ func (s *session) connect(ctx context.Context) error {
 // close ends the session's connection, if any.
 func (s *session) close() {
 	s.mu.Lock()
-	cs := s.cs
-	s.cs = nil
+	cs, pgid := s.cs, s.pgid
+	s.cs, s.pgid = nil, 0
 	s.mu.Unlock()
 	if cs != nil {
-		_ = cs.Close()
+		_ = cs.Close() // stdin closed; SIGTERM, then SIGKILL after TerminateGrace each
 	}
+	killGroup(pgid) // what the server started
 }
 
 // supervise waits for the session's connection to end and, unless the
@@ -319,12 +329,14 @@ func (s *session) supervise() {
 			}
 			err := cs.Wait()
 			s.mu.Lock()
+			pgid := 0
 			if s.cs == cs {
-				s.cs = nil
+				s.cs, pgid, s.pgid = nil, s.pgid, 0
 			}
 			tail := s.stderr.String()
 			s.mu.Unlock()
 			_ = cs.Close() // releases what the session still holds (its subscriptions' listen)
+			killGroup(pgid) // what the dead server left running
 			b.cfg.Metrics.SessionDown(b.cfg.Name)
 			if b.ctx.Err() != nil {
 				return

@@ -75,8 +75,10 @@ type ServerConfig struct {
 	// NoAnnounce skips the announcements: for a pool whose orchestrator
 	// has a fixed catalog (OrchestratorConfig.Catalog).
 	NoAnnounce bool
-	// Checks are more readiness checks, served with the Server's own (the
-	// catalog's MCP servers', say).
+	// Checks are more readiness checks that Handler's /readyz runs after
+	// the Server's own (the catalog's MCP servers', say). They are not part
+	// of Checks: an orchestrator in the same process stays ready without
+	// them.
 	Checks []health.Check
 	// Metrics is the registry the workers' metrics are registered in.
 	// Default: a registry of the Server's own, served by Handler.
@@ -288,10 +290,10 @@ func (s *Server) Conn() *nats.Conn { return s.cfg.Conn }
 // the connection's; an Orchestrator in the same process adds them to its
 // own (OrchestratorConfig.Checks).
 func (s *Server) Checks() []health.Check {
-	return append([]health.Check{
+	return []health.Check{
 		health.Consumers(s.js, s.cfg.Registry.Names()),
 		health.Flag("worker", &s.ready, "the worker is starting or draining"),
-	}, s.cfg.Checks...)
+	}
 }
 
 // Reannounce rewrites the announcements of the tools in ts that the
@@ -320,11 +322,12 @@ func (s *Server) Reannounce(ctx context.Context, ts []tools.Tool) error {
 
 // Handler serves GET /metrics (the Server's registry), GET /healthz (503
 // once the NATS connection is closed for good) and GET /readyz (NATS
-// connected, streams present, Checks).
+// connected, streams present, Checks, ServerConfig.Checks).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(s.cfg.Metrics))
-	health.New(0, append([]health.Check{health.NATSConnected(s.cfg.Conn), health.Streams(s.js)}, s.Checks()...)...).
+	checks := append([]health.Check{health.NATSConnected(s.cfg.Conn), health.Streams(s.js)}, s.Checks()...)
+	health.New(0, append(checks, s.cfg.Checks...)...).
 		WithLiveness(health.NATSNotClosed(s.cfg.Conn)).Register(mux)
 	return mux
 }

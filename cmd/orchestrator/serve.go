@@ -195,7 +195,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			srv, err = toolpool.NewServer(toolpool.ServerConfig{
 				Conn: nc, Registry: tools, Workers: f.workers,
 				Worker:  worker.Config{Concurrency: f.concurrency, DrainTimeout: f.drainTimeout},
-				History: history, Discovery: f.catalog.Bucket(), Metrics: reg, Logger: log, Checks: f.catalog.Checks(),
+				History: history, Discovery: f.catalog.Bucket(), Metrics: reg, Logger: log,
 			})
 			if err != nil {
 				return err

@@ -335,7 +335,7 @@ func (s *session) supervise() {
 			}
 			tail := s.stderr.String()
 			s.mu.Unlock()
-			_ = cs.Close() // releases what the session still holds (its subscriptions' listen)
+			_ = cs.Close()  // releases what the session still holds (its subscriptions' listen)
 			killGroup(pgid) // what the dead server left running
 			b.cfg.Metrics.SessionDown(b.cfg.Name)
 			if b.ctx.Err() != nil {

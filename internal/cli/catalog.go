@@ -64,7 +64,7 @@ func (c *CatalogFlags) OnMCPChange(f func([]tools.Tool)) {
 
 // Register adds --tools and --discovery-ttl to fs.
 func (c *CatalogFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Path, "tools", "", "tool catalog file (YAML or JSON): webhook, exec and built-in tools; see docs/tools.md")
+	fs.StringVar(&c.Path, "tools", "", "tool catalog file (YAML or JSON): webhook, exec, built-in and MCP-server tools; see docs/tools.md")
 	fs.DurationVar(&c.DiscoveryTTL, "discovery-ttl", discovery.TTLDefault,
 		"how long a worker's tool announcement lives without a refresh (fixed when the toolpool_tools bucket is created)")
 }
@@ -79,7 +79,10 @@ func (c *CatalogFlags) Bucket() discovery.BucketConfig {
 // builtin entry of the catalog is the built-in tool of that name with the
 // catalog's settings laid over it, and is served whatever b selects; the
 // built-ins b selects that the catalog does not mention are added as they
-// are. The returned Closer (never nil) releases the built-ins. A
+// are. The catalog's mcp entries start their servers (c.Logger and
+// c.MCPMetrics serve them), whose tools are registered too; a server that
+// does not start is logged and left out (Checks reports it). The returned
+// Closer (never nil) releases the built-ins and stops the MCP servers. A
 // bad catalog is an error naming the file, the tool and the field.
 func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.Closer, error) {
 	var f *catalog.File

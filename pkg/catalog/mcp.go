@@ -15,6 +15,9 @@ import (
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
+// mcpReservedHeaders are set by the streamable-HTTP client on its own.
+var mcpReservedHeaders = []string{"Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
+
 type mcpSpec struct {
 	Command  []string          `yaml:"command"`
 	Env      map[string]string `yaml:"env"`
@@ -123,6 +126,11 @@ func (p *parser) checkMCP(s *mcpSpec) (*MCPConfig, string, error) {
 			}
 		}
 	} else {
+		for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
+			if slices.Contains(mcpReservedHeaders, http.CanonicalHeaderKey(name)) {
+				return nil, "headers." + name, errors.New("is set by the MCP client itself and cannot be configured")
+			}
+		}
 		wh, field, err := p.checkWebhook(&webhookSpec{URL: s.URL, Headers: s.Headers})
 		if err != nil {
 			return nil, field, err

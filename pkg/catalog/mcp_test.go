@@ -94,6 +94,8 @@ func TestMCPErrors(t *testing.T) {
 			`tools.yaml:20: tool "remote": mcp.env: is only for a server given by command`},
 		{"tools twice", "tools: [echo, add]", "tools: [echo, echo]",
 			`tools.yaml:12: tool "everything": mcp.tools[1]: lists "echo" twice`},
+		{"reserved header", "Authorization: Bearer ${TOKEN}", "mcp-session-id: x",
+			`tools.yaml:21: tool "remote": mcp.headers.mcp-session-id: is set by the MCP client itself`},
 		{"url scheme", "url: https://mcp.example.com/mcp", "url: ftp://mcp.example.com/mcp",
 			`tools.yaml:19: tool "remote": mcp.url: must be an http or https URL`},
 		{"unknown key", "      sessions: 3\n", "      sessions: 3\n      sesions: 3\n",

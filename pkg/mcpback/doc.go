@@ -2,8 +2,10 @@
 // the client side of the Model Context Protocol, on the official Go SDK.
 //
 // A Backend keeps Sessions connections to one server: a stdio server is a
-// process per session that the Backend starts and restarts (with backoff)
-// when it dies; a streamable-HTTP server is a session per connection. At
+// process per session (in a process group of its own) that the Backend
+// starts and restarts (with backoff) when it dies; a streamable-HTTP
+// server is a session per connection. A Set starts the servers of a
+// worker together and registers the tools of those that started. At
 // Start it lists the server's tools; Tools returns them as tools.Tool
 // values with the server's input schemas (validated by the pool's schema
 // engine before a call is sent) and the settings of Config.Template, ready
@@ -19,7 +21,8 @@
 // again: the descriptions and schemas of the tools it serves are updated
 // (calls are validated against the new schema) and Config.OnChange is told;
 // tools the server adds are not served until the worker restarts, and
-// calls of tools it removed fail permanently.
+// calls of tools it removed fail permanently. A server that does not start
+// is not tried again: its tools are left out until the worker restarts.
 //
 //	b, err := mcpback.New(mcpback.Config{Name: "everything", Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything"}})
 //	if err := b.Start(ctx); err != nil { … } // the server did not start: serve without it

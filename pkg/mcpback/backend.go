@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/health"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -276,11 +277,9 @@ func (s *session) connect(ctx context.Context) error {
 		if client == nil {
 			client = http.DefaultClient
 		}
-		if len(b.cfg.Header) > 0 {
-			c := *client
-			c.Transport = &headerTransport{base: transportOr(client.Transport), header: b.cfg.Header}
-			client = &c
-		}
+		c := *client
+		c.Transport = &headerTransport{base: transportOr(client.Transport), header: b.cfg.Header}
+		client = &c
 		t = &mcp.StreamableClientTransport{Endpoint: b.cfg.URL, HTTPClient: client}
 	}
 	cs, err := b.client.Connect(ctx, t, nil)
@@ -371,18 +370,49 @@ func transportOr(base http.RoundTripper) http.RoundTripper {
 	return base
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request, and hands
+// a rate limit (429) of a call's request to the call (see rateLimit).
 type headerTransport struct {
 	base   http.RoundTripper
 	header http.Header
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, vs := range t.header {
-		req.Header[k] = append([]string(nil), vs...)
+	if len(t.header) > 0 {
+		req = req.Clone(req.Context())
+		for k, vs := range t.header {
+			req.Header[k] = append([]string(nil), vs...)
+		}
 	}
-	return t.base.RoundTrip(req)
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		if rl, ok := req.Context().Value(rateLimitKey{}).(*rateLimit); ok {
+			rl.set(classify.NewHTTPError(resp))
+		}
+	}
+	return resp, err
+}
+
+type rateLimitKey struct{}
+
+// rateLimit keeps the 429 answer a call's request got: the SDK reports it
+// only as text, and the pool needs its Retry-After (the delay of the
+// retry, and pause_on_rate_limit_above).
+type rateLimit struct {
+	mu  sync.Mutex
+	err *classify.HTTPError
+}
+
+func (r *rateLimit) set(e *classify.HTTPError) {
+	r.mu.Lock()
+	r.err = e
+	r.mu.Unlock()
+}
+
+func (r *rateLimit) get() *classify.HTTPError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 // tailWriter keeps the last max bytes written to it.

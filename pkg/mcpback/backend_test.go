@@ -1,9 +1,11 @@
 package mcpback_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -77,7 +79,8 @@ func stdioConfig(args ...string) mcpback.Config {
 }
 
 // httpServer serves mcptest's server over streamable HTTP on loopback;
-// requests without the bearer token are refused.
+// requests without the bearer token are refused, and a request whose body
+// says "ratelimited" is answered 429 with Retry-After: 7.
 func httpServer(t *testing.T, opts mcptest.Options) string {
 	t.Helper()
 	s := mcptest.NewServer(opts)
@@ -87,6 +90,13 @@ func httpServer(t *testing.T, opts mcptest.Options) string {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("ratelimited")) {
+			w.Header().Set("Retry-After", "7")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
@@ -348,5 +358,21 @@ func TestListChangedRemoval(t *testing.T) {
 	_, err := fail(context.Background(), json.RawMessage(`{"text":"x"}`))
 	if !errors.Is(err, mcpback.ErrToolGone) || classify.Classify(err).Class != envelope.ClassPermanent {
 		t.Fatalf("a call of the removed tool: %v", err)
+	}
+}
+
+// TestRateLimitKeepsRetryAfter: an HTTP server's 429 is the pool's rate
+// limit, with its Retry-After (for the retry's delay and
+// pause_on_rate_limit_above), not a bare transient error.
+func TestRateLimitKeepsRetryAfter(t *testing.T) {
+	t.Parallel()
+	b := startBackend(t, httpConfig(httpServer(t, mcptest.Options{})))
+	_, err := handler(t, b, "web_echo")(context.Background(), json.RawMessage(`{"text":"ratelimited"}`))
+	d := classify.Classify(err)
+	if d.Code != classify.CodeHTTP429 || d.RetryAfter != 7*time.Second || !d.Retryable {
+		t.Fatalf("429: %v gives %+v", err, d)
+	}
+	if out, err := handler(t, b, "web_echo")(context.Background(), json.RawMessage(`{"text":"fine again"}`)); err != nil || out.Content.Text() != "fine again" {
+		t.Fatalf("after the 429: %v %+v", err, out)
 	}
 }

@@ -14,7 +14,8 @@
 //
 // Outcomes: a result with isError is a permanent error whose message for
 // the model is the server's own text; JSON-RPC errors, a lost connection
-// and a server that is not running are transient (retried); when the
+// and a server that is not running are transient (retried), an HTTP 429
+// a *classify.HTTPError with its Retry-After; when the
 // call's context ends the SDK sends notifications/cancelled to the server.
 // The server's notifications/progress reach tools.ReportProgress of the
 // call. notifications/tools/list_changed makes the Backend list the tools

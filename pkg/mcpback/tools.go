@@ -251,11 +251,14 @@ func (b *Backend) handler(name string) tools.Handler {
 		b.progress.Store(token, func(p tools.Progress) { tools.ReportProgress(ctx, p) })
 		defer b.progress.Delete(token)
 		params.SetProgressToken(token)
-		res, err := cs.CallTool(ctx, params)
+		rl := &rateLimit{}
+		res, err := cs.CallTool(context.WithValue(ctx, rateLimitKey{}, rl), params)
 		switch {
 		case ctx.Err() != nil:
 			// The SDK has sent notifications/cancelled to the server.
 			return tools.Output{}, fmt.Errorf("mcpback: call of %s on server %s ended: %w", rt.remote, b.cfg.Name, ctx.Err())
+		case err != nil && rl.get() != nil:
+			return tools.Output{}, rl.get() // 429: retried no sooner than its Retry-After
 		case err != nil:
 			return tools.Output{}, classify.Transient(classify.WithMessage(b.redactErr(err), callFailure(err)))
 		case res.IsError:

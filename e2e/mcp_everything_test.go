@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -219,5 +220,85 @@ func TestWorkerServesMCPCatalog(t *testing.T) {
 	}
 	if run := runCLI(t, time.Minute, "call", "--nats-url", srv.ClientURL(), "echo", `{"text":"demo"}`); run.code != 0 {
 		t.Fatalf("call echo: exit %d\n%s", run.code, run.stderr)
+	}
+}
+
+// TestEverythingServerOverHTTP serves the reference server's tools from its
+// streamable-HTTP mode (a process the test starts on a loopback port): its
+// echo answers through the pool's handler, with its progress relayed.
+func TestEverythingServerOverHTTP(t *testing.T) {
+	t.Parallel()
+	node, entry := everythingServer(t)
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	proc := exec.Command(node, entry, "streamableHttp")
+	proc.Env = append(os.Environ(), "PORT="+port)
+	var logs lockedBuffer
+	proc.Stdout, proc.Stderr = &logs, &logs
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = proc.Process.Kill()
+		_ = proc.Wait()
+		if t.Failed() {
+			t.Logf("server-everything:\n%s", logs.String())
+		}
+	})
+	eventually(t, "the reference server listens", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	file := filepath.Join(t.TempDir(), "tools.yaml")
+	yaml := `tools:
+  - name: everything
+    backend: mcp
+    mcp:
+      url: http://` + addr + `/mcp
+      tools: [echo, trigger-long-running-operation]
+      prefix: ev_
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := catalog.Load(file, catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	set, err := f.StartMCP(t.Context(), reg, catalog.MCPOptions{Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = set.Stop(context.Background()) })
+	if err := set.Checks()[0].Func(t.Context()); err != nil {
+		t.Fatalf("the everything server is not up: %v", err)
+	}
+	rt, ok := reg.Lookup("ev_echo")
+	if !ok {
+		t.Fatalf("served %v", reg.Names())
+	}
+	out, err := rt.Handler(t.Context(), json.RawMessage(`{"message":"over HTTP"}`))
+	if err != nil || out.Content.Text() != "Echo: over HTTP" {
+		t.Fatalf("echo: %v %+v", err, out)
+	}
+	rt, _ = reg.Lookup("ev_trigger-long-running-operation")
+	var mu sync.Mutex
+	var progress []tools.Progress
+	ctx := tools.WithProgressReporter(t.Context(), func(p tools.Progress) {
+		mu.Lock()
+		progress = append(progress, p)
+		mu.Unlock()
+	})
+	if _, err := rt.Handler(ctx, json.RawMessage(`{"duration": 1, "steps": 3}`)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(progress) == 0 || progress[0] != (tools.Progress{Progress: 1, Total: 3}) {
+		t.Errorf("progress over HTTP: %+v", progress)
 	}
 }

@@ -203,9 +203,11 @@ func TestServerThatNeverStarts(t *testing.T) {
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // startBackend starts one Backend for a test of its handlers.
-func startBackend(t *testing.T, cfg mcpback.Config) *mcpback.Backend {
+func startBackend(t testing.TB, cfg mcpback.Config) *mcpback.Backend {
 	t.Helper()
-	cfg.Logger = natstest.Logger(t)
+	if cfg.Logger == nil {
+		cfg.Logger = natstest.Logger(t)
+	}
 	b, err := mcpback.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +221,7 @@ func startBackend(t *testing.T, cfg mcpback.Config) *mcpback.Backend {
 	return b
 }
 
-func handler(t *testing.T, b *mcpback.Backend, name string) tools.Handler {
+func handler(t testing.TB, b *mcpback.Backend, name string) tools.Handler {
 	t.Helper()
 	for _, tl := range b.Tools() {
 		if tl.Name == name {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/toolpool/toolpool/pkg/catalog"
-	"github.com/toolpool/toolpool/pkg/mcpback"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -18,8 +17,9 @@ import (
 func BenchmarkCall(b *testing.B) {
 	input := json.RawMessage(`{"text":"hello"}`)
 	b.Run("mcp_stdio", func(b *testing.B) {
-		be := startBackendB(b)
-		h := handlerB(b, be, "go_echo")
+		cfg := stdioConfig()
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		h := handler(b, startBackend(b, cfg), "go_echo")
 		ctx := context.Background()
 		b.ResetTimer()
 		for b.Loop() {
@@ -52,30 +52,4 @@ func BenchmarkCall(b *testing.B) {
 			}
 		}
 	})
-}
-
-func startBackendB(b *testing.B) *mcpback.Backend {
-	b.Helper()
-	cfg := stdioConfig()
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	be, err := mcpback.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := be.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = be.Stop(context.Background()) })
-	return be
-}
-
-func handlerB(b *testing.B, be *mcpback.Backend, name string) tools.Handler {
-	b.Helper()
-	for _, t := range be.Tools() {
-		if t.Name == name {
-			return t.Handler
-		}
-	}
-	b.Fatalf("no tool %s", name)
-	return nil
 }

@@ -229,20 +229,20 @@ func (b *Backend) handler(name string) tools.Handler {
 	return func(ctx context.Context, input json.RawMessage) (tools.Output, error) {
 		rt := b.lookup(name)
 		if rt == nil || rt.gone {
-			return tools.Output{}, classify.Permanent(classify.WithMessage(ErrToolGone, "its MCP server no longer offers it"))
+			return tools.Output{}, classify.Permanent(classify.WithMessage(ErrToolGone, classify.MCPCauseToolGone))
 		}
 		if rt.check != nil {
 			if err := rt.check.Validate(input); err != nil {
 				return tools.Output{}, err
 			}
 		}
+		var cs *mcp.ClientSession
 		s := b.pick()
-		if s == nil {
-			return tools.Output{}, classify.Transient(classify.WithMessage(ErrNoSession, "its MCP server is not running right now (it is being restarted)"))
+		if s != nil {
+			cs = s.current() // nil when it died just now
 		}
-		cs := s.current()
 		if cs == nil {
-			return tools.Output{}, classify.Transient(classify.WithMessage(ErrNoSession, "its MCP server is not running right now (it is being restarted)"))
+			return tools.Output{}, classify.Transient(classify.WithMessage(ErrNoSession, classify.MCPCauseNotRunning))
 		}
 		s.inFlight.Add(1)
 		defer s.inFlight.Add(-1)
@@ -264,7 +264,7 @@ func (b *Backend) handler(name string) tools.Handler {
 		case res.IsError:
 			text := strings.TrimSpace(ToPool(res.Content).Text())
 			if text == "" {
-				text = "its MCP server reported an error without saying what went wrong"
+				text = classify.MCPCauseNoText
 			}
 			return tools.Output{}, classify.Permanent(classify.WithMessage(ErrToolError, text))
 		}
@@ -281,7 +281,7 @@ func (b *Backend) handler(name string) tools.Handler {
 // callFailure says, for the model, why a call got no result.
 func callFailure(err error) string {
 	if errors.Is(err, mcp.ErrConnectionClosed) {
-		return "the connection to its MCP server was lost during the call"
+		return classify.MCPCauseConnectionLost
 	}
-	return "its MCP server answered with a protocol error"
+	return classify.MCPCauseProtocolError
 }

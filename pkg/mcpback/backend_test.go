@@ -378,3 +378,26 @@ func TestRateLimitKeepsRetryAfter(t *testing.T) {
 		t.Fatalf("after the 429: %v %+v", err, out)
 	}
 }
+
+// TestServerGoneIsTransient: calls to an HTTP server that went away fail
+// as transient errors, retried by the pool, with a cause for the model.
+func TestServerGoneIsTransient(t *testing.T) {
+	t.Parallel()
+	s := mcptest.NewServer(mcptest.Options{})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	b := startBackend(t, mcpback.Config{Name: "gone", URL: ts.URL, Prefix: "gone_"})
+	echo := handler(t, b, "gone_echo")
+	if _, err := echo(context.Background(), json.RawMessage(`{"text":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	ts.CloseClientConnections()
+	ts.Close()
+	for ss := range s.Sessions() { // what the client can no longer end
+		_ = ss.Close()
+	}
+	_, err := echo(context.Background(), json.RawMessage(`{"text":"x"}`))
+	d := classify.Classify(err)
+	if err == nil || !d.Retryable || d.Class != envelope.ClassTransient || !strings.Contains(d.Cause, "MCP server") {
+		t.Fatalf("a call after the server went away: %v gives %+v", err, d)
+	}
+}

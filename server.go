@@ -75,6 +75,11 @@ type ServerConfig struct {
 	// NoAnnounce skips the announcements: for a pool whose orchestrator
 	// has a fixed catalog (OrchestratorConfig.Catalog).
 	NoAnnounce bool
+	// Checks are more readiness checks that Handler's /readyz runs after
+	// the Server's own (the catalog's MCP servers', say). They are not part
+	// of Checks: an orchestrator in the same process stays ready without
+	// them.
+	Checks []health.Check
 	// Metrics is the registry the workers' metrics are registered in.
 	// Default: a registry of the Server's own, served by Handler.
 	Metrics *metrics.Registry
@@ -291,13 +296,38 @@ func (s *Server) Checks() []health.Check {
 	}
 }
 
+// Reannounce rewrites the announcements of the tools in ts that the
+// Server serves, with their new descriptions and schemas (an MCP server's
+// tool list changed: catalog.MCPOptions.OnChange). Tools it does not
+// serve are ignored.
+func (s *Server) Reannounce(ctx context.Context, ts []tools.Tool) error {
+	scratch := tools.NewRegistry()
+	var rts []*tools.Registered
+	for _, t := range ts {
+		if err := scratch.Register(t); err != nil {
+			return fmt.Errorf("toolpool: reannounce: %w", err)
+		}
+		rt, _ := scratch.Lookup(t.Name)
+		rts = append(rts, rt)
+	}
+	s.mu.Lock()
+	announcers := append([]*discovery.Announcer(nil), s.announcers...)
+	s.mu.Unlock()
+	var errs []error
+	for _, a := range announcers {
+		errs = append(errs, a.Update(ctx, rts...))
+	}
+	return errors.Join(errs...)
+}
+
 // Handler serves GET /metrics (the Server's registry), GET /healthz (503
 // once the NATS connection is closed for good) and GET /readyz (NATS
-// connected, streams present, Checks).
+// connected, streams present, Checks, ServerConfig.Checks).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(s.cfg.Metrics))
-	health.New(0, append([]health.Check{health.NATSConnected(s.cfg.Conn), health.Streams(s.js)}, s.Checks()...)...).
+	checks := append([]health.Check{health.NATSConnected(s.cfg.Conn), health.Streams(s.js)}, s.Checks()...)
+	health.New(0, append(checks, s.cfg.Checks...)...).
 		WithLiveness(health.NATSNotClosed(s.cfg.Conn)).Register(mux)
 	return mux
 }

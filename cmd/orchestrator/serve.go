@@ -209,6 +209,11 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	history := dlq.HistoryConfig{TTL: f.attemptsTTL, Replicas: f.replicas}
 	var srv *toolpool.Server
 	if f.workers > 0 {
+		mcpMetrics, err := metrics.NewMCP(reg)
+		if err != nil {
+			return err
+		}
+		f.catalog.Logger, f.catalog.MCPMetrics = log, mcpMetrics
 		tools, closeTools, err := cli.Registry(f.demoTools, demo.Options{}, &f.catalog, &f.builtin)
 		if err != nil {
 			return err
@@ -223,6 +228,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			if err != nil {
 				return err
 			}
+			f.catalog.OnMCPChange(cli.Reannouncer(srv, log))
 		}
 	}
 	if err := toolpool.Provision(ctx, nc, toolpool.StreamsConfig{Replicas: f.replicas}); err != nil {

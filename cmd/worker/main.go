@@ -22,6 +22,7 @@ import (
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/metrics"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 	"github.com/toolpool/toolpool/pkg/worker"
 )
@@ -79,6 +80,12 @@ func workerCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			mreg := metrics.NewRegistry()
+			mcpMetrics, err := metrics.NewMCP(mreg)
+			if err != nil {
+				return err
+			}
+			catalogFlags.Logger, catalogFlags.MCPMetrics = log, mcpMetrics
 			// A worker process may crash on purpose: flaky's "crash" failure.
 			reg, closeTools, err := cli.Registry(demoTools, demo.Options{AllowCrash: true}, &catalogFlags, &builtinFlags)
 			if err != nil {
@@ -94,12 +101,13 @@ func workerCommand() *cli.Command {
 			}
 			defer nc.Close()
 			srv, err := toolpool.NewServer(toolpool.ServerConfig{
-				Conn: nc, Registry: reg, Worker: wc, Logger: log,
+				Conn: nc, Registry: reg, Worker: wc, Logger: log, Metrics: mreg, Checks: catalogFlags.Checks(),
 				History: dlq.HistoryConfig{TTL: attemptsTTL}, Discovery: catalogFlags.Bucket(),
 			})
 			if err != nil {
 				return cli.Usagef("%v", err)
 			}
+			catalogFlags.OnMCPChange(cli.Reannouncer(srv, log))
 			if metricsAddr != "" {
 				stopHTTP, err := cli.ServeHTTP(metricsAddr, srv.Handler(), log)
 				if err != nil {

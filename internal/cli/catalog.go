@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/pkg/catalog"
 	"github.com/toolpool/toolpool/pkg/discovery"
+	"github.com/toolpool/toolpool/pkg/health"
+	"github.com/toolpool/toolpool/pkg/mcpback"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/builtin"
 )
@@ -27,11 +30,41 @@ type CatalogFlags struct {
 	// Replicas of the discovery bucket when it is created (not a flag: the
 	// command sets it from its own --replicas). Default 1.
 	Replicas int
+	// Logger and MCPMetrics serve the catalog's MCP servers (not flags: the
+	// command sets them before RegisterTools). Defaults slog.Default(), none.
+	Logger     *slog.Logger
+	MCPMetrics mcpback.Metrics
+
+	mcp *mcpState // the MCP servers RegisterTools started
+}
+
+// mcpState is what RegisterTools started for the catalog's mcp entries.
+type mcpState struct {
+	set      *mcpback.Set
+	onChange atomic.Pointer[func([]tools.Tool)]
+}
+
+// Checks are the readiness checks of the MCP servers RegisterTools
+// started (none before).
+func (c *CatalogFlags) Checks() []health.Check {
+	if c.mcp == nil {
+		return nil
+	}
+	return c.mcp.set.Checks()
+}
+
+// OnMCPChange makes f hear of the tools of an MCP server whose tool list
+// changed, with their new descriptions and schemas (to reannounce them:
+// toolpool.Server.Reannounce).
+func (c *CatalogFlags) OnMCPChange(f func([]tools.Tool)) {
+	if c.mcp != nil {
+		c.mcp.onChange.Store(&f)
+	}
 }
 
 // Register adds --tools and --discovery-ttl to fs.
 func (c *CatalogFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Path, "tools", "", "tool catalog file (YAML or JSON): webhook, exec and built-in tools; see docs/tools.md")
+	fs.StringVar(&c.Path, "tools", "", "tool catalog file (YAML or JSON): webhook, exec, built-in and MCP-server tools; see docs/tools.md")
 	fs.DurationVar(&c.DiscoveryTTL, "discovery-ttl", discovery.TTLDefault,
 		"how long a worker's tool announcement lives without a refresh (fixed when the toolpool_tools bucket is created)")
 }
@@ -46,7 +79,10 @@ func (c *CatalogFlags) Bucket() discovery.BucketConfig {
 // builtin entry of the catalog is the built-in tool of that name with the
 // catalog's settings laid over it, and is served whatever b selects; the
 // built-ins b selects that the catalog does not mention are added as they
-// are. The returned Closer (never nil) releases the built-ins. A
+// are. The catalog's mcp entries start their servers (c.Logger and
+// c.MCPMetrics serve them), whose tools are registered too; a server that
+// does not start is logged and left out (Checks reports it). The returned
+// Closer (never nil) releases the built-ins and stops the MCP servers. A
 // bad catalog is an error naming the file, the tool and the field.
 func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.Closer, error) {
 	var f *catalog.File
@@ -90,6 +126,24 @@ func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.C
 		if err := f.Apply(reg, builtins); err != nil {
 			return fail(err)
 		}
+		if len(f.MCPEntries()) > 0 {
+			st := &mcpState{}
+			// A bound of its own per server (mcpback.StartTimeoutDefault): a
+			// server that does not start is logged and left out.
+			set, err := f.StartMCP(context.Background(), reg, catalog.MCPOptions{
+				Logger: c.Logger, Metrics: c.MCPMetrics,
+				OnChange: func(_ string, ts []tools.Tool) {
+					if h := st.onChange.Load(); h != nil {
+						(*h)(ts)
+					}
+				},
+			})
+			if err != nil {
+				return fail(err)
+			}
+			st.set, c.mcp = set, st
+			closer = closers{set, closer}
+		}
 	}
 	for _, name := range b.Tools.Names() {
 		if _, ok := builtins[name]; !ok {
@@ -125,4 +179,29 @@ func (c *CatalogFlags) Announce(ctx context.Context, j js.JetStream, reg *tools.
 		return nil, err
 	}
 	return a, nil
+}
+
+// closers closes each of its closers, in order.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Reannouncer is the OnMCPChange hook of a command: srv reannounces the
+// changed tools, and a failure is logged (the heartbeat writes them again).
+func Reannouncer(srv interface {
+	Reannounce(context.Context, []tools.Tool) error
+}, log *slog.Logger) func([]tools.Tool) {
+	return func(ts []tools.Tool) {
+		ctx, cancel := context.WithTimeout(context.Background(), discovery.PutTimeoutDefault)
+		defer cancel()
+		if err := srv.Reannounce(ctx, ts); err != nil {
+			log.Warn("reannouncing an MCP server's changed tools failed", "err", err)
+		}
+	}
 }

@@ -65,7 +65,8 @@ func (e *Entry) overlay(t tools.Tool) tools.Tool {
 }
 
 // Tools returns the file's tools, in file order, ready to register: webhook
-// and exec tools built from their settings, and for each builtin entry the
+// and exec tools built from their settings (mcp entries are left out: their
+// tools are known once their servers run, see StartMCP), and for each builtin entry the
 // tool of that name in builtins with the file's settings laid over it. A
 // builtin entry naming a tool builtins does not hold is an *Error.
 //
@@ -76,6 +77,9 @@ func (f *File) Tools(builtins map[string]tools.Tool) ([]tools.Tool, error) {
 	out := make([]tools.Tool, 0, len(f.Entries))
 	for i := range f.Entries {
 		e := &f.Entries[i]
+		if e.Backend == BackendMCP {
+			continue // its tools are the server's: StartMCP
+		}
 		if e.Backend == BackendBuiltin {
 			t, ok := builtins[e.Name]
 			if !ok {
@@ -128,10 +132,11 @@ func (f *File) Apply(reg *tools.Registry, builtins map[string]tools.Tool) error 
 	if err != nil {
 		return err
 	}
-	for i, t := range ts {
+	for _, t := range ts {
 		if err := reg.Register(t); err != nil {
 			field, msg := registerField(err)
-			return &Error{File: f.Path, Line: f.Entries[i].Line, Tool: t.Name, Field: field, Err: fmt.Errorf("%s", msg)}
+			e, _ := f.Entry(t.Name)
+			return &Error{File: f.Path, Line: e.Line, Tool: t.Name, Field: field, Err: fmt.Errorf("%s", msg)}
 		}
 	}
 	return nil

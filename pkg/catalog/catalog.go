@@ -23,6 +23,9 @@ const (
 	// BackendBuiltin serves a tool compiled into the binary, with the
 	// catalog's settings laid over its own.
 	BackendBuiltin Backend = "builtin"
+	// BackendMCP serves the tools of an MCP server (stdio or streamable
+	// HTTP): one entry, many tools.
+	BackendMCP Backend = "mcp"
 )
 
 // Defaults of the backends' settings.
@@ -76,6 +79,7 @@ type Entry struct {
 	Backend     Backend
 	Webhook     *WebhookConfig // set for BackendWebhook
 	Exec        *ExecConfig    // set for BackendExec
+	MCP         *MCPConfig     // set for BackendMCP
 
 	// PauseOn429Above pauses the tool fleet-wide when its downstream
 	// answers 429 with a longer Retry-After (tools.Tool.PauseOn429Above);

@@ -188,7 +188,7 @@ func TestLoadErrors(t *testing.T) {
 		{"concurrency", "concurrency: 5", "concurrency: 0",
 			`tools.yaml:9: tool "weather": concurrency: must be at least 1, got 0`},
 		{"name missing", "  - name: weather\n", "  - backend_x: 1\n",
-			`tools.yaml:2: tool #1: backend_x: unknown key (known keys: name, description, input_schema, timeout, retry, idempotent, concurrency, pause_on_rate_limit_above, backend, webhook, exec)`},
+			`tools.yaml:2: tool #1: backend_x: unknown key (known keys: name, description, input_schema, timeout, retry, idempotent, concurrency, pause_on_rate_limit_above, backend, webhook, exec, mcp)`},
 		{"name bad", "name: weather", "name: get weather",
 			`tools.yaml:2: tool "get weather": name: must be 1 to 64 letters, digits, '_' or '-' (^[a-zA-Z0-9_-]{1,64}$), as the Messages API requires`},
 		{"description missing", "    description: Current weather.\n", "",
@@ -202,7 +202,7 @@ func TestLoadErrors(t *testing.T) {
 		{"backend missing", "    backend: webhook\n", "",
 			`tools.yaml:2: tool "weather": backend: is required: one of webhook, exec, builtin`},
 		{"backend unknown", "backend: webhook", "backend: lambda",
-			`tools.yaml:10: tool "weather": backend: must be one of webhook, exec, builtin, not "lambda"`},
+			`tools.yaml:10: tool "weather": backend: must be one of webhook, exec, builtin, mcp, not "lambda"`},
 		{"settings of another backend", "backend: webhook", "backend: exec",
 			`tools.yaml:10: tool "weather": backend: is exec, but the entry has no exec settings`},
 		{"url missing", "url: https://weather.example.com/now", "url: ''",
@@ -327,8 +327,8 @@ func TestExampleCatalog(t *testing.T) {
 	for _, e := range f.Entries {
 		backends[e.Backend] = true
 	}
-	if len(backends) != 3 {
-		t.Errorf("the example uses backends %v; want all three", backends)
+	if len(backends) != 4 {
+		t.Errorf("the example uses backends %v; want all four", backends)
 	}
 	builtins := map[string]tools.Tool{}
 	for _, e := range f.Entries {
@@ -340,7 +340,8 @@ func TestExampleCatalog(t *testing.T) {
 	if err := f.Apply(reg, builtins); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	if got, want := len(reg.Names()), len(f.Entries); got != want {
+	// An mcp entry's tools are its server's: StartMCP registers them.
+	if got, want := len(reg.Names()), len(f.Entries)-len(f.MCPEntries()); got != want {
 		t.Errorf("%d tools registered, want %d", got, want)
 	}
 }

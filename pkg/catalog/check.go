@@ -50,7 +50,7 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 	item := p.items[i]
 	tool := p.toolLabel(i)
 	at := func(path string) int {
-		if k, _ := findPath(item, path); k != nil {
+		if k, _ := findPath(item, strings.Split(path, "[")[0]); k != nil { // a list's item: the list's line
 			return k.Line
 		}
 		return item.Line
@@ -68,30 +68,36 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 	}
 
 	switch Backend(s.Backend) {
-	case BackendWebhook, BackendExec, BackendBuiltin:
+	case BackendWebhook, BackendExec, BackendBuiltin, BackendMCP:
 		e.Backend = Backend(s.Backend)
 	case "":
-		return nil, bad("backend", "is required: one of webhook, exec, builtin")
+		return nil, bad("backend", "is required: one of webhook, exec, builtin, mcp")
 	default:
-		return nil, bad("backend", "must be one of webhook, exec, builtin, not %q", s.Backend)
+		return nil, bad("backend", "must be one of webhook, exec, builtin, mcp, not %q", s.Backend)
 	}
 	builtin := e.Backend == BackendBuiltin
-	present := map[Backend]bool{BackendWebhook: s.Webhook != nil, BackendExec: s.Exec != nil}
+	mcp := e.Backend == BackendMCP
+	present := map[Backend]bool{BackendWebhook: s.Webhook != nil, BackendExec: s.Exec != nil, BackendMCP: s.MCP != nil}
 	if !builtin && !present[e.Backend] {
 		return nil, bad("backend", "is %s, but the entry has no %s settings", e.Backend, e.Backend)
 	}
-	for _, other := range []Backend{BackendWebhook, BackendExec} {
+	for _, other := range []Backend{BackendWebhook, BackendExec, BackendMCP} {
 		if other != e.Backend && present[other] {
 			return nil, bad(string(other), "is not allowed with backend %s", e.Backend)
 		}
 	}
 
+	if mcp {
+		if field := mcpServerField(s); field != "" {
+			return nil, bad(field, "is not allowed with backend mcp: each tool of the server keeps its own")
+		}
+	}
 	if s.Description != nil {
 		e.Description = strings.TrimSpace(*s.Description)
 		if e.Description == "" {
 			return nil, bad("description", "is empty; tell the model what the tool does and when to use it")
 		}
-	} else if !builtin {
+	} else if !builtin && !mcp {
 		return nil, bad("description", "is required: the model reads it to decide when to call the tool")
 	}
 
@@ -99,7 +105,7 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 	switch {
 	case builtin && hasSchema:
 		return nil, bad("input_schema", "is not allowed with backend builtin: a built-in tool keeps its own schema")
-	case !builtin && !hasSchema:
+	case !builtin && !mcp && !hasSchema:
 		return nil, bad("input_schema", `is required: a JSON Schema object such as {type: object, properties: {…}}`)
 	case hasSchema:
 		if s.InputSchema.Kind != yaml.MappingNode {
@@ -171,9 +177,19 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 			return nil, bad("exec."+field, "%v", err)
 		}
 		e.Exec = ex
+	case BackendMCP:
+		m, field, err := p.checkMCP(s.MCP)
+		if err != nil {
+			if field == "" {
+				return nil, bad("mcp", "%v", err)
+			}
+			return nil, bad("mcp."+field, "%v", err)
+		}
+		m.idempotent = s.Idempotent
+		e.MCP = m
 	}
 
-	if !builtin {
+	if !builtin && !mcp {
 		// Register's own checks (schema compiles, root type object, …) on a
 		// scratch registry: whatever it refuses now would stop the worker.
 		t, err := e.tool(p.opts)

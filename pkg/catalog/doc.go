@@ -15,6 +15,11 @@
 //     the timeout the command's whole process group is killed.
 //   - builtin: a tool compiled into the binary, with the file's
 //     description, timeout, retry and concurrency laid over its own.
+//   - mcp: the tools of an MCP server, a stdio command the worker keeps
+//     running or a streamable-HTTP URL, with the server's descriptions
+//     and schemas and the entry's timeout, retry and concurrency for each
+//     (package mcpback). File.StartMCP starts the servers and registers
+//     their tools; Tools and Apply leave mcp entries out.
 //
 // A catalog:
 //

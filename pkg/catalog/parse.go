@@ -33,6 +33,7 @@ type toolSpec struct {
 	Backend     string       `yaml:"backend"`
 	Webhook     *webhookSpec `yaml:"webhook"`
 	Exec        *execSpec    `yaml:"exec"`
+	MCP         *mcpSpec     `yaml:"mcp"`
 }
 
 type retrySpec struct {

@@ -72,6 +72,17 @@ var (
 		fieldShape{"term_grace", stringShape},
 		fieldShape{"max_output_bytes", intShape},
 	)
+	stringMapShape = &shape{kind: shapeStringMap, words: "a mapping of names to strings", elem: stringShape}
+	mcpShape       = mappingShape(
+		fieldShape{"command", stringsShape},
+		fieldShape{"env", stringMapShape},
+		fieldShape{"dir", stringShape},
+		fieldShape{"url", stringShape},
+		fieldShape{"headers", stringMapShape},
+		fieldShape{"tools", stringsShape},
+		fieldShape{"prefix", stringShape},
+		fieldShape{"sessions", intShape},
+	)
 	toolShape = mappingShape(
 		fieldShape{"name", stringShape},
 		fieldShape{"description", stringShape},
@@ -84,6 +95,7 @@ var (
 		fieldShape{"backend", stringShape},
 		fieldShape{"webhook", webhookShape},
 		fieldShape{"exec", execShape},
+		fieldShape{"mcp", mcpShape},
 	)
 	// toolsShape is the list under "tools"; each item is one tool, and the
 	// paths of errors in it start from the item.

@@ -21,6 +21,7 @@ func TestShapesMatchSpec(t *testing.T) {
 		{"retry", retryShape, reflect.TypeFor[retrySpec]()},
 		{"webhook", webhookShape, reflect.TypeFor[webhookSpec]()},
 		{"exec", execShape, reflect.TypeFor[execSpec]()},
+		{"mcp", mcpShape, reflect.TypeFor[mcpSpec]()},
 	} {
 		if tc.typ.NumField() != len(tc.shape.fields) {
 			t.Errorf("%s: %d fields, %d keys in the shape", tc.name, tc.typ.NumField(), len(tc.shape.fields))

@@ -198,3 +198,19 @@ func OutcomeUnknownMessage(tool string) string {
 		"Before calling it again, check whether its effect happened (for example, read back what it was meant to " +
 		"change or create); call it again only if it did not."
 }
+
+// The causes of an MCP server's failures (package mcpback), for
+// WithMessage: Decision.Message completes "The tool X failed: " with one.
+const (
+	// MCPCauseNotRunning: no session to the server is up; transient.
+	MCPCauseNotRunning = "its MCP server is not running right now (it is being restarted)"
+	// MCPCauseConnectionLost: the session ended during the call; transient.
+	MCPCauseConnectionLost = "the connection to its MCP server was lost during the call"
+	// MCPCauseProtocolError: a JSON-RPC error instead of a result; transient.
+	MCPCauseProtocolError = "its MCP server answered with a protocol error"
+	// MCPCauseToolGone: the server stopped listing the tool; permanent.
+	MCPCauseToolGone = "its MCP server no longer offers it"
+	// MCPCauseNoText: an isError result without text; permanent. (With
+	// text, the server's own text is the cause.)
+	MCPCauseNoText = "its MCP server reported an error without saying what went wrong"
+)

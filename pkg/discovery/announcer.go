@@ -51,9 +51,12 @@ type AnnouncerConfig struct {
 // the subscription ends with the connection.
 type Announcer struct {
 	cfg      AnnouncerConfig
-	anns     map[string]Announcement // key → announcement
-	liveness string                  // the subject Start subscribes to
-	values   map[string][]byte       // key → announcement JSON; set by Start
+	liveness string // the subject Start subscribes to
+
+	valuesMu  sync.Mutex              // guards anns, values, announced: Update changes them
+	anns      map[string]Announcement // key → announcement
+	values    map[string][]byte       // key → announcement JSON; set by Start
+	announced string                  // the liveness subject the values name; set by Start
 
 	mu      sync.Mutex
 	sub     *nats.Subscription // on liveness; nil when it could not be made
@@ -182,12 +185,17 @@ func (a *Announcer) Start(ctx context.Context) error {
 	if a.started {
 		return errors.New("discovery: announcer already started")
 	}
-	values, err := a.encode(a.subscribeLiveness(ctx))
+	live := a.subscribeLiveness(ctx)
+	a.valuesMu.Lock()
+	values, err := a.encode(live)
+	if err == nil {
+		a.values, a.announced = values, live
+	}
+	a.valuesMu.Unlock()
 	if err != nil {
 		a.unsubscribe()
 		return err
 	}
-	a.values = values
 	kv, ttl, err := OpenBucket(ctx, a.cfg.JetStream, a.cfg.Bucket)
 	if err == nil {
 		err = a.putAll(ctx, kv)
@@ -217,6 +225,44 @@ func (a *Announcer) Start(ctx context.Context) error {
 	return nil
 }
 
+// Update replaces the announcements of those tools of rts this announcer
+// announces (their description or schema changed: an MCP server's tool
+// list did) and writes them at once; tools it does not announce are
+// ignored. Before Start it changes what Start writes; when the bucket
+// cannot be written now, the heartbeat writes them later.
+func (a *Announcer) Update(ctx context.Context, rts ...*tools.Registered) error {
+	a.valuesMu.Lock()
+	changed := map[string][]byte{}
+	for _, rt := range rts {
+		key := Key(rt.Name, a.cfg.WorkerID)
+		old, ok := a.anns[key]
+		if !ok {
+			continue
+		}
+		ann := AnnouncementOf(rt, a.cfg.WorkerID, old.StartedAt)
+		a.anns[key] = ann
+		if a.values == nil {
+			continue // not started: Start encodes anns
+		}
+		ann.Liveness = a.announced
+		data, err := json.Marshal(ann)
+		if err != nil {
+			a.valuesMu.Unlock()
+			return fmt.Errorf("discovery: announcement of %q: %w", rt.Name, err)
+		}
+		a.values[key] = data
+		changed[key] = data
+	}
+	a.valuesMu.Unlock()
+	a.mu.Lock()
+	kv, stopped := a.kv, a.stopped
+	a.mu.Unlock()
+	if kv == nil || stopped || len(changed) == 0 {
+		return nil
+	}
+	return a.put(ctx, kv, changed)
+}
+
 // TTL is the bucket's TTL in force; 0 before Start.
 func (a *Announcer) TTL() time.Duration {
 	a.mu.Lock()
@@ -226,7 +272,23 @@ func (a *Announcer) TTL() time.Duration {
 
 // putAll writes every announcement.
 func (a *Announcer) putAll(ctx context.Context, kv js.KeyValue) error {
+	return a.put(ctx, kv, a.snapshot())
+}
+
+// snapshot is a copy of the announcements' JSON, by key.
+func (a *Announcer) snapshot() map[string][]byte {
+	a.valuesMu.Lock()
+	defer a.valuesMu.Unlock()
+	values := make(map[string][]byte, len(a.values))
 	for key, value := range a.values {
+		values[key] = value
+	}
+	return values
+}
+
+// put writes values.
+func (a *Announcer) put(ctx context.Context, kv js.KeyValue, values map[string][]byte) error {
+	for key, value := range values {
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
 		_, err := kv.Put(pctx, key, value)
 		cancel()
@@ -347,7 +409,7 @@ func (a *Announcer) withdraw(ctx context.Context, kv js.KeyValue) error {
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for key := range a.values {
+	for key := range a.snapshot() {
 		wg.Go(func() {
 			dctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
 			defer cancel()

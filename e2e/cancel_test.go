@@ -16,11 +16,9 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool"
-	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -64,22 +62,11 @@ func (s *watchedSleep) tool() tools.Tool {
 }
 
 // cancelPool is a pool whose orchestrator's metrics the test reads.
-type cancelPool struct {
-	*pool
-	o *toolpool.Orchestrator
-}
+type cancelPool struct{ *pool }
 
 func newCancelPool(t *testing.T, ts ...tools.Tool) *cancelPool {
 	t.Helper()
-	srv, nc, j := natstest.StartProvisioned(t)
-	reg := tools.NewRegistry()
-	for _, tool := range ts {
-		if err := reg.Register(tool); err != nil {
-			t.Fatalf("register %s: %v", tool.Name, err)
-		}
-	}
-	o := pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg))
-	return &cancelPool{pool: &pool{t: t, srv: srv, nc: nc, js: j, reg: reg, d: o.Dispatcher()}, o: o}
+	return &cancelPool{newPool(t, ts...)}
 }
 
 // counter is the value of the orchestrator's counter name for tool (0

@@ -166,13 +166,15 @@ func (d *Dispatcher) callsStream(ctx context.Context) (js.Stream, error) {
 	return s, nil
 }
 
-// background runs f on a goroutine Stop waits for; not after Stop.
-func (d *Dispatcher) background(f func()) {
+// background runs f on a goroutine Stop waits for, and reports whether it
+// did: not once Stop has begun (Stop closes stopped under mu and then waits
+// for these goroutines: none may be added after that).
+func (d *Dispatcher) background(f func()) bool {
 	d.mu.Lock()
 	select {
 	case <-d.stopped:
 		d.mu.Unlock()
-		return
+		return false
 	default:
 	}
 	d.watches.Add(1)
@@ -181,6 +183,7 @@ func (d *Dispatcher) background(f func()) {
 		defer d.watches.Done()
 		f()
 	}()
+	return true
 }
 
 // Progress. A worker publishes the reports of a call whose message has

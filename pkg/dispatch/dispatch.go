@@ -360,6 +360,14 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 // or ctx was cancelled. Calls published before such an error still run;
 // their results are kept a while, so dispatching the same calls again does
 // not run them twice.
+//
+// A cancellation of ctx (not its deadline) before every call was answered
+// cancels the calls left pool-wide (cancel.go): a call still queued is not
+// run, a running one has its context cancelled on its worker with
+// worker.ErrCancelled, and none is retried or dead-lettered; dispatching
+// the same call again then runs it again. A ctx carrying a ProgressFunc
+// (WithProgress) gets the progress its calls' tools report
+// (tools.ReportProgress), with the calls' ids.
 func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
 	d.turns.Add(1)
 	defer d.leaveTurn()

@@ -118,16 +118,34 @@ func (w *Worker) takeCancel(seq uint64) bool {
 	return ok && time.Since(at) <= cancelMemory
 }
 
-// cancel marks the job cancelled by its caller and cancels its context
-// when it runs.
+// cancel marks the job cancelled by its caller, cancels its context when
+// it runs, and wakes it when it queues for a slot.
 func (j *job) cancel() {
 	j.mu.Lock()
 	j.cancelled.Store(true)
 	stop := j.stop
+	if j.wake != nil {
+		close(j.wake)
+		j.wake = nil
+	}
 	j.mu.Unlock()
 	if stop != nil {
 		stop(ErrCancelled)
 	}
+}
+
+// wakeOnCancel returns a channel closed when the job is cancelled (at
+// once when it is already): made only for a job that queues for a slot.
+func (j *job) wakeOnCancel() <-chan struct{} {
+	ch := make(chan struct{})
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cancelled.Load() {
+		close(ch)
+	} else {
+		j.wake = ch
+	}
+	return ch
 }
 
 // runContext makes the context a handler runs with: cancelled with a

@@ -34,8 +34,9 @@ type job struct {
 	call *envelope.Call // nil until the message decoded
 
 	// Cancellation by the caller (cancel.go) and progress (progress.go).
-	cancelled atomic.Bool // the caller cancelled the call
-	mu        sync.Mutex  // guards stop and prog
+	cancelled atomic.Bool   // the caller cancelled the call
+	mu        sync.Mutex    // guards stop, wake and prog
+	wake      chan struct{} // closed at a cancellation while the job queues for a slot
 	stop      context.CancelCauseFunc
 	timer     *time.Timer // the handler's timeout
 	rctx      runCtx      // the handler's context, kept here: no allocation of its own

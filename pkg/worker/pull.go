@@ -195,7 +195,7 @@ func (w *Worker) finish(j *job, slot bool) {
 
 // acquire queues for a slot, keeping j's message alive with InProgress
 // while it waits. It reports false when the worker stops first, or when
-// the call's caller cancelled it (seen at a heartbeat).
+// the call's caller cancels it.
 func (w *Worker) acquire(j *job, heartbeat time.Duration) bool {
 	msg := j.msg
 	ch := w.slots.wait()
@@ -204,17 +204,17 @@ func (w *Worker) acquire(j *job, heartbeat time.Duration) bool {
 		return true
 	default:
 	}
+	wake := j.wakeOnCancel()
 	t := time.NewTicker(heartbeat)
 	defer t.Stop()
 	for {
 		select {
 		case <-ch:
 			return true
+		case <-wake:
+			w.slots.cancel(ch)
+			return false
 		case <-t.C:
-			if j.cancelled.Load() {
-				w.slots.cancel(ch)
-				return false
-			}
 			_ = msg.InProgress()
 		case <-w.handBack:
 			w.slots.cancel(ch)

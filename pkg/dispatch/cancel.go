@@ -155,14 +155,14 @@ func (d *Dispatcher) publishCancel(c cancelTarget) {
 
 // callsStream returns TOOL_CALLS, looked up once.
 func (d *Dispatcher) callsStream(ctx context.Context) (js.Stream, error) {
-	if s := d.callsStreamP.Load(); s != nil {
+	if s := d.queue.Load(); s != nil {
 		return *s, nil
 	}
 	s, err := d.js.Stream(ctx, jetstream.StreamCalls)
 	if err != nil {
 		return nil, err
 	}
-	d.callsStreamP.Store(&s)
+	d.queue.Store(&s)
 	return s, nil
 }
 

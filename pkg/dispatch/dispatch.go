@@ -59,14 +59,14 @@ type Catalog interface {
 // from TOOL_RESULTS. Create it with New, call Start before Dispatch and Stop
 // when done. It is safe for concurrent use.
 type Dispatcher struct {
-	cfg          Config
-	js           js.JetStream
-	nc           *nats.Conn // js's connection: its last error tells of permission violations
-	log          *slog.Logger
-	metrics      Metrics
-	subject      string                    // tools.result.<instance>.>
-	results      js.Stream                 // TOOL_RESULTS: stored results of re-posted calls
-	callsStreamP atomic.Pointer[js.Stream] // TOOL_CALLS, once a cancellation looked it up
+	cfg     Config
+	js      js.JetStream
+	nc      *nats.Conn // js's connection: its last error tells of permission violations
+	log     *slog.Logger
+	metrics Metrics
+	subject string                    // tools.result.<instance>.>
+	results js.Stream                 // TOOL_RESULTS: stored results of re-posted calls
+	queue   atomic.Pointer[js.Stream] // TOOL_CALLS, once a cancellation looked it up
 	// progressSub receives the progress reports for this instance.
 	progressSub *nats.Subscription
 	watching    sync.Map // call key → struct{}: keys whose result a duplicate watch looks for
@@ -357,9 +357,9 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 // handled as a whole: JetStream did not store a call (it refused it, or did
 // not acknowledge it within PublishRetryFor or before the deadline), the
 // dispatcher is not started or was stopped (errors wrapping ErrUnavailable),
-// or ctx was cancelled. Calls published before such an error still run;
-// their results are kept a while, so dispatching the same calls again does
-// not run them twice.
+// or ctx was cancelled. Calls published before such an error, other than
+// a cancellation, still run; their results are kept a while, so
+// dispatching the same calls again does not run them twice.
 //
 // A cancellation of ctx (not its deadline) before every call was answered
 // cancels the calls left pool-wide (cancel.go): a call still queued is not

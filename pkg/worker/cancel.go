@@ -41,7 +41,7 @@ const (
 // the worker does not hold is remembered a while, for a message still on
 // its way; one for a call that finished is a no-op.
 
-// subscribeCancels subscribes to every cancellation.
+// subscribeCancels subscribes to every cancellation. w.mu held (Start).
 func (w *Worker) subscribeCancels() {
 	nc := w.js.Conn()
 	if nc == nil {
@@ -57,8 +57,12 @@ func (w *Worker) subscribeCancels() {
 
 // unsubscribeCancels ends the subscription of subscribeCancels.
 func (w *Worker) unsubscribeCancels() {
-	if w.cancelSub != nil {
-		_ = w.cancelSub.Unsubscribe()
+	w.mu.Lock()
+	sub := w.cancelSub
+	w.cancelSub = nil
+	w.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
 	}
 }
 

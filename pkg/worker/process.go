@@ -35,12 +35,13 @@ type job struct {
 
 	// Cancellation by the caller (cancel.go) and progress (progress.go).
 	cancelled atomic.Bool   // the caller cancelled the call
-	mu        sync.Mutex    // guards stop, wake and prog
+	mu        sync.Mutex    // guards stop, wake, prog and ran
 	wake      chan struct{} // closed at a cancellation while the job queues for a slot
 	stop      context.CancelCauseFunc
 	timer     *time.Timer // the handler's timeout
 	rctx      runCtx      // the handler's context, kept here: no allocation of its own
 	prog      *progressState
+	ran       bool // the handler returned (or was abandoned): its reports go nowhere
 }
 
 // metadata returns the message's JetStream metadata, parsed at the first

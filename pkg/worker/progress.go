@@ -43,6 +43,9 @@ var _ tools.ProgressReporter = (*job)(nil)
 func (j *job) ReportProgress(p tools.Progress) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.ran {
+		return // a handler abandoned, still reporting
+	}
 	st := j.prog
 	if st == nil {
 		st = &progressState{}
@@ -94,6 +97,7 @@ func (j *job) flushProgress() {
 func (j *job) endProgress() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.ran = true
 	st := j.prog
 	if st == nil || st.done {
 		return

@@ -44,6 +44,7 @@ type pool struct {
 	js  js.JetStream
 	reg *tools.Registry
 	d   *dispatch.Dispatcher
+	o   *toolpool.Orchestrator // d's
 }
 
 // newPool starts a pool serving ts. Everything stops when the test ends.
@@ -57,7 +58,8 @@ func newPool(t *testing.T, ts ...tools.Tool) *pool {
 		}
 	}
 	p := &pool{t: t, srv: srv, nc: nc, js: j, reg: reg}
-	p.d = startDispatcher(t, j, dispatch.RegistryCatalog(reg))
+	p.o = pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg))
+	p.d = p.o.Dispatcher()
 	return p
 }
 

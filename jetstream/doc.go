@@ -13,7 +13,14 @@
 //	TOOL_RESULTS  tools.result.<orch>.<key>    limits     max age 1h, 2 MiB per msg               old
 //	TOOL_DLQ      tools.dlq.<tool>             limits     max age 30 days, 1 GiB in all           old
 //
-// All three use file storage, 1 replica (Config.Replicas: 3 on a cluster)
+// Two more subjects are core NATS, held by no stream: tools.cancel.<tool>.<key>
+// (CancelSubject: an orchestrator cancels a call message, named by its
+// sequence in TOOL_CALLS; workers subscribe to tools.cancel.>) and
+// tools.progress.<instance>.<key> (ProgressSubject: a worker reports a
+// running call's progress to its orchestrator, when the call message has
+// the HeaderProgress header).
+//
+// The three streams use file storage, 1 replica (Config.Replicas: 3 on a cluster)
 // and a 2 minute duplicate window. Why:
 //
 //   - TOOL_CALLS is a work queue: a call is stored until a worker acks it

@@ -28,7 +28,39 @@ const (
 	ResultSubjectPrefix = "tools.result."
 	DLQSubjectPrefix    = "tools.dlq."
 	ConsumerPrefix      = "tool_"
+	// CancelSubjectPrefix and ProgressSubjectPrefix are core NATS subjects
+	// (no stream holds them): a caller's cancellation of a call, and a
+	// running call's progress reports.
+	CancelSubjectPrefix   = "tools.cancel."
+	ProgressSubjectPrefix = "tools.progress."
 )
+
+// HeaderProgress on a call message says that its caller asked for the
+// call's progress: the worker then publishes the tool's reports on
+// ProgressSubject. Its only value is "1".
+const HeaderProgress = "Toolpool-Progress"
+
+// CancelSubject is the core NATS subject on which an orchestrator cancels
+// the call with key key of tool: tools.cancel.<tool>.<key>. The body is the
+// call message's stream sequence in TOOL_CALLS, in decimal: a worker cancels
+// that message only, so a later message of the same call (the caller sent it
+// again) is not cancelled with it.
+func CancelSubject(tool, key string) string { return CancelSubjectPrefix + tool + "." + key }
+
+// CancelFilter matches every cancellation: tools.cancel.>. Workers
+// subscribe to it.
+const CancelFilter = CancelSubjectPrefix + ">"
+
+// ProgressSubject is the core NATS subject on which a worker reports the
+// progress of the call with key key to orchestrator instance:
+// tools.progress.<instance>.<key>.
+func ProgressSubject(instance, key string) string {
+	return ProgressSubjectPrefix + instance + "." + key
+}
+
+// ProgressFilter matches the progress reports for instance:
+// tools.progress.<instance>.>.
+func ProgressFilter(instance string) string { return ProgressSubjectPrefix + instance + ".>" }
 
 // CallSubject is the subject a call to tool is published on.
 func CallSubject(tool string) string { return CallSubjectPrefix + tool }

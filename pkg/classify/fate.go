@@ -36,6 +36,10 @@ const (
 	// it is dead-lettered with this reason and answered with an is_error
 	// saying its outcome is unknown. It is a fate and a reason at once.
 	FateOutcomeUnknown Fate = "outcome_unknown"
+	// FateCancelled: the call's caller cancelled it, so the call was not
+	// run (it was still queued) or its run was cancelled: the message is
+	// acked, nothing is retried, dead-lettered or answered.
+	FateCancelled Fate = "cancelled"
 )
 
 // Why a call was dead-lettered (Verdict.Reason, a dead letter's reason).

@@ -145,6 +145,9 @@ const (
 	// CasePoison: the call reached its consumer's MaxDeliver without any
 	// attempt reporting (it kills the workers running it).
 	CasePoison
+	// CaseCancelled: the call's caller cancelled it (it gave up waiting)
+	// before the call ran or while it ran.
+	CaseCancelled
 )
 
 // String names the case, as its constant does without "Case".
@@ -166,6 +169,8 @@ func (c Case) String() string {
 		return "store_failed"
 	case CasePoison:
 		return "poison"
+	case CaseCancelled:
+		return "cancelled"
 	default:
 		return fmt.Sprintf("Case(%d)", int(c))
 	}
@@ -213,8 +218,8 @@ func (v Verdict) Terminates() bool { return v.Reason == FateMalformed }
 func (v Verdict) Requeues() bool { return v.Fate == FateRetry || v.Fate == FateHandedBack }
 
 // Answers reports whether the call's caller gets a result from this
-// delivery.
-func (v Verdict) Answers() bool { return !v.Requeues() && !v.Terminates() }
+// delivery. A cancelled call's caller has gone: it gets none.
+func (v Verdict) Answers() bool { return !v.Requeues() && !v.Terminates() && v.Fate != FateCancelled }
 
 // Decide is the one place that decides a call's fate after a delivery: every
 // verdict a call can get comes from here, and the worker and the poison
@@ -234,6 +239,8 @@ func (v Verdict) Answers() bool { return !v.Requeues() && !v.Terminates() }
 //   - CaseStartedBefore: FateOutcomeUnknown, dead-lettered with that
 //     reason;
 //   - CaseShutdown: FateHandedBack at once;
+//   - CaseCancelled: FateCancelled: acked, never retried, never
+//     dead-lettered, and nobody answered (the caller has gone);
 //   - CaseStoreFailed, or a Case Decide does not know: FateHandedBack after
 //     BaseDelay (the tool did not fail; the call's next delivery starts
 //     over).
@@ -254,6 +261,8 @@ func (p Policy) Decide(d Delivery, rnd Rand) Verdict {
 		return Verdict{Fate: FateOutcomeUnknown, Reason: FateOutcomeUnknown}
 	case CaseShutdown:
 		return Verdict{Fate: FateHandedBack}
+	case CaseCancelled:
+		return Verdict{Fate: FateCancelled}
 	default: // CaseStoreFailed
 		return Verdict{Fate: FateHandedBack, Delay: p.BaseDelay}
 	}

@@ -338,6 +338,10 @@ func TestDecide(t *testing.T) {
 		{"started before: outcome unknown", Policy{}, Delivery{Case: CaseStartedBefore, Attempt: 2},
 			Verdict{Fate: FateOutcomeUnknown, Reason: FateOutcomeUnknown}},
 		{"shutdown: hand back at once", Policy{}, Delivery{Case: CaseShutdown, Attempt: 1}, Verdict{Fate: FateHandedBack}},
+		{"cancelled by the caller: ack, no retry, no dead letter", Policy{}, Delivery{Case: CaseCancelled, Attempt: 1},
+			Verdict{Fate: FateCancelled}},
+		{"cancelled by the caller, attempts exhausted: still no dead letter", Policy{}, Delivery{Case: CaseCancelled, Attempt: 3},
+			Verdict{Fate: FateCancelled}},
 		{"store failed: hand back after the base delay", Policy{}, Delivery{Case: CaseStoreFailed, Attempt: 1},
 			Verdict{Fate: FateHandedBack, Delay: BaseDelayDefault}},
 		{"store failed, the tool's base delay", slow, Delivery{Case: CaseStoreFailed, Attempt: 1},
@@ -357,7 +361,7 @@ func TestDecide(t *testing.T) {
 			reasons[got.Reason] = true
 		}
 	}
-	for _, f := range []Fate{FateSuccess, FateError, FateRetry, FateDeadLetter, FateHandedBack, FateStored, FateOutcomeUnknown} {
+	for _, f := range []Fate{FateSuccess, FateError, FateRetry, FateDeadLetter, FateHandedBack, FateStored, FateOutcomeUnknown, FateCancelled} {
 		if !fates[f] {
 			t.Errorf("no case decides %s", f)
 		}
@@ -389,6 +393,7 @@ func TestVerdictSteps(t *testing.T) {
 		{Verdict{Fate: FateDeadLetter, Reason: FatePoison}, true, false, false, true},
 		{Verdict{Fate: FateDeadLetter, Reason: FateMalformed}, true, true, false, false},
 		{Verdict{Fate: FateOutcomeUnknown, Reason: FateOutcomeUnknown}, true, false, false, true},
+		{Verdict{Fate: FateCancelled}, false, false, false, false},
 	}
 	for _, tc := range tests {
 		if got := tc.v.DeadLetters(); got != tc.deadLetters {
@@ -411,7 +416,7 @@ func TestCaseString(t *testing.T) {
 	for c, want := range map[Case]string{
 		CaseAttempt: "attempt", CaseStored: "stored", CaseMalformed: "malformed", CaseExpired: "expired",
 		CaseStartedBefore: "started_before", CaseShutdown: "shutdown", CaseStoreFailed: "store_failed",
-		CasePoison: "poison", Case(99): "Case(99)",
+		CasePoison: "poison", CaseCancelled: "cancelled", Case(99): "Case(99)",
 	} {
 		if got := c.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(c), got, want)
@@ -424,7 +429,7 @@ func TestFateValues(t *testing.T) {
 	t.Parallel()
 	for f, want := range map[Fate]string{
 		FateSuccess: "success", FateError: "error", FateRetry: "retry", FateDeadLetter: "dead_letter",
-		FateHandedBack: "handed_back", FateStored: "stored", FateOutcomeUnknown: "outcome_unknown",
+		FateHandedBack: "handed_back", FateStored: "stored", FateOutcomeUnknown: "outcome_unknown", FateCancelled: "cancelled",
 		FateExhausted: "exhausted", FateMalformed: "malformed", FatePoison: "poison", FateExpired: "expired",
 	} {
 		if string(f) != want {

@@ -225,7 +225,7 @@ func (d *Dispatcher) admit(t *turn) (done func(), err error) {
 	var n int64
 	perTool := map[string]int64{}
 	for i := range t.calls {
-		if t.slots[i] == slotWaiting {
+		if t.slots[i].state == slotWaiting {
 			n++
 			perTool[t.calls[i].Name]++
 		}

@@ -59,21 +59,24 @@ type Catalog interface {
 // from TOOL_RESULTS. Create it with New, call Start before Dispatch and Stop
 // when done. It is safe for concurrent use.
 type Dispatcher struct {
-	cfg      Config
-	js       js.JetStream
-	nc       *nats.Conn // js's connection: its last error tells of permission violations
-	log      *slog.Logger
-	metrics  Metrics
-	subject  string    // tools.result.<instance>.>
-	results  js.Stream // TOOL_RESULTS: stored results of re-posted calls
-	watching sync.Map  // call key → struct{}: keys whose result a duplicate watch looks for
-	watches  sync.WaitGroup
-	life     context.Context // ends at Stop: bounds the duplicate watches' requests
-	endLife  context.CancelFunc
-	calls    *callTable
-	sessions *sessionTracker
-	inflight chan struct{} // publish slots: MaxPublishInFlight
-	adm      *admission    // admission control: admission.go
+	cfg     Config
+	js      js.JetStream
+	nc      *nats.Conn // js's connection: its last error tells of permission violations
+	log     *slog.Logger
+	metrics Metrics
+	subject string                    // tools.result.<instance>.>
+	results js.Stream                 // TOOL_RESULTS: stored results of re-posted calls
+	queue   atomic.Pointer[js.Stream] // TOOL_CALLS, once a cancellation looked it up
+	// progressSub receives the progress reports for this instance.
+	progressSub *nats.Subscription
+	watching    sync.Map // call key → struct{}: keys whose result a duplicate watch looks for
+	watches     sync.WaitGroup
+	life        context.Context // ends at Stop: bounds the duplicate watches' requests
+	endLife     context.CancelFunc
+	calls       *callTable
+	sessions    *sessionTracker
+	inflight    chan struct{} // publish slots: MaxPublishInFlight
+	adm         *admission    // admission control: admission.go
 
 	mu      sync.Mutex
 	started bool
@@ -172,8 +175,12 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.results = stream
 	info := stream.CachedInfo()
 	d.lastSeq.Store(info.State.LastSeq)
+	if err := d.subscribeProgress(); err != nil {
+		return fmt.Errorf("dispatch: start: progress reports: %w: %w", ErrUnavailable, err)
+	}
 	s, err := d.subscribeResults(ctx, info.State.LastSeq+1)
 	if err != nil {
+		_ = d.progressSub.Unsubscribe()
 		return fmt.Errorf("dispatch: start: %w: %w", ErrUnavailable, err)
 	}
 	d.sub.Store(s)
@@ -237,6 +244,9 @@ func (d *Dispatcher) stop() {
 		watchDone := d.watchDone
 		d.mu.Unlock()
 		defer d.watches.Wait() // they end on stopped
+		if d.progressSub != nil {
+			_ = d.progressSub.Unsubscribe()
+		}
 		if watchDone != nil {
 			<-watchDone // every wait of the watchdog is bounded; it may have swapped d.sub
 		}
@@ -347,9 +357,17 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 // handled as a whole: JetStream did not store a call (it refused it, or did
 // not acknowledge it within PublishRetryFor or before the deadline), the
 // dispatcher is not started or was stopped (errors wrapping ErrUnavailable),
-// or ctx was cancelled. Calls published before such an error still run;
-// their results are kept a while, so dispatching the same calls again does
-// not run them twice.
+// or ctx was cancelled. Calls published before such an error, other than
+// a cancellation, still run; their results are kept a while, so
+// dispatching the same calls again does not run them twice.
+//
+// A cancellation of ctx (not its deadline) before every call was answered
+// cancels the calls left pool-wide (cancel.go): a call still queued is not
+// run, a running one has its context cancelled on its worker with
+// worker.ErrCancelled, and none is retried or dead-lettered; dispatching
+// the same call again then runs it again. A ctx carrying a ProgressFunc
+// (WithProgress) gets the progress its calls' tools report
+// (tools.ReportProgress), with the calls' ids.
 func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
 	d.turns.Add(1)
 	defer d.leaveTurn()
@@ -398,6 +416,13 @@ const (
 	slotWaiting         // registered in the call table: published or to publish
 )
 
+// slot is what a turn knows of one of its calls.
+type slot struct {
+	state uint8
+	epoch uint32 // the call's cancellations before: its Nats-Msg-Id is callMsgID(key, epoch)
+	seq   uint64 // the call message's sequence in TOOL_CALLS, once this turn stored it; 0 otherwise
+}
+
 // turn is one Dispatch call in progress.
 type turn struct {
 	d        *Dispatcher
@@ -407,7 +432,7 @@ type turn struct {
 	calls    []envelope.ToolUseBlock
 	keys     []string // call keys; "" for calls answered without publishing
 	results  []envelope.Result
-	slots    []uint8
+	slots    []slot
 	payloads [][]byte
 	ch       chan delivery // results from the consumer; room for every call
 
@@ -420,6 +445,16 @@ type turn struct {
 	// traceparent is the W3C trace context of the turn's calls, in their
 	// envelopes and in their messages' traceparent header.
 	traceparent string
+
+	// progress is the caller's ProgressFunc (WithProgress), nil when it
+	// asked for none.
+	progress ProgressFunc
+	// cancelled is set when ctx was cancelled (not its deadline) before
+	// every call was answered: release cancels the calls left pool-wide.
+	cancelled bool
+	// unacked are the calls whose publish was in flight when ctx was
+	// cancelled: their sequence comes with their PubAck.
+	unacked []unackedCall
 }
 
 func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelope.ToolUseBlock) *turn {
@@ -431,10 +466,11 @@ func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelo
 		calls:    calls,
 		keys:     make([]string, len(calls)),
 		results:  make([]envelope.Result, len(calls)),
-		slots:    make([]uint8, len(calls)),
+		slots:    make([]slot, len(calls)),
 		payloads: make([][]byte, len(calls)),
 		ch:       make(chan delivery, len(calls)),
 		now:      time.Now(),
+		progress: ProgressFrom(ctx),
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		t.deadline = dl
@@ -502,12 +538,13 @@ func (t *turn) prepare() {
 			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
-		if cached, ok := d.calls.register(key, c.Name, waiter{ch: t.ch, idx: i}, t.now); ok {
+		cached, ok, epoch := d.calls.registerEpoch(key, c.Name, waiter{ch: t.ch, idx: i, t: t}, t.now)
+		if ok {
 			t.results[i] = *cached
 			t.results[i].Content = slices.Clone(cached.Content)
 			continue
 		}
-		t.slots[i] = slotWaiting
+		t.slots[i] = slot{state: slotWaiting, epoch: epoch}
 		t.keys[i] = key
 		t.payloads[i] = payload
 		t.waiting++
@@ -548,6 +585,7 @@ func (t *turn) wait() error {
 			t.answer(dl)
 		case <-t.ctx.Done():
 			if !errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
+				t.cancelled = true // release cancels the calls left
 				return fmt.Errorf("dispatch: %w", t.ctx.Err())
 			}
 			t.expire()
@@ -561,12 +599,12 @@ func (t *turn) wait() error {
 }
 
 func (t *turn) answer(dl delivery) {
-	if t.slots[dl.idx] == slotAnswered {
+	if t.slots[dl.idx].state == slotAnswered {
 		return
 	}
 	t.results[dl.idx] = *dl.res
 	t.results[dl.idx].Content = slices.Clone(dl.res.Content)
-	t.slots[dl.idx] = slotAnswered
+	t.slots[dl.idx].state = slotAnswered
 	t.waiting--
 	t.d.metrics.Pending(-1)
 }
@@ -588,12 +626,12 @@ func (t *turn) expire() {
 	}
 	waited := t.deadline.Sub(t.now)
 	for i := range t.calls {
-		if t.slots[i] == slotAnswered {
+		if t.slots[i].state == slotAnswered {
 			continue
 		}
 		c := t.calls[i]
 		t.results[i] = deadlineResult(c.ID, c.Name, waited)
-		t.slots[i] = slotAnswered
+		t.slots[i].state = slotAnswered
 		t.waiting--
 		d.metrics.Pending(-1)
 		d.metrics.Expired(c.Name)
@@ -605,8 +643,8 @@ func (t *turn) expire() {
 // leaveAll takes the turn's unanswered calls out of the call table.
 func (t *turn) leaveAll(now time.Time) {
 	for i := range t.calls {
-		if t.slots[i] != slotAnswered {
-			t.d.calls.leave(t.keys[i], waiter{ch: t.ch, idx: i}, now)
+		if t.slots[i].state != slotAnswered {
+			t.d.calls.leave(t.keys[i], waiter{ch: t.ch, idx: i, t: t}, now)
 		}
 	}
 }
@@ -618,7 +656,11 @@ func (t *turn) release() {
 		t.expiry.Stop()
 	}
 	if t.waiting > 0 {
-		t.leaveAll(time.Now())
+		if t.cancelled {
+			t.cancel(time.Now()) // cancel.go
+		} else {
+			t.leaveAll(time.Now())
+		}
 		t.d.metrics.Pending(-t.waiting)
 		t.waiting = 0
 	}

@@ -34,22 +34,9 @@ func (d *Dispatcher) watchDuplicate(key string) {
 	if _, running := d.watching.LoadOrStore(key, struct{}{}); running {
 		return
 	}
-	// Stop closes stopped under mu and then waits for the watches: none
-	// may be added after that.
-	d.mu.Lock()
-	select {
-	case <-d.stopped:
-		d.mu.Unlock()
+	if !d.background(func() { d.runDuplicateWatch(key) }) {
 		d.watching.Delete(key)
-		return
-	default:
 	}
-	d.watches.Add(1)
-	d.mu.Unlock()
-	go func() {
-		defer d.watches.Done()
-		d.runDuplicateWatch(key)
-	}()
 }
 
 func (d *Dispatcher) runDuplicateWatch(key string) {

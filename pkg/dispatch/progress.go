@@ -7,8 +7,11 @@ import (
 )
 
 // ProgressFunc receives the progress the tool of one call reports
-// (tools.ReportProgress), with the call's tool_use id. It runs on the
-// dispatcher's result goroutine: it must not block.
+// (tools.ReportProgress), with the call's tool_use id, in the order the
+// tool reported it (at most one report per call every 100 ms: the worker
+// drops the ones in between). It runs on the goroutine of the dispatcher's
+// progress subscription, one report at a time: it must not block. A report
+// that comes after the call's result is not delivered.
 type ProgressFunc func(callID string, p tools.Progress)
 
 type progressKey struct{}

@@ -95,17 +95,21 @@ func (t *turn) publish() error {
 	defer t.timer.Stop()
 	defer p.releaseSlots() // error paths
 	for i := range t.calls {
-		if t.slots[i] != slotWaiting {
+		if t.slots[i].state != slotWaiting {
 			continue
 		}
 		if err := p.acquire(i); err != nil {
 			return err
 		}
 		c := t.calls[i]
+		h := nats.Header{js.MsgIDHeader: []string{callMsgID(t.keys[i], t.slots[i].epoch)}, envelope.HeaderTraceparent: []string{t.traceparent}}
+		if t.progress != nil {
+			h[jetstream.HeaderProgress] = progressAsked
+		}
 		p.queue = append(p.queue, pubWait{idx: i, msg: &nats.Msg{
 			Subject: jetstream.CallSubject(c.Name),
 			Data:    t.payloads[i],
-			Header:  nats.Header{js.MsgIDHeader: []string{t.keys[i]}, envelope.HeaderTraceparent: []string{t.traceparent}},
+			Header:  h,
 		}})
 		t.payloads[i] = nil // the message holds the payload until its PubAck
 		if err := p.send(&p.queue[len(p.queue)-1], p.sendAt); err != nil {
@@ -156,7 +160,7 @@ func (p *publisher) acquire(i int) error {
 		p.armed = -1
 		return t.publishErr(i, fmt.Errorf("no publish slot within %v", p.until))
 	case <-t.ctx.Done():
-		return t.publishCtxErr(i)
+		return p.ctxErr(i)
 	case <-t.expiryC():
 		return t.publishErr(i, errPublishDeadline)
 	case <-d.stopped:
@@ -205,7 +209,7 @@ func (p *publisher) awaitHead() error {
 				return err
 			}
 		case <-t.ctx.Done():
-			return t.publishCtxErr(e.idx)
+			return p.ctxErr(e.idx)
 		case <-t.expiryC():
 			return t.publishErr(e.idx, errPublishDeadline)
 		case <-d.stopped:
@@ -265,6 +269,9 @@ func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 	e.done, e.paf, e.msg = true, nil, nil
 	<-d.inflight
 	d.metrics.CallDispatched(c.Name)
+	if ours(ack, e.attempts) {
+		t.slots[e.idx].seq = ack.Sequence // a cancellation cancels this message
+	}
 	if ack.Duplicate {
 		// Published before: by this turn's lost first attempt, or by
 		// another orchestrator, or by this one before a restart, whose
@@ -366,14 +373,44 @@ func publishDenied(err error, subject string) bool {
 		strings.HasSuffix(err.Error(), "Publish to "+strconv.Quote(subject))
 }
 
-// publishCtxErr is the error of a publish ended by ctx: a cancellation is the
-// caller's, a deadline means the pool did not store the call in time.
-func (t *turn) publishCtxErr(i int) error {
+// ctxErr is the error of a publish ended by ctx: a cancellation is the
+// caller's (the calls published or in flight are then cancelled: the
+// latter's PubAcks are kept for it), a deadline means the pool did not
+// store the call in time.
+func (p *publisher) ctxErr(i int) error {
+	t := p.t
 	if errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
 		return t.publishErr(i, errPublishDeadline)
 	}
+	t.cancelled = true
+	for k := p.head; k < len(p.queue); k++ {
+		if e := &p.queue[k]; !e.done && e.paf != nil {
+			t.unacked = append(t.unacked, unackedCall{idx: e.idx, paf: e.paf, attempts: e.attempts})
+		}
+	}
 	return fmt.Errorf("dispatch: %w", t.ctx.Err())
 }
+
+// progressAsked is the value of jetstream.HeaderProgress.
+var progressAsked = []string{"1"}
+
+// callMsgID is the Nats-Msg-Id of a call with key key cancelled epoch times
+// before: the key itself for a call never cancelled (nearly all), else the
+// key and the epoch, so that JetStream stores the call anew rather than
+// drop it as a duplicate of the message the cancellation removed.
+func callMsgID(key string, epoch uint32) string {
+	if epoch == 0 {
+		return key
+	}
+	return key + "." + strconv.FormatUint(uint64(epoch), 10)
+}
+
+// ours reports whether a PubAck is of a message the turn stored itself
+// (not a duplicate of one another caller stored first, which a
+// cancellation must not touch): a first attempt that is not a duplicate,
+// or a later one (a duplicate then is most likely the turn's own attempt
+// whose PubAck was lost).
+func ours(ack *js.PubAck, attempts int) bool { return !ack.Duplicate || attempts > 1 }
 
 func (t *turn) publishErr(i int, err error) error {
 	c := t.calls[i]

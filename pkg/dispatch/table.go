@@ -42,10 +42,12 @@ type delivery struct {
 }
 
 // waiter is one Dispatch call's interest in an id. ch is the turn's channel,
-// buffered for every call of the turn, so a send never blocks.
+// buffered for every call of the turn, so a send never blocks. t is the
+// turn, for its progress reports (nil in tests).
 type waiter struct {
 	ch  chan delivery
 	idx int
+	t   *turn
 }
 
 type callEntry struct {
@@ -56,6 +58,11 @@ type callEntry struct {
 	result  *envelope.Result
 	size    int64  // bytes accounted for result
 	gen     uint64 // matches the FIFO item that may evict the entry
+	// cancels counts the times the call was cancelled pool-wide: its
+	// message in TOOL_CALLS is gone, so the call is published again under
+	// a new Nats-Msg-Id (see callMsgID), which JetStream does not drop as a
+	// duplicate of the cancelled one.
+	cancels uint32
 }
 
 type fifoItem struct {
@@ -107,6 +114,13 @@ func (t *callTable) shard(id string) *tableShard {
 // register adds w as a waiter for id. If id's result is cached it returns it
 // instead and registers nothing.
 func (t *callTable) register(id, tool string, w waiter, now time.Time) (*envelope.Result, bool) {
+	res, ok, _ := t.registerEpoch(id, tool, w, now)
+	return res, ok
+}
+
+// registerEpoch is register that also returns how often the call was
+// cancelled pool-wide: its publishes use callMsgID(id, epoch).
+func (t *callTable) registerEpoch(id, tool string, w waiter, now time.Time) (*envelope.Result, bool, uint32) {
 	s := t.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,10 +129,11 @@ func (t *callTable) register(id, tool string, w waiter, now time.Time) (*envelop
 	switch {
 	case e == nil:
 		s.calls[id] = &callEntry{tool: tool, state: statePending, start: now, waiters: []waiter{w}}
+		return nil, false, 0
 	case e.state == statePending:
 		e.waiters = append(e.waiters, w)
 	case e.state == stateDone && e.result != nil:
-		return e.result, true
+		return e.result, true, 0
 	default:
 		// Gone: the call may still be running, and its result will come
 		// here. Done with a result too large to cache: the caller waits,
@@ -127,7 +142,7 @@ func (t *callTable) register(id, tool string, w waiter, now time.Time) (*envelop
 		e.state, e.start, e.tool = statePending, now, tool
 		e.waiters = append(e.waiters[:0], w)
 	}
-	return nil, false
+	return nil, false, e.cancels
 }
 
 // deliverOutcome says what deliver did with a result.
@@ -185,12 +200,19 @@ func (t *callTable) deliver(key string, res *envelope.Result, size int64, now ti
 // call, the call becomes gone. A result delivered to w before leave is
 // already in w's channel.
 func (t *callTable) leave(id string, w waiter, now time.Time) {
+	t.leaveFor(id, w, now, false)
+}
+
+// leaveFor is leave, reporting whether w was the call's last waiter. With
+// cancel, the last waiter's leaving cancels the call: a later publish of
+// it uses a new Nats-Msg-Id (callEntry.cancels).
+func (t *callTable) leaveFor(id string, w waiter, now time.Time, cancel bool) (last bool) {
 	s := t.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.calls[id]
 	if e == nil || e.state != statePending {
-		return
+		return false
 	}
 	for i, x := range e.waiters {
 		if x == w {
@@ -202,9 +224,37 @@ func (t *callTable) leave(id string, w waiter, now time.Time) {
 		}
 	}
 	if len(e.waiters) == 0 {
+		if cancel {
+			e.cancels++
+		}
 		s.settle(e, id, stateGone, nil, 0, now, t)
 		s.evict(now, t)
+		return true
 	}
+	return false
+}
+
+// progressTarget is a waiter that asked for the progress of a call.
+type progressTarget struct {
+	f  ProgressFunc
+	id string // the call's tool_use id
+}
+
+// progressOf appends to buf the waiters of key that asked for progress.
+func (t *callTable) progressOf(key string, buf []progressTarget) []progressTarget {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.calls[key]
+	if e == nil || e.state != statePending {
+		return buf
+	}
+	for _, w := range e.waiters {
+		if w.t != nil && w.t.progress != nil {
+			buf = append(buf, progressTarget{f: w.t.progress, id: w.t.calls[w.idx].ID})
+		}
+	}
+	return buf
 }
 
 // pending reports whether key has waiters.

@@ -156,3 +156,39 @@ func settle(tb *callTable, id string, now time.Time) {
 	tb.register(id, "echo", waiter{ch: ch}, now)
 	tb.deliver(id, result(id, "x"), 1, now, nil)
 }
+
+// A call cancelled by its last waiter is published again under a new
+// Nats-Msg-Id; one whose other waiter stays, or that left without a
+// cancellation, keeps its own.
+func TestCallTableCancelEpochs(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	tb := newCallTable(time.Minute, 1000, 1<<20)
+	ch := make(chan delivery, 4)
+	w1, w2 := waiter{ch: ch, idx: 0}, waiter{ch: ch, idx: 1}
+
+	if _, _, epoch := tb.registerEpoch("k", "sleep", w1, now); epoch != 0 || callMsgID("k", epoch) != "k" {
+		t.Fatalf("a new call: epoch %d, Msg-Id %q; want 0 and the key", epoch, callMsgID("k", epoch))
+	}
+	tb.register("k", "sleep", w2, now)
+	if tb.leaveFor("k", w1, now, true) {
+		t.Error("the first of two waiters leaving was reported as the last")
+	}
+	if !tb.leaveFor("k", w2, now, true) {
+		t.Error("the last waiter leaving was not reported as the last")
+	}
+	_, _, epoch := tb.registerEpoch("k", "sleep", w1, now)
+	if epoch != 1 || callMsgID("k", epoch) != "k.1" {
+		t.Errorf("after a cancellation: epoch %d, Msg-Id %q; want 1 and k.1", epoch, callMsgID("k", epoch))
+	}
+	if !tb.leaveFor("k", w1, now, false) {
+		t.Error("the only waiter leaving was not reported as the last")
+	}
+	if _, _, epoch := tb.registerEpoch("k", "sleep", w1, now); epoch != 1 {
+		t.Errorf("after a deadline: epoch %d; want 1 still", epoch)
+	}
+	tb.deliver("k", result("k", "done"), 10, now, nil)
+	if r, ok, _ := tb.registerEpoch("k", "sleep", w2, now); !ok || r.Content.Text() != "done" {
+		t.Errorf("after its result: %v, %v; want the cached result", r, ok)
+	}
+}

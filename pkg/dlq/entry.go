@@ -34,7 +34,7 @@ const (
 	HeaderDeliveries = "Toolpool-Deliveries"
 )
 
-// Attempt is one failed execution of a call.
+// Attempt is one failed execution of a call, or one its caller cancelled.
 type Attempt struct {
 	N        int            `json:"n"`
 	WorkerID string         `json:"worker_id,omitempty"`
@@ -43,6 +43,10 @@ type Attempt struct {
 	Message  string         `json:"message,omitempty"`
 	Started  time.Time      `json:"started"`
 	Duration time.Duration  `json:"duration_ns"`
+	// Cancelled says the call's caller cancelled it during this attempt
+	// (Duration > 0: it ran, and its context was cancelled) or before it
+	// (the worker settled it without running it).
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // Entry is one dead letter in TOOL_DLQ.

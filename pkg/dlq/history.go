@@ -187,7 +187,10 @@ func HistoryKey(callID string) string {
 
 // Record appends a to the attempts of the call callID (its call key) and
 // returns them all, oldest first. It clears the call's start marker of the
-// same attempt (see Begin): that attempt has reported. Attempts of one call
+// same attempt (see Begin): that attempt has reported. A cancelled attempt
+// (a.Cancelled) keeps it: the tool, which is not idempotent, started and
+// was cut short, so it may have taken effect, and a later message of the
+// same call is answered as having an unknown outcome rather than run again. Attempts of one call
 // are sequential, so concurrent writers are rare; a conflicting write is
 // retried from a fresh read. Recording the same attempt twice (same N and
 // start time) keeps one.
@@ -204,7 +207,7 @@ func (h *History) Record(ctx context.Context, callID string, a Attempt) ([]Attem
 		if v.CallID == "" {
 			v.CallID = callID
 		}
-		if v.Started != nil && v.Started.N == a.N {
+		if v.Started != nil && v.Started.N == a.N && !a.Cancelled {
 			v.Started = nil
 		}
 		if !hasAttempt(v.Attempts, a) {

@@ -37,11 +37,13 @@ type Dispatch struct {
 	expired    *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
 	poison     *prometheus.CounterVec
+	cancelled  *prometheus.CounterVec
 }
 
 var (
 	_ dispatch.Metrics       = (*Dispatch)(nil)
 	_ dispatch.RejectMetrics = (*Dispatch)(nil)
+	_ dispatch.CancelMetrics = (*Dispatch)(nil)
 )
 
 // NewDispatch creates the orchestrator's dispatch metrics and registers
@@ -82,13 +84,17 @@ func NewDispatch(reg prometheus.Registerer, opts DispatchOptions) (*Dispatch, er
 			Namespace: Namespace, Subsystem: sub, Name: "rejected_total",
 			Help: "Calls answered by the orchestrator without publishing them, by code (unknown_tool, no_worker, invalid_argument, ...). Unknown tool names are labelled _unknown.",
 		}, []string{"tool", "code"}),
+		cancelled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "cancelled_total",
+			Help: "Calls cancelled pool-wide because their caller gave up (an HTTP client that disconnected, an MCP notifications/cancelled, a cancelled context) before their result came.",
+		}, []string{"tool"}),
 		poison: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "dlq", Name: "poison_calls_total",
 			Help: "Calls that reached their consumer's MaxDeliver without any worker reporting, moved to TOOL_DLQ by this orchestrator's poison watcher.",
 		}, []string{"tool"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.calls, m.results, m.duration, m.pending, m.late, m.duplicates, m.expired, m.rejected, m.poison,
+		m.calls, m.results, m.duration, m.pending, m.late, m.duplicates, m.expired, m.rejected, m.poison, m.cancelled,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -101,7 +107,7 @@ func NewDispatch(reg prometheus.Registerer, opts DispatchOptions) (*Dispatch, er
 // initTool makes the rare-event counters of a tool exist at zero from its
 // first call, so that increase() and rate() see their first event.
 func (m *Dispatch) initTool(tool string) {
-	for _, v := range []*prometheus.CounterVec{m.late, m.duplicates, m.expired, m.poison} {
+	for _, v := range []*prometheus.CounterVec{m.late, m.duplicates, m.expired, m.poison, m.cancelled} {
 		v.WithLabelValues(tool)
 	}
 }
@@ -129,6 +135,10 @@ func (m *Dispatch) DuplicateResult(tool string) {
 
 // Expired counts a call answered at its deadline without a result.
 func (m *Dispatch) Expired(tool string) { m.expired.WithLabelValues(m.tools.label(tool)).Inc() }
+
+// CallCancelled counts a call cancelled pool-wide because its caller gave
+// up.
+func (m *Dispatch) CallCancelled(tool string) { m.cancelled.WithLabelValues(m.tools.label(tool)).Inc() }
 
 // Pending adds delta to the calls waiting for a result.
 func (m *Dispatch) Pending(delta int) { m.pending.Add(float64(delta)) }

@@ -54,7 +54,7 @@ func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
 	m := &Worker{
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: sub, Name: "calls_finished_total",
-			Help: "Calls a worker finished, by outcome (success, error: is_error without retry, dead_letter: moved to TOOL_DLQ, stored: answered from the result already stored, outcome_unknown: not run again after an attempt of a tool that is not idempotent started and never reported) and error class (none on success).",
+			Help: "Calls a worker finished, by outcome (success, error: is_error without retry, dead_letter: moved to TOOL_DLQ, stored: answered from the result already stored, outcome_unknown: not run again after an attempt of a tool that is not idempotent started and never reported, cancelled: its caller cancelled it, before it ran or while it ran) and error class (none on success).",
 		}, []string{"tool", "outcome", "class"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: sub, Name: "attempts_total",
@@ -143,6 +143,12 @@ func (m *Worker) Observe(ev worker.Event) {
 	if ev.Outcome == classify.FateStored { // not an attempt: the tool did not run
 		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
 		return
+	}
+	if ev.Outcome == classify.FateCancelled {
+		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
+		if !ev.Executed { // settled without running: not an attempt
+			return
+		}
 	}
 	m.attempts.WithLabelValues(tool, class).Inc()
 	switch ev.Outcome {

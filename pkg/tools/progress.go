@@ -11,22 +11,43 @@ type Progress struct {
 	Message  string  `json:"message,omitempty"`
 }
 
+// A ProgressReporter receives the progress reports of one call: the
+// worker running it implements one per call. It must be safe for
+// concurrent use.
+type ProgressReporter interface {
+	ReportProgress(Progress)
+}
+
 type progressKey struct{}
+
+// progressFunc is a func(Progress) as a ProgressReporter.
+type progressFunc func(Progress)
+
+func (f progressFunc) ReportProgress(p Progress) { f(p) }
 
 // ReportProgress tells the caller of the call ctx belongs to how far it
 // has come: the worker carries it back to the caller that asked for
 // progress (an MCP client's progressToken), and it keeps the call alive in
 // JetStream. Outside a call, or when nobody listens, it does nothing. A
 // handler may call it as often as it likes; the worker may drop reports
-// that come faster than it forwards them.
+// that come faster than it forwards them (the last one is sent).
 func ReportProgress(ctx context.Context, p Progress) {
-	if f, ok := ctx.Value(progressKey{}).(func(Progress)); ok && f != nil {
-		f(p)
+	if r, ok := ctx.Value(progressKey{}).(ProgressReporter); ok && r != nil {
+		r.ReportProgress(p)
 	}
 }
 
-// WithProgressReporter returns ctx carrying f, which ReportProgress calls:
-// the worker sets it on each call's context.
+// WithProgressReporter returns ctx carrying f, which ReportProgress calls.
 func WithProgressReporter(ctx context.Context, f func(Progress)) context.Context {
-	return context.WithValue(ctx, progressKey{}, f)
+	if f == nil {
+		return context.WithValue(ctx, progressKey{}, nil)
+	}
+	return context.WithValue(ctx, progressKey{}, progressFunc(f))
+}
+
+// WithReporter returns ctx carrying r, which ReportProgress calls: the
+// worker sets it on each call's context (a pointer r costs no allocation
+// beyond the context's).
+func WithReporter(ctx context.Context, r ProgressReporter) context.Context {
+	return context.WithValue(ctx, progressKey{}, r)
 }

@@ -58,6 +58,21 @@
 // pull receives after the slots filled up (several tools pulled for the
 // same free slots) queue for a slot, oldest first, with in-progress acks.
 //
+// # Cancellation and progress
+//
+// A worker subscribes to tools.cancel.> before it pulls. When a call's
+// caller gives up, its orchestrator names the call's message there: a
+// running call's context is cancelled with ErrCancelled as its cause, a
+// call queued for a slot or not started yet is settled without running,
+// and a cancellation that comes before its message is remembered a minute
+// (cancel.go). Such a call is acked, neither retried nor dead-lettered nor
+// answered (classify.CaseCancelled), and recorded in the attempt history
+// as cancelled. A handler reports progress with tools.ReportProgress: the
+// worker sends an in-progress ack (at most once a second) and, when the
+// caller asked for progress, the report to its orchestrator on
+// tools.progress.<instance>.<key>, at most one every 100 ms, the last one
+// winning (progress.go).
+//
 // # Shutdown
 //
 // Stop (and Run, when its context ends) stops pulling (open pulls are

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,16 @@ type job struct {
 	// Set by process, for the verbs dlq.Settle calls (see settle.go).
 	w    *Worker
 	call *envelope.Call // nil until the message decoded
+
+	// Cancellation by the caller (cancel.go) and progress (progress.go).
+	cancelled atomic.Bool   // the caller cancelled the call
+	mu        sync.Mutex    // guards stop, wake, prog and ran
+	wake      chan struct{} // closed at a cancellation while the job queues for a slot
+	stop      context.CancelCauseFunc
+	timer     *time.Timer // the handler's timeout
+	rctx      runCtx      // the handler's context, kept here: no allocation of its own
+	prog      *progressState
+	ran       bool // the handler returned (or was abandoned): its reports go nowhere
 }
 
 // metadata returns the message's JetStream metadata, parsed at the first
@@ -81,6 +92,10 @@ func (w *Worker) process(j *job) {
 	}
 	log := w.callLogger(rt.Name, call, j.attempt) // attributes added only when it logs
 	j.call = call
+	if j.cancelled.Load() { // before it ran: a cancellation came first
+		w.settleCancelled(j, call, start, ev, false, log)
+		return
+	}
 
 	// A redelivered call may have run to its result already (the worker
 	// died between publishing it and acking); a call of a tool that is not
@@ -116,6 +131,12 @@ func (w *Worker) process(j *job) {
 		ev.ExecTime = time.Since(execStart)
 		ev.Executed = true
 		w.cfg.Metrics.InFlight(rt.Name, -1)
+		if execErr != nil && j.cancelled.Load() && !handedBack {
+			// The caller cancelled it: an error it returned is the
+			// cancellation's (a result it still produced is published).
+			w.settleCancelled(j, call, start, ev, true, log)
+			return
+		}
 		if handedBack {
 			// The worker is shutting down and cancelled the call: another
 			// worker takes it.
@@ -194,8 +215,9 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 			timeout = max(rem, time.Millisecond)
 		}
 	}
-	ctx, cancel := context.WithTimeoutCause(w.ctx, timeout, &classify.TimeoutError{After: timeout})
-	defer cancel()
+	ctx := j.runContext(w.ctx, timeout)
+	defer j.endRun()
+	ctx = tools.WithReporter(ctx, j)
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{
 		ID: call.ID, Key: call.Key, Tenant: call.Tenant, Tool: rt.Name, Session: call.Session, Attempt: j.attempt,
 		Deadline: call.Deadline, WorkerID: w.cfg.WorkerID, Traceparent: call.Traceparent,
@@ -219,6 +241,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 	for {
 		select {
 		case o := <-done:
+			j.endProgress()
 			return o.out, w.causeOf(ctx, o.err), o.panicked, w.shutdownCancelled(ctx)
 		case <-hb.C:
 			_ = j.msg.InProgress()
@@ -231,6 +254,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 		case <-grace:
 			w.cfg.Logger.Warn("tool ignored cancellation; abandoned it", "tool", rt.Name, "call_id", call.ID,
 				"attempt", j.attempt, "session", call.Session, "traceparent", call.Traceparent)
+			j.endProgress()
 			return tools.Output{}, context.Cause(ctx), false, w.shutdownCancelled(ctx)
 		}
 	}

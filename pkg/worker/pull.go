@@ -145,6 +145,9 @@ func (w *Worker) take(msg js.Msg, s *served) {
 	}
 	if seq != 0 {
 		w.seqs[seq] = j
+		if w.takeCancel(seq) {
+			j.cancelled.Store(true) // its cancellation came first
+		}
 	}
 	w.jobs[j] = struct{}{}
 	w.wg.Add(1)
@@ -155,14 +158,18 @@ func (w *Worker) take(msg js.Msg, s *served) {
 	}
 	w.pool.Go(func() {
 		w.queued.Queued(s.tool.Name, 1)
-		got := w.acquire(msg, s.heartbeat)
+		got := w.acquire(j, s.heartbeat)
 		w.queued.Queued(s.tool.Name, -1)
-		if got {
+		switch {
+		case got:
 			w.run(j)
-			return
+		case j.cancelled.Load() && !w.stopping.Load():
+			w.process(j) // settles it without running it, and without a slot
+			w.finish(j, false)
+		default:
+			w.giveBack(j, 0) // the worker stops: another one takes it
+			w.finish(j, false)
 		}
-		w.giveBack(j, 0) // the worker stops: another one takes it
-		w.finish(j, false)
 	})
 }
 
@@ -186,21 +193,27 @@ func (w *Worker) finish(j *job, slot bool) {
 	w.wg.Done()
 }
 
-// acquire queues for a slot, keeping msg alive with InProgress while it
-// waits. It reports false when the worker stops first.
-func (w *Worker) acquire(msg js.Msg, heartbeat time.Duration) bool {
+// acquire queues for a slot, keeping j's message alive with InProgress
+// while it waits. It reports false when the worker stops first, or when
+// the call's caller cancels it.
+func (w *Worker) acquire(j *job, heartbeat time.Duration) bool {
+	msg := j.msg
 	ch := w.slots.wait()
 	select {
 	case <-ch:
 		return true
 	default:
 	}
+	wake := j.wakeOnCancel()
 	t := time.NewTicker(heartbeat)
 	defer t.Stop()
 	for {
 		select {
 		case <-ch:
 			return true
+		case <-wake:
+			w.slots.cancel(ch)
+			return false
 		case <-t.C:
 			_ = msg.InProgress()
 		case <-w.handBack:

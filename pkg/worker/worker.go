@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
@@ -53,7 +54,11 @@ type Worker struct {
 	// seqs holds the jobs by the stream sequence of their call message:
 	// a second delivery of a message this worker holds is dropped (see take).
 	seqs map[uint64]*job
-	wg   sync.WaitGroup
+	// cancels holds the cancellations of messages this worker did not
+	// hold when they came, by stream sequence (cancel.go).
+	cancels   map[uint64]time.Time
+	cancelSub *nats.Subscription
+	wg        sync.WaitGroup
 }
 
 // served is one tool this worker consumes.
@@ -150,6 +155,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		all = append(all, bound{cons, s})
 	}
+	// Cancellations first: a call pulled from now on may be cancelled.
+	w.subscribeCancels()
 	pullCtx, stopPull := context.WithCancel(context.Background())
 	w.stopPull = stopPull
 	for _, b := range all {
@@ -205,6 +212,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	case <-done:
 		w.cancel(ErrShutdown)
 		w.pool.close() // idle goroutines end now; a handler abandoned earlier ends when it returns
+		w.unsubscribeCancels()
 		w.flush()
 		w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
 		return nil
@@ -230,6 +238,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.cancel(ErrShutdown)
 	w.pool.close() // the goroutines of calls still running end with them
+	w.unsubscribeCancels()
 	w.flush()
 	w.cfg.Logger.Warn("worker stopped with calls still running; handed them back", "worker_id", w.cfg.WorkerID, "calls", len(left))
 	return ctx.Err()

@@ -1,0 +1,235 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolpool/toolpool/internal/testbin"
+)
+
+// mcpServe is `orchestrator serve` with the demo tools and the reference
+// MCP server (@modelcontextprotocol/server-everything, stdio) served as
+// pooled tools under the prefix ev_, its /mcp guarded by a token.
+type mcpServe struct {
+	proc  *process
+	http  string // host:port
+	token string
+}
+
+func startMCPServe(t *testing.T) *mcpServe {
+	t.Helper()
+	node, entry := everythingServer(t)
+	tmp := t.TempDir()
+	catalog := filepath.Join(tmp, "tools.yaml")
+	if err := os.WriteFile(catalog, []byte(`tools:
+  - name: everything
+    backend: mcp
+    timeout: 60s
+    mcp:
+      command: [`+quoteYAML(node)+`, `+quoteYAML(entry)+`, stdio]
+      tools: [echo, trigger-long-running-operation]
+      prefix: ev_
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &mcpServe{http: freeAddr(t), token: "e2e-mcp-token-0123456789"}
+	s.proc = startProcess(t, orchestratorBin, "serve",
+		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", freeAddr(t), "--http", s.http,
+		"--workspace", filepath.Join(tmp, "ws"), "--tools", catalog, "--workers", "1",
+		"--mcp-token", s.token, "--drain-timeout", "5s")
+	client := &http.Client{Timeout: 2 * time.Second}
+	eventually(t, "serve's /readyz to answer 200", func() bool {
+		select {
+		case <-s.proc.done:
+			t.Fatalf("orchestrator serve exited early: %v\n%s", s.proc.waitErr, s.proc.stderr.String())
+		default:
+		}
+		resp, err := client.Get("http://" + s.http + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
+}
+
+func (s *mcpServe) url() string { return "http://" + s.http + "/mcp" }
+
+// tsClientResult is what e2e/testdata/mcp-client.mjs prints.
+type tsClientResult struct {
+	Tools   []string `json:"tools"`
+	Results []struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		IsError bool `json:"isError"`
+	} `json:"results"`
+	Progress [][]struct {
+		Progress float64 `json:"progress"`
+		Total    float64 `json:"total"`
+	} `json:"progress"`
+}
+
+// The official TypeScript SDK (@modelcontextprotocol/sdk, pinned in
+// e2e/package-lock.json) as a client of serve's /mcp: it lists the live
+// tools (the demo tools and the reference server's, pooled), calls echo
+// and a failing flaky through the pool, and gets the reference server's
+// trigger-long-running-operation progress relayed by the pool as
+// notifications/progress.
+func TestMCPTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	s := startMCPServe(t)
+	root, err := testbin.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "e2e", "testdata", "mcp-client.mjs")
+	calls, _ := json.Marshal([]map[string]any{
+		{"name": "echo", "arguments": map[string]any{"text": "from typescript"}},
+		{"name": "flaky", "arguments": map[string]any{"fail": "404"}},
+		{"name": "ev_trigger-long-running-operation", "arguments": map[string]any{"duration": 2, "steps": 4}},
+	})
+	node, _ := everythingServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, s.url(), string(calls))
+	cmd.Env = append(os.Environ(), "TOOLPOOL_MCP_TOKEN="+s.token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the TypeScript client failed: %v\nstderr: %s", err, stderr.String())
+	}
+	var got tsClientResult
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the TypeScript client printed %q: %v", out, err)
+	}
+	for _, want := range []string{"echo", "sleep", "flaky", "ev_echo", "ev_trigger-long-running-operation"} {
+		if !slices.Contains(got.Tools, want) {
+			t.Errorf("tools/list = %v; want %s among them", got.Tools, want)
+		}
+	}
+	if len(got.Results) != 3 {
+		t.Fatalf("results = %+v; want 3", got.Results)
+	}
+	if r := got.Results[0]; r.IsError || len(r.Content) != 1 || r.Content[0].Text != "from typescript" {
+		t.Errorf("echo = %+v; want the text back", r)
+	}
+	if r := got.Results[1]; !r.IsError || len(r.Content) == 0 || r.Content[0].Text == "" {
+		t.Errorf("flaky 404 = %+v; want isError with the model's text", r)
+	}
+	if r := got.Results[2]; r.IsError {
+		t.Errorf("the long-running operation = %+v; want success", r)
+	}
+	if p := got.Progress[2]; len(p) == 0 {
+		t.Errorf("no notifications/progress reached the TypeScript client for the long-running operation")
+	} else {
+		for i := 1; i < len(p); i++ {
+			if p[i].Progress < p[i-1].Progress {
+				t.Errorf("progress went backwards: %+v", p)
+			}
+		}
+	}
+}
+
+// A go-sdk client that cancels a running sleep (the MCP host's
+// notifications/cancelled): the worker's call ends at once, and nothing is
+// retried or dead-lettered — the pool's metrics count one cancelled call
+// and no dead letter.
+func TestMCPCancelRunningCall(t *testing.T) {
+	t.Parallel()
+	s := startMCPServe(t)
+	hc := &http.Client{Transport: tokenTransport{token: s.token, next: http.DefaultTransport}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolpool-e2e"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url(), HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	callCtx, cancelCall := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 120000}})
+		done <- err
+	}()
+	eventually(t, "the sleep call to run on the worker", func() bool {
+		return metricValue(t, s.http, "toolpool_worker_calls_in_flight", `tool="sleep"`) == 1
+	})
+	cancelCall()
+	if err := <-done; err == nil {
+		t.Error("CallTool returned no error after its ctx was cancelled")
+	}
+	eventually(t, "the worker to count the call cancelled", func() bool {
+		return metricValue(t, s.http, "toolpool_worker_calls_finished_total", `outcome="cancelled"`, `tool="sleep"`) == 1
+	})
+	if n := metricValue(t, s.http, "toolpool_worker_calls_in_flight", `tool="sleep"`); n != 0 {
+		t.Errorf("sleep calls in flight after the cancel = %v; want 0", n)
+	}
+	time.Sleep(2 * time.Second) // a retry, had there been one, would be due by now
+	for _, outcome := range []string{"retry", "dead_letter"} {
+		if n := metricValue(t, s.http, "toolpool_worker_calls_finished_total", `outcome="`+outcome+`"`, `tool="sleep"`); n != 0 {
+			t.Errorf("sleep calls with outcome %s = %v; want none for a cancelled call", outcome, n)
+		}
+	}
+}
+
+// tokenTransport adds a bearer token to every request.
+type tokenTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// metricValue is the sum of the samples of name on addr's /metrics whose
+// labels contain every one of labels; 0 when there is none.
+func metricValue(t *testing.T, addr, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}

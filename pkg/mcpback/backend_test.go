@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolpool/toolpool/internal/mcpwire"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -125,7 +126,7 @@ func checkResults(t *testing.T, b *testBundle, prefix string) {
 		t.Fatalf("echo with a bad argument: %+v %q", res, res.Content.Text())
 	}
 	res = b.call(t, prefix+"media", `{}`)
-	if res.IsError || !slices.EqualFunc(res.Content, mcpback.ToPool(mcptest.Media()), blockEqual) {
+	if res.IsError || !slices.EqualFunc(res.Content, mcpwire.ToPool(mcptest.Media()), blockEqual) {
 		t.Fatalf("media: %+v", res.Content)
 	}
 	if res := b.call(t, "echo", `{"text":"demo"}`); res.IsError || res.Content.Text() != "demo" {
@@ -311,13 +312,13 @@ func TestListChanged(t *testing.T) {
 func TestContentRoundTrip(t *testing.T) {
 	t.Parallel()
 	in := mcptest.Media()
-	out := mcpback.FromPool(mcpback.ToPool(in))
+	out := mcpwire.FromPool(mcpwire.ToPool(in))
 	if !jsonEqual(in, out) {
 		a, _ := json.Marshal(in)
 		b, _ := json.Marshal(out)
 		t.Fatalf("round trip:\n%s\n%s", a, b)
 	}
-	if img := mcpback.ToPool(in)[1]; !strings.Contains(string(img.Raw), `"media_type":"image/png"`) {
+	if img := mcpwire.ToPool(in)[1]; !strings.Contains(string(img.Raw), `"media_type":"image/png"`) {
 		t.Errorf("image block: %s", img.Raw)
 	}
 }

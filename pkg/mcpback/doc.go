@@ -30,7 +30,7 @@
 //	for _, t := range b.Tools() { reg.Register(t) }
 //	defer b.Stop(ctx)
 //
-// Content maps both ways without loss of the blocks' data (ToPool,
+// Content maps both ways without loss of the blocks' data (internal/mcpwire: ToPool,
 // FromPool): text is a text block, an image is an Anthropic image block
 // with a base64 source, and audio, embedded resources and resource links
 // are kept as their MCP JSON, typed "audio", "resource" and

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolpool/toolpool/internal/mcpwire"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -262,13 +263,13 @@ func (b *Backend) handler(name string) tools.Handler {
 		case err != nil:
 			return tools.Output{}, classify.Transient(classify.WithMessage(b.redactErr(err), callFailure(err)))
 		case res.IsError:
-			text := strings.TrimSpace(ToPool(res.Content).Text())
+			text := strings.TrimSpace(mcpwire.ToPool(res.Content).Text())
 			if text == "" {
 				text = classify.MCPCauseNoText
 			}
 			return tools.Output{}, classify.Permanent(classify.WithMessage(ErrToolError, text))
 		}
-		content := ToPool(res.Content)
+		content := mcpwire.ToPool(res.Content)
 		if len(content) == 0 && res.StructuredContent != nil {
 			if data, err := json.Marshal(res.StructuredContent); err == nil {
 				content = envelope.Text(string(data))

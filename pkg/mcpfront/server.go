@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolpool/toolpool/internal/mcpwire"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -354,7 +355,7 @@ func arguments(raw json.RawMessage) (json.RawMessage, string) {
 
 // toolResult is the MCP result of a pool result.
 func toolResult(r *envelope.Result) *mcp.CallToolResult {
-	out := &mcp.CallToolResult{Content: Content(r.Content), IsError: r.IsError}
+	out := &mcp.CallToolResult{Content: mcpwire.FromPool(r.Content), IsError: r.IsError}
 	if r.IsError {
 		meta := mcp.Meta{"io.toolpool/class": string(r.Class), "io.toolpool/code": r.Code}
 		if r.Attempts > 0 {

@@ -1,4 +1,8 @@
-package mcpfront
+// Package mcpwire maps content between the pool and MCP, both ways, for
+// the MCP front door (pkg/mcpfront: pool results to an MCP client) and the
+// MCP backend (pkg/mcpback: an MCP server's results into the pool): one
+// mapping, so that a block that goes through both comes back as it was.
+package mcpwire
 
 import (
 	"cmp"
@@ -11,7 +15,51 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// Content maps a pool result's content onto MCP content blocks, keeping
+// imageBlock is an Anthropic image block with a base64 source.
+type imageBlock struct {
+	Type   string      `json:"type"`
+	Source imageSource `json:"source"`
+}
+
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// ToPool maps an MCP result's content to pool content blocks: text to a
+// text block, an image to an Anthropic image block (base64 source), and
+// audio, an embedded resource or a resource link to a block holding the
+// MCP JSON as it is (types "audio", "resource", "resource_link"). FromPool
+// maps them back without loss.
+func ToPool(content []mcp.Content) envelope.Content {
+	out := make(envelope.Content, 0, len(content))
+	for _, c := range content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			out = append(out, envelope.Block{Type: "text", Text: c.Text})
+		case *mcp.ImageContent:
+			raw, err := json.Marshal(imageBlock{Type: "image", Source: imageSource{Type: "base64", MediaType: c.MIMEType, Data: base64.StdEncoding.EncodeToString(c.Data)}})
+			if err == nil {
+				out = append(out, envelope.Block{Type: "image", Raw: raw})
+			}
+		default:
+			raw, err := json.Marshal(c)
+			if err != nil {
+				continue
+			}
+			var head struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(raw, &head) == nil && head.Type != "" {
+				out = append(out, envelope.Block{Type: head.Type, Raw: raw})
+			}
+		}
+	}
+	return out
+}
+
+// FromPool maps a pool result's content onto MCP content blocks, keeping
 // every block:
 //
 //   - text → text;
@@ -24,7 +72,7 @@ import (
 //     that block;
 //   - any other block → an embedded resource of type application/json
 //     holding the block as it was (URI toolpool:block/<type>).
-func Content(c envelope.Content) []mcp.Content {
+func FromPool(c envelope.Content) []mcp.Content {
 	out := make([]mcp.Content, 0, len(c))
 	for i, b := range c {
 		if b.Type == "text" {
@@ -36,7 +84,7 @@ func Content(c envelope.Content) []mcp.Content {
 	return out
 }
 
-// anthropicBlock is what Content reads of an Anthropic image or document.
+// anthropicBlock is what FromPool reads of an Anthropic image or document.
 type anthropicBlock struct {
 	Source *struct {
 		Type      string `json:"type"`

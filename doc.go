@@ -14,8 +14,10 @@
 //
 // An [Orchestrator] is what serves agents: it publishes a model's tool calls ([Orchestrator.Dispatch]) and waits for
 // their results, knows which tools live workers serve, sets aside calls
-// that stop every worker running them, and serves the HTTP API
-// ([Orchestrator.Handler]).
+// that stop every worker running them, and serves the HTTP API and the
+// MCP server ([Orchestrator.Handler]: /v1/... and /mcp; [Orchestrator.MCP]
+// on stdio). A caller that gives up cancels its calls pool-wide; a tool's
+// progress (tools.ReportProgress) reaches the caller that asked for it.
 //
 // On one machine both run in one process around an [Embedded] JetStream
 // server, which is what `orchestrator serve` does with no --nats-url. At

@@ -27,6 +27,7 @@ func benchCommand() *cli.Command {
 		logFlags                                           cli.LogFlags
 		cfg                                                bench.Config
 		fail, storage, cpuProfile, baseProfile, memProfile string
+		httpProfile, mcpProfile                            string
 		fronts                                             string
 		baseline, asJSON                                   bool
 	)
@@ -63,6 +64,8 @@ directory is used.`,
 			fs.DurationVar(&cfg.TurnTimeout, "turn-timeout", bench.TurnTimeoutDefault, "how long a turn waits for its results")
 			fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 			fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the measured pool phase to this file")
+			fs.StringVar(&httpProfile, "http-cpuprofile", "", "write a CPU profile of the measured HTTP API front phase (--front http) to this file")
+			fs.StringVar(&mcpProfile, "mcp-cpuprofile", "", "write a CPU profile of the measured MCP front phase (--front mcp) to this file")
 			fs.StringVar(&baseProfile, "baseline-cpuprofile", "", "write a CPU profile of the measured baseline phase to this file")
 			fs.StringVar(&memProfile, "memprofile", "", "write the allocation profile of the whole run to this file at the end")
 			// The bench's own default: warnings only, so per-call logs of
@@ -111,10 +114,12 @@ directory is used.`,
 			cfg.Logger = log
 			cfg.Connect = func(url, name string) (*nats.Conn, error) { return natsFlags.Connect(url, name, log) }
 			cfg.Progress = progress.Terminal(env.Stderr)
+			var httpW, mcpW io.Writer
 			for _, p := range []struct {
 				path string
 				dst  *io.Writer
-			}{{cpuProfile, &cfg.CPUProfile}, {baseProfile, &cfg.BaselineCPUProfile}, {memProfile, &cfg.MemProfile}} {
+			}{{cpuProfile, &cfg.CPUProfile}, {baseProfile, &cfg.BaselineCPUProfile}, {memProfile, &cfg.MemProfile},
+				{httpProfile, &httpW}, {mcpProfile, &mcpW}} {
 				if p.path == "" {
 					continue
 				}
@@ -126,6 +131,12 @@ directory is used.`,
 				*p.dst = f
 			}
 
+			cfg.FrontCPUProfiles = map[string]io.Writer{}
+			for front, w := range map[string]io.Writer{bench.FrontHTTP: httpW, bench.FrontMCP: mcpW} {
+				if w != nil {
+					cfg.FrontCPUProfiles[front] = w
+				}
+			}
 			rep, err := bench.Run(ctx, cfg)
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -318,11 +319,18 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 	spec.progress = r.progress
 
 	runtime.GC()
-	profile := r.cfg.CPUProfile
-	if name == PhaseBaseline {
+	var profile io.Writer
+	switch name {
+	case PhaseBaseline:
 		profile = r.cfg.BaselineCPUProfile
+	case PhasePool:
+		profile = r.cfg.CPUProfile
+	case PhasePoolHTTP:
+		profile = r.cfg.FrontCPUProfiles[FrontHTTP]
+	case PhasePoolMCP:
+		profile = r.cfg.FrontCPUProfiles[FrontMCP]
 	}
-	if round != 1 || name == PhasePoolNoFailures {
+	if round != 1 {
 		profile = nil
 	}
 	if profile != nil {

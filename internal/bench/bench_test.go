@@ -2,8 +2,10 @@ package bench
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -163,7 +165,23 @@ func TestFronts(t *testing.T) {
 	if _, err := ParseFronts("grpc"); err == nil {
 		t.Error("ParseFronts(grpc) is no error")
 	}
-	rep := run(t, Config{Calls: 200, Concurrency: 8, Batch: 2, WorkerConcurrency: 32, Warmup: 20, SkipBaseline: true, Fronts: fronts})
+	var direct, httpProf, mcpProf bytes.Buffer
+	rep := run(t, Config{Calls: 200, Concurrency: 8, Batch: 2, WorkerConcurrency: 32, Warmup: 20, SkipBaseline: true, Fronts: fronts,
+		CPUProfile: &direct, FrontCPUProfiles: map[string]io.Writer{FrontHTTP: &httpProf, FrontMCP: &mcpProf}})
+	// Each phase's profile in its own writer: one gzip member each, not
+	// the phases' profiles one after the other.
+	for name, b := range map[string]*bytes.Buffer{"pool": &direct, "http": &httpProf, "mcp": &mcpProf} {
+		r := bytes.NewReader(b.Bytes())
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			t.Errorf("%s CPU profile: %v", name, err)
+			continue
+		}
+		zr.Multistream(false)
+		if _, err := io.Copy(io.Discard, zr); err != nil || r.Len() != 0 {
+			t.Errorf("%s CPU profile: %v, %d bytes after the first profile", name, err, r.Len())
+		}
+	}
 	if len(rep.Fronts) != 2 {
 		t.Fatalf("fronts %+v", rep.Fronts)
 	}

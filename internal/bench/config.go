@@ -168,6 +168,9 @@ type Config struct {
 	// CPUProfile, when set, receives a CPU profile of the first round's
 	// measured pool phase.
 	CPUProfile io.Writer
+	// FrontCPUProfiles, by front door (FrontHTTP, FrontMCP), receive a
+	// CPU profile of the first round's measured phase of that front.
+	FrontCPUProfiles map[string]io.Writer
 	// BaselineCPUProfile, when set, receives a CPU profile of the first
 	// round's measured baseline phase.
 	BaselineCPUProfile io.Writer

@@ -66,18 +66,33 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Token == "" && s.cfg.Keys.Len() == 0 {
 		return inner
 	}
-	bearer := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(inner)
+	// The go-sdk's bearer middleware puts the token's info where the
+	// tool middleware finds it (RequestExtra.TokenInfo); the token was
+	// verified just before, so it takes that answer instead of verifying
+	// again.
+	verified := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		if info, ok := ctx.Value(verifiedKey{}).(*auth.TokenInfo); ok {
+			return info, nil
+		}
+		return s.verify(ctx, token, r)
+	}
+	bearer := auth.RequireBearerToken(verified, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(inner)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Checked here first for the answer's shape: 401 with
 		// WWW-Authenticate and a JSON-RPC error body.
-		if _, err := s.verify(r.Context(), bearerToken(r), r); err != nil {
+		info, err := s.verify(r.Context(), bearerToken(r), r)
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolpool"`)
 			writeError(w, http.StatusUnauthorized, nil, &jsonrpc.Error{Code: codeUnauthorized, Message: err.Error()})
 			return
 		}
-		bearer.ServeHTTP(w, r)
+		bearer.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifiedKey{}, info)))
 	})
 }
+
+// verifiedKey is the context key of the auth.TokenInfo of a request whose
+// bearer token was verified.
+type verifiedKey struct{}
 
 // codeUnauthorized is the JSON-RPC error code of a 401 body: in the range
 // JSON-RPC leaves to servers.

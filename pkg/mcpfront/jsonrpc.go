@@ -42,6 +42,9 @@ type badMessage struct {
 	err *jsonrpc.Error
 	// drop: a notification nobody reads; nothing is answered.
 	drop bool
+	// unread: the message could not be read as a JSON object (it may not
+	// be JSON at all).
+	unread bool
 }
 
 // wireMessage is what checkMessage reads of one message.
@@ -60,12 +63,12 @@ type wireMessage struct {
 // dropped. nil: the go-sdk takes it.
 func checkMessage(data []byte) *badMessage {
 	data = bytes.TrimSpace(data)
-	if !json.Valid(data) {
-		return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the message is not valid JSON"}}
-	}
 	if len(data) > 0 && data[0] == '[' {
 		var batch []json.RawMessage
 		if err := json.Unmarshal(data, &batch); err != nil || len(batch) == 0 {
+			if !json.Valid(data) {
+				return parseError()
+			}
 			return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an empty batch"}}
 		}
 		for _, m := range batch {
@@ -75,7 +78,17 @@ func checkMessage(data []byte) *badMessage {
 		}
 		return nil
 	}
-	return checkOne(data)
+	bad := checkOne(data)
+	// A message checkOne could not read may not be JSON at all. Checked
+	// only then: a good message is scanned once, by checkOne's Unmarshal.
+	if bad != nil && bad.unread && !json.Valid(data) {
+		return parseError()
+	}
+	return bad
+}
+
+func parseError() *badMessage {
+	return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the message is not valid JSON"}}
 }
 
 func checkOne(data []byte) *badMessage {
@@ -84,7 +97,9 @@ func checkOne(data []byte) *badMessage {
 	}
 	var m wireMessage
 	if len(bytes.TrimSpace(data)) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
-		return invalid(nil, "a JSON-RPC message is a JSON object")
+		bad := invalid(nil, "a JSON-RPC message is a JSON object")
+		bad.unread = true
+		return bad
 	}
 	var id any
 	if len(m.ID) > 0 {

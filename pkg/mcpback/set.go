@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/toolpool/toolpool/pkg/health"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -28,11 +30,17 @@ func (e *RegisterError) Unwrap() error { return e.Err }
 // Set is the MCP servers of a worker process, started together.
 type Set struct {
 	backends []*Backend
+
+	ctx    context.Context // ends with Stop: the retries of servers that failed at start
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex // orders wg.Go of a retry before Stop's wg.Wait
+	wg     sync.WaitGroup
 }
 
 // NewSet returns a Set of one Backend per config (checked by New).
 func NewSet(cfgs []Config) (*Set, error) {
 	s := &Set{}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	for _, cfg := range cfgs {
 		b, err := New(cfg)
 		if err != nil {
@@ -48,8 +56,11 @@ func (s *Set) Backends() []*Backend { return append([]*Backend(nil), s.backends.
 
 // Start starts every server at once and registers the tools of those that
 // started in reg. A server that does not start is logged (at error level,
-// with why) and left out: the worker serves its other tools, and the
-// server's Check reports it. Start fails only when reg refuses a tool (a
+// with why) and left out: the worker serves its other tools, the server's
+// Check reports it, and the Set tries it again in the background with
+// backoff (Config.RestartMin to RestartMax) until it is up or Stop; once
+// up, its Config.OnChange hears of its tools (to register, serve and
+// announce them). Start fails only when reg refuses a tool (a
 // *RegisterError), having stopped every server.
 func (s *Set) Start(ctx context.Context, reg *tools.Registry) error {
 	errs := make([]error, len(s.backends))
@@ -60,8 +71,6 @@ func (s *Set) Start(ctx context.Context, reg *tools.Registry) error {
 	wg.Wait()
 	for i, b := range s.backends {
 		if errs[i] != nil {
-			b.cfg.Logger.Error("an MCP server did not start; serving the worker's other tools without its tools",
-				"server", b.cfg.Name, "err", errs[i])
 			continue
 		}
 		for _, t := range b.Tools() {
@@ -71,7 +80,47 @@ func (s *Set) Start(ctx context.Context, reg *tools.Registry) error {
 			}
 		}
 	}
+	for i, b := range s.backends {
+		if errs[i] != nil {
+			b.cfg.Logger.Error("an MCP server did not start; serving the worker's other tools without its tools, and trying it again",
+				"server", b.cfg.Name, "err", errs[i])
+			s.mu.Lock()
+			if s.ctx.Err() == nil {
+				s.wg.Go(func() { s.retry(b) })
+			}
+			s.mu.Unlock()
+		}
+	}
 	return nil
+}
+
+// retry starts b again with backoff until it is up or the Set stops, then
+// tells b's OnChange of its tools.
+func (s *Set) retry(b *Backend) {
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(b.cfg.RestartMin), backoff.WithMaxInterval(b.cfg.RestartMax),
+		backoff.WithMaxElapsedTime(0))
+	failures := 1
+	err := backoff.Retry(func() error {
+		err := b.Start(s.ctx) // bounded by Config.StartTimeout
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrStopped) || s.ctx.Err() != nil:
+			return backoff.Permanent(err)
+		}
+		failures++
+		if failures&(failures-1) == 0 { // 2, 4, 8, ...: a server down for long does not flood the log
+			b.cfg.Logger.Warn("an MCP server still does not start; trying again", "server", b.cfg.Name, "failures", failures, "err", err)
+		}
+		return err
+	}, backoff.WithContext(bo, s.ctx))
+	if err != nil || s.ctx.Err() != nil {
+		return
+	}
+	b.cfg.Logger.Info("an MCP server that did not start is up; serving its tools", "server", b.cfg.Name, "failures", failures)
+	if b.cfg.OnChange != nil {
+		b.cfg.OnChange(b.Tools())
+	}
 }
 
 // Checks are the readiness checks of the Set's servers (Backend.Check).
@@ -83,8 +132,12 @@ func (s *Set) Checks() []health.Check {
 	return out
 }
 
-// Stop stops every server (Backend.Stop); it is idempotent.
+// Stop ends the retries of servers that did not start and stops every
+// server (Backend.Stop); it is idempotent.
 func (s *Set) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	s.cancel(ErrStopped)
+	s.mu.Unlock()
 	errs := make([]error, len(s.backends))
 	var wg sync.WaitGroup
 	for i, b := range s.backends {
@@ -95,6 +148,13 @@ func (s *Set) Stop(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	retried := make(chan struct{})
+	go func() { s.wg.Wait(); close(retried) }()
+	select {
+	case <-retried:
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
 	return errors.Join(errs...)
 }
 

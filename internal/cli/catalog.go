@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
@@ -39,84 +37,10 @@ type CatalogFlags struct {
 	mcp *mcpState // the MCP servers RegisterTools started
 }
 
-// mcpState is what RegisterTools started for the catalog's mcp entries,
-// and what their servers serve.
+// mcpState is what RegisterTools started for the catalog's mcp entries.
 type mcpState struct {
 	set *mcpback.Set
-
-	mu      sync.Mutex // serializes the changes handed on, in the order they came
-	follow  Follower
-	log     *slog.Logger
-	served  map[string][]string     // server → the tools handed on last (or registered at start)
-	pending map[string][]tools.Tool // server → its last change heard before follow was set
-	owner   map[string]string       // pool tool name → the server it came from
-	reg     *tools.Registry         // what RegisterTools registered in
 }
-
-// Follower is what follows the tools of the catalog's MCP servers:
-// toolpool.Server.
-type Follower interface {
-	// Serve registers, serves and announces ts (or reannounces them).
-	Serve(ctx context.Context, ts ...tools.Tool) error
-	// Unserve withdraws the tools names and stops pulling their calls.
-	Unserve(ctx context.Context, names ...string) error
-}
-
-// change hands on the tools server serves now, or keeps them until follow
-// is set.
-func (st *mcpState) change(server string, ts []tools.Tool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.follow == nil {
-		st.pending[server] = ts
-		return
-	}
-	st.hand(server, ts)
-}
-
-// hand makes follow serve ts and withdraw what server served before and
-// ts lacks; st.mu is held. A tool whose name a tool of another entry has
-// is left out (logged): that tool is not the server's to replace.
-func (st *mcpState) hand(server string, ts []tools.Tool) {
-	now := make([]string, 0, len(ts))
-	mine := ts[:0:0]
-	for _, t := range ts {
-		owner, known := st.owner[t.Name]
-		_, taken := st.reg.Lookup(t.Name)
-		if known && owner != server || !known && taken {
-			st.log.Error("an MCP server added a tool whose name another tool has; not serving it (set or change the entry's prefix)",
-				"server", server, "tool", t.Name)
-			continue
-		}
-		st.owner[t.Name] = server
-		mine = append(mine, t)
-		now = append(now, t.Name)
-	}
-	var removed []string
-	for _, name := range st.served[server] {
-		if !slices.Contains(now, name) {
-			removed = append(removed, name)
-		}
-	}
-	st.served[server] = now
-	ctx, cancel := context.WithTimeout(context.Background(), discovery.PutTimeoutDefault+StartTimeoutFollow)
-	defer cancel()
-	if len(removed) > 0 {
-		if err := st.follow.Unserve(ctx, removed...); err != nil {
-			st.log.Warn("withdrawing the tools an MCP server removed failed", "server", server, "tools", removed, "err", err)
-		}
-	}
-	if len(mine) > 0 {
-		if err := st.follow.Serve(ctx, mine...); err != nil {
-			st.log.Warn("serving an MCP server's changed tools failed", "server", server, "err", err)
-		}
-	}
-}
-
-// StartTimeoutFollow bounds the binding of the consumers of an MCP
-// server's new tools, on top of discovery.PutTimeoutDefault for their
-// announcements.
-const StartTimeoutFollow = 30 * time.Second
 
 // Checks are the readiness checks of the MCP servers RegisterTools
 // started (none before).
@@ -127,24 +51,14 @@ func (c *CatalogFlags) Checks() []health.Check {
 	return c.mcp.set.Checks()
 }
 
-// FollowMCP makes f follow the tools of the catalog's MCP servers from now
-// on: when a server's tool list changes (list_changed) or a server that
-// did not start comes up, f serves its tools (registering and announcing
-// those it adds, reannouncing the others) and withdraws the ones it
-// removed. Changes heard before are handed on at once. Errors are logged
-// with log.
-func (c *CatalogFlags) FollowMCP(f Follower, log *slog.Logger) {
-	st := c.mcp
-	if st == nil {
-		return
+// FollowMCP makes f (toolpool.Server) follow the tools of the catalog's
+// MCP servers from now on (mcpback.Set.Follow): when a server's tool list
+// changes or a server that did not start comes up, f serves, announces and
+// withdraws its tools. Errors are logged with log.
+func (c *CatalogFlags) FollowMCP(f mcpback.Follower, log *slog.Logger) {
+	if c.mcp != nil {
+		c.mcp.set.Follow(f, log)
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.follow, st.log = f, cmp.Or(log, st.log)
-	for _, server := range slices.Sorted(maps.Keys(st.pending)) {
-		st.hand(server, st.pending[server])
-	}
-	clear(st.pending)
 }
 
 // Register adds --tools and --discovery-ttl to fs.
@@ -212,28 +126,13 @@ func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.C
 			return fail(err)
 		}
 		if len(f.MCPEntries()) > 0 {
-			st := &mcpState{
-				log: cmp.Or(c.Logger, slog.Default()), reg: reg,
-				served: map[string][]string{}, pending: map[string][]tools.Tool{}, owner: map[string]string{},
-			}
 			// A bound of its own per server (mcpback.StartTimeoutDefault): a
 			// server that does not start is logged, left out and retried.
-			st.mu.Lock() // a server's change waits until what it registered is known
-			set, err := f.StartMCP(context.Background(), reg, catalog.MCPOptions{
-				Logger: c.Logger, Metrics: c.MCPMetrics, OnChange: st.change,
-			})
+			set, err := f.StartMCP(context.Background(), reg, catalog.MCPOptions{Logger: c.Logger, Metrics: c.MCPMetrics})
 			if err != nil {
-				st.mu.Unlock()
 				return fail(err)
 			}
-			for _, b := range set.Backends() {
-				for _, t := range b.Tools() {
-					st.served[b.Name()] = append(st.served[b.Name()], t.Name)
-					st.owner[t.Name] = b.Name()
-				}
-			}
-			st.mu.Unlock()
-			st.set, c.mcp = set, st
+			c.mcp = &mcpState{set: set}
 			closer = closers{set, closer}
 		}
 	}

@@ -405,9 +405,9 @@ func (s *Server) Checks() []health.Check {
 }
 
 // Reannounce rewrites the announcements of the tools in ts that the
-// Server serves, with their new descriptions and schemas (an MCP server's
-// tool list changed: catalog.MCPOptions.OnChange). Tools it does not
-// serve are ignored.
+// Server serves, with their new descriptions and schemas. Tools it does
+// not serve are ignored (Serve serves new tools and reannounces the
+// others).
 func (s *Server) Reannounce(ctx context.Context, ts []tools.Tool) error {
 	rts, err := scratchRegistered(ts)
 	if err != nil {

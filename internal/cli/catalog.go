@@ -80,7 +80,8 @@ func (c *CatalogFlags) Bucket() discovery.BucketConfig {
 // built-ins b selects that the catalog does not mention are added as they
 // are. The catalog's mcp entries start their servers (c.Logger and
 // c.MCPMetrics serve them), whose tools are registered too; a server that
-// does not start is logged and left out (Checks reports it). The returned
+// does not start is logged, left out and retried (Checks reports it;
+// FollowMCP serves its tools once it is up). The returned
 // Closer (never nil) releases the built-ins and stops the MCP servers. A
 // bad catalog is an error naming the file, the tool and the field.
 func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.Closer, error) {

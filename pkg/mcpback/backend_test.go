@@ -41,6 +41,17 @@ type testBundle struct {
 func setup(t *testing.T, cfgs ...mcpback.Config) *testBundle {
 	t.Helper()
 	srv, nc, _ := natstest.StartProvisioned(t)
+	reg, set := startSet(t, cfgs...)
+	pooltest.StartServer(t, srv.ClientURL(), reg)
+	orch := pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg))
+	return &testBundle{set: set, reg: reg, d: orch.Dispatcher()}
+}
+
+// startSet starts a Set of cfgs, logging to the test, registering its
+// tools in a registry of the demo tools. Start a worker after it: the Set
+// stops after the worker.
+func startSet(t *testing.T, cfgs ...mcpback.Config) (*tools.Registry, *mcpback.Set) {
+	t.Helper()
 	reg := tools.NewRegistry()
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
@@ -58,9 +69,7 @@ func setup(t *testing.T, cfgs ...mcpback.Config) *testBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = set.Stop(context.Background()) }) // after the worker's stop
-	pooltest.StartServer(t, srv.ClientURL(), reg)
-	orch := pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg))
-	return &testBundle{set: set, reg: reg, d: orch.Dispatcher()}
+	return reg, set
 }
 
 var callSeq atomic.Int64

@@ -12,10 +12,8 @@ import (
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/pkg/mcpback"
 	"github.com/toolpool/toolpool/pkg/mcpback/internal/mcptest"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
 
 // TestWorkerFollowsItsServers: a worker's tools follow its MCP servers,
@@ -28,26 +26,14 @@ import (
 func TestWorkerFollowsItsServers(t *testing.T) {
 	t.Parallel()
 	srv, nc, _ := natstest.StartProvisioned(t)
-	reg := tools.NewRegistry()
-	if err := demo.Register(reg); err != nil {
-		t.Fatal(err)
-	}
 	var up atomic.Bool
 	live := httpConfig(httpServer(t, mcptest.Options{}))
 	late := httpConfig(gatedHTTPServer(t, mcptest.Options{}, &up))
 	late.Name, late.Prefix, late.Sessions = "late", "late_", 1
 	late.RestartMin, late.RestartMax = 20*time.Millisecond, 100*time.Millisecond
-	live.Logger, late.Logger = natstest.Logger(t), natstest.Logger(t)
-	set, err := mcpback.NewSet([]mcpback.Config{live, late})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	reg, set := startSet(t, live, late)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := set.Start(ctx, reg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = set.Stop(context.Background()) }) // after the server's stop
 	if err := set.Checks()[1].Func(ctx); err == nil {
 		t.Fatal("the check of the server that is down holds")
 	}

@@ -156,7 +156,7 @@ func (s *Set) retry(b *Backend) {
 		return
 	}
 	b.cfg.Logger.Info("an MCP server that did not start is up; serving its tools", "server", b.cfg.Name, "failures", failures)
-	b.cfg.OnChange(b.Tools()) // set by NewSet
+	b.tellTools()
 }
 
 // Follow makes f follow the tools of the Set's servers from now on: when a

@@ -144,6 +144,8 @@ func (b *Backend) listChanged() {
 		return
 	}
 	b.wg.Go(func() {
+		b.listMu.Lock()
+		defer b.listMu.Unlock()
 		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.StartTimeout)
 		defer cancel()
 		s := b.pick()
@@ -210,6 +212,16 @@ func (b *Backend) listChanged() {
 			onChange(served)
 		}
 	})
+}
+
+// tellTools tells OnChange of the tools served now (a Set's server that
+// came up late), in order with the list refreshes.
+func (b *Backend) tellTools() {
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	if b.cfg.OnChange != nil && b.ctx.Err() == nil {
+		b.cfg.OnChange(b.Tools())
+	}
 }
 
 // registeredSchema is the schema the worker's registry holds for the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -129,6 +130,7 @@ type Server struct {
 	started    bool
 	workers    []*worker.Worker
 	announcers []*discovery.Announcer
+	withheld   map[string]bool // tools of the registry not served (Unserve)
 	stopOnce   sync.Once
 	stopped    chan struct{}
 	stopErr    error
@@ -188,9 +190,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	ctx, cancel := startContext(ctx)
 	defer cancel()
+	served := s.servedNames()
 	for i := range s.cfg.Workers {
 		wc := s.cfg.Worker
 		wc.JetStream, wc.Registry, wc.History = s.js, s.cfg.Registry, history
+		wc.Tools = served
 		if wc.Metrics == nil {
 			wc.Metrics = s.metrics
 		}
@@ -213,7 +217,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			continue
 		}
 		a, err := discovery.NewAnnouncer(discovery.AnnouncerConfig{
-			JetStream: s.js, Registry: s.cfg.Registry, WorkerID: w.ID(), Bucket: s.cfg.Discovery, Logger: s.cfg.Logger,
+			JetStream: s.js, Registry: s.cfg.Registry, Tools: served, WorkerID: w.ID(), Bucket: s.cfg.Discovery, Logger: s.cfg.Logger,
 		})
 		if err != nil {
 			return err
@@ -224,8 +228,112 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		s.announcers = append(s.announcers, a)
 	}
 	s.ready.Store(true)
-	s.cfg.Logger.Info("workers started", "workers", s.cfg.Workers, "tools", s.cfg.Registry.Names())
+	s.cfg.Logger.Info("workers started", "workers", s.cfg.Workers, "tools", served)
 	return nil
+}
+
+// servedNames are the tools the workers serve: ServerConfig.Worker.Tools,
+// or the registry's, less those withheld; s.mu is held.
+func (s *Server) servedNames() []string {
+	names := s.cfg.Worker.Tools
+	if len(names) == 0 {
+		names = s.cfg.Registry.Names()
+	}
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return s.withheld[n] })
+}
+
+// Serve makes every worker of the Server serve the tools ts from now on
+// (an MCP server added them, or came up late: catalog.MCPOptions), and
+// announces them: a tool not in the registry is registered first; one the
+// registry holds already (served before, withdrawn by Unserve) is served
+// again as registered, and announced with ts's description and schema.
+// Tools served already are reannounced. Before Start, Serve only registers
+// them: Start serves them. It returns the first error (a tool the registry
+// refuses, a consumer that cannot be bound); the tools before it are
+// served.
+func (s *Server) Serve(ctx context.Context, ts ...tools.Tool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stopped:
+		return errors.New("toolpool: server: stopped")
+	default:
+	}
+	rts, err := scratchRegistered(ts)
+	if err != nil {
+		return fmt.Errorf("toolpool: serve: %w", err)
+	}
+	names := make([]string, 0, len(ts))
+	for _, t := range ts {
+		if _, ok := s.cfg.Registry.Lookup(t.Name); !ok {
+			if err := s.cfg.Registry.Register(t); err != nil {
+				return fmt.Errorf("toolpool: serve: %w", err)
+			}
+		}
+		delete(s.withheld, t.Name)
+		names = append(names, t.Name)
+	}
+	if len(s.cfg.Worker.Tools) > 0 {
+		s.cfg.Worker.Tools = append(slices.DeleteFunc(s.cfg.Worker.Tools, func(n string) bool { return slices.Contains(names, n) }), names...)
+	}
+	s.metrics.AddTools(names...)
+	for _, w := range s.workers {
+		if err := w.Serve(ctx, names...); err != nil {
+			return fmt.Errorf("toolpool: serve: %w", err)
+		}
+	}
+	var errs []error
+	for _, a := range s.announcers {
+		errs = append(errs, a.Add(ctx, rts...))
+	}
+	if len(s.workers) > 0 {
+		s.cfg.Logger.Info("serving tools", "tools", names)
+	}
+	return errors.Join(errs...)
+}
+
+// Unserve withdraws the announcements of the tools names, then makes every
+// worker stop pulling their calls (an MCP server no longer offers them):
+// calls the workers pulled but did not start go back to JetStream, to a
+// worker that still serves the tool, or wait for one as calls of a tool
+// no worker serves do; calls running finish. The registry keeps the tools
+// (Serve serves them again). Tools not served are ignored. Before Start,
+// the tools are left out of what Start serves.
+func (s *Server) Unserve(ctx context.Context, names ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.withheld == nil {
+		s.withheld = map[string]bool{}
+	}
+	for _, n := range names {
+		s.withheld[n] = true
+	}
+	var errs []error
+	for _, a := range s.announcers {
+		errs = append(errs, a.Withdraw(ctx, names...))
+	}
+	for _, w := range s.workers {
+		errs = append(errs, w.Unserve(ctx, names...))
+	}
+	if len(s.workers) > 0 {
+		s.cfg.Logger.Info("no longer serving tools", "tools", names)
+	}
+	return errors.Join(errs...)
+}
+
+// scratchRegistered are ts as registered tools of a registry of their own:
+// what their announcements say.
+func scratchRegistered(ts []tools.Tool) ([]*tools.Registered, error) {
+	scratch := tools.NewRegistry()
+	rts := make([]*tools.Registered, 0, len(ts))
+	for _, t := range ts {
+		if err := scratch.Register(t); err != nil {
+			return nil, err
+		}
+		rt, _ := scratch.Lookup(t.Name)
+		rts = append(rts, rt)
+	}
+	return rts, nil
 }
 
 // Stop withdraws the announcements (so that no new call is routed here),
@@ -297,18 +405,13 @@ func (s *Server) Checks() []health.Check {
 }
 
 // Reannounce rewrites the announcements of the tools in ts that the
-// Server serves, with their new descriptions and schemas (an MCP server's
-// tool list changed: catalog.MCPOptions.OnChange). Tools it does not
-// serve are ignored.
+// Server serves, with their new descriptions and schemas. Tools it does
+// not serve are ignored (Serve serves new tools and reannounces the
+// others).
 func (s *Server) Reannounce(ctx context.Context, ts []tools.Tool) error {
-	scratch := tools.NewRegistry()
-	var rts []*tools.Registered
-	for _, t := range ts {
-		if err := scratch.Register(t); err != nil {
-			return fmt.Errorf("toolpool: reannounce: %w", err)
-		}
-		rt, _ := scratch.Lookup(t.Name)
-		rts = append(rts, rt)
+	rts, err := scratchRegistered(ts)
+	if err != nil {
+		return fmt.Errorf("toolpool: reannounce: %w", err)
 	}
 	s.mu.Lock()
 	announcers := append([]*discovery.Announcer(nil), s.announcers...)

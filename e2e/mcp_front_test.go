@@ -22,7 +22,8 @@ import (
 
 // mcpServe is `orchestrator serve` with the demo tools and the reference
 // MCP server (@modelcontextprotocol/server-everything, stdio) served as
-// pooled tools under the prefix ev_, its /mcp guarded by a token.
+// pooled tools under the prefix ev_ (and a catalog server, broken, that
+// does not start), its /mcp guarded by a token.
 type mcpServe struct {
 	proc  *process
 	http  string // host:port
@@ -42,6 +43,10 @@ func startMCPServe(t *testing.T) *mcpServe {
       command: [`+quoteYAML(node)+`, `+quoteYAML(entry)+`, stdio]
       tools: [echo, trigger-long-running-operation]
       prefix: ev_
+  - name: broken
+    backend: mcp
+    mcp:
+      command: [`+quoteYAML(node)+`, -e, "process.stderr.write('no config file'); process.exit(3)"]
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +149,29 @@ func TestMCPTypeScriptClient(t *testing.T) {
 				t.Errorf("progress went backwards: %+v", p)
 			}
 		}
+	}
+}
+
+// Under orchestrator serve, an MCP server of the catalog that does not
+// start is a detail of /readyz, with its error, that keeps serve ready:
+// its other tools are served (and the server is retried).
+func TestMCPServerDownIsADetailOfServe(t *testing.T) {
+	t.Parallel()
+	s := startMCPServe(t)
+	resp, err := http.Get("http://" + s.http + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(rep.Checks["mcp:broken"], "no config file") || rep.Checks["mcp:everything"] != "ok" {
+		t.Fatalf("/readyz: %d %+v; want 200 with the broken server's error as a detail", resp.StatusCode, rep)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/health"
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/metrics"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
@@ -228,7 +229,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			if err != nil {
 				return err
 			}
-			f.catalog.OnMCPChange(cli.Reannouncer(srv, log))
+			f.catalog.FollowMCP(srv, log)
 		}
 	}
 	if err := toolpool.Provision(ctx, nc, toolpool.StreamsConfig{Replicas: f.replicas}); err != nil {
@@ -250,7 +251,9 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), MCP: f.front.mcpConfig(f.httpAddr), Metrics: reg, Logger: log,
 	}
 	if srv != nil {
-		ocfg.Checks = srv.Checks()
+		// The MCP servers' status is a detail: the orchestrator serves
+		// its other tools while one is down (and retried).
+		ocfg.Checks = append(srv.Checks(), health.AsDetails(f.catalog.Checks()...)...)
 	}
 	orch, err := toolpool.NewOrchestrator(ocfg)
 	if err == nil {

@@ -107,7 +107,7 @@ func workerCommand() *cli.Command {
 			if err != nil {
 				return cli.Usagef("%v", err)
 			}
-			catalogFlags.OnMCPChange(cli.Reannouncer(srv, log))
+			catalogFlags.FollowMCP(srv, log)
 			if metricsAddr != "" {
 				stopHTTP, err := cli.ServeHTTP(metricsAddr, srv.Handler(), log)
 				if err != nil {

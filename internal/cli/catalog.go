@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
@@ -40,8 +39,7 @@ type CatalogFlags struct {
 
 // mcpState is what RegisterTools started for the catalog's mcp entries.
 type mcpState struct {
-	set      *mcpback.Set
-	onChange atomic.Pointer[func([]tools.Tool)]
+	set *mcpback.Set
 }
 
 // Checks are the readiness checks of the MCP servers RegisterTools
@@ -53,12 +51,13 @@ func (c *CatalogFlags) Checks() []health.Check {
 	return c.mcp.set.Checks()
 }
 
-// OnMCPChange makes f hear of the tools of an MCP server whose tool list
-// changed, with their new descriptions and schemas (to reannounce them:
-// toolpool.Server.Reannounce).
-func (c *CatalogFlags) OnMCPChange(f func([]tools.Tool)) {
+// FollowMCP makes f (toolpool.Server) follow the tools of the catalog's
+// MCP servers from now on (mcpback.Set.Follow): when a server's tool list
+// changes or a server that did not start comes up, f serves, announces and
+// withdraws its tools. Errors are logged with log.
+func (c *CatalogFlags) FollowMCP(f mcpback.Follower, log *slog.Logger) {
 	if c.mcp != nil {
-		c.mcp.onChange.Store(&f)
+		c.mcp.set.Follow(f, log)
 	}
 }
 
@@ -81,7 +80,8 @@ func (c *CatalogFlags) Bucket() discovery.BucketConfig {
 // built-ins b selects that the catalog does not mention are added as they
 // are. The catalog's mcp entries start their servers (c.Logger and
 // c.MCPMetrics serve them), whose tools are registered too; a server that
-// does not start is logged and left out (Checks reports it). The returned
+// does not start is logged, left out and retried (Checks reports it;
+// FollowMCP serves its tools once it is up). The returned
 // Closer (never nil) releases the built-ins and stops the MCP servers. A
 // bad catalog is an error naming the file, the tool and the field.
 func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.Closer, error) {
@@ -127,21 +127,13 @@ func (c *CatalogFlags) RegisterTools(reg *tools.Registry, b *BuiltinFlags) (io.C
 			return fail(err)
 		}
 		if len(f.MCPEntries()) > 0 {
-			st := &mcpState{}
 			// A bound of its own per server (mcpback.StartTimeoutDefault): a
-			// server that does not start is logged and left out.
-			set, err := f.StartMCP(context.Background(), reg, catalog.MCPOptions{
-				Logger: c.Logger, Metrics: c.MCPMetrics,
-				OnChange: func(_ string, ts []tools.Tool) {
-					if h := st.onChange.Load(); h != nil {
-						(*h)(ts)
-					}
-				},
-			})
+			// server that does not start is logged, left out and retried.
+			set, err := f.StartMCP(context.Background(), reg, catalog.MCPOptions{Logger: c.Logger, Metrics: c.MCPMetrics})
 			if err != nil {
 				return fail(err)
 			}
-			st.set, c.mcp = set, st
+			c.mcp = &mcpState{set: set}
 			closer = closers{set, closer}
 		}
 	}
@@ -190,18 +182,4 @@ func (cs closers) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// Reannouncer is the OnMCPChange hook of a command: srv reannounces the
-// changed tools, and a failure is logged (the heartbeat writes them again).
-func Reannouncer(srv interface {
-	Reannounce(context.Context, []tools.Tool) error
-}, log *slog.Logger) func([]tools.Tool) {
-	return func(ts []tools.Tool) {
-		ctx, cancel := context.WithTimeout(context.Background(), discovery.PutTimeoutDefault)
-		defer cancel()
-		if err := srv.Reannounce(ctx, ts); err != nil {
-			log.Warn("reannouncing an MCP server's changed tools failed", "err", err)
-		}
-	}
 }

@@ -209,7 +209,8 @@ type MCPOptions struct {
 
 // StartMCP starts the servers of the file's mcp entries and registers
 // their tools in reg (see mcpback.Set.Start): a server that does not start
-// is logged and left out. A tool reg refuses (a name already taken) is an
+// is logged, left out and retried in the background; Set.Follow hands the
+// tools of a server that changed or came up late to the worker. A tool reg refuses (a name already taken) is an
 // *Error naming the entry. Stop the returned Set (never nil on success)
 // when the worker stops.
 func (f *File) StartMCP(ctx context.Context, reg *tools.Registry, opts MCPOptions) (*mcpback.Set, error) {

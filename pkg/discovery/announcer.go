@@ -263,6 +263,50 @@ func (a *Announcer) Update(ctx context.Context, rts ...*tools.Registered) error 
 	return a.put(ctx, kv, changed)
 }
 
+// Add announces the tools of rts from now on (the worker serves them: an
+// MCP server added them), writing them at once; a tool announced already
+// gets its announcement replaced, as with Update. Before Start it changes
+// what Start writes; when the bucket cannot be written now, the heartbeat
+// writes them later.
+func (a *Announcer) Add(ctx context.Context, rts ...*tools.Registered) error {
+	a.valuesMu.Lock()
+	now := time.Now().UTC()
+	for _, rt := range rts {
+		key := Key(rt.Name, a.cfg.WorkerID)
+		if _, ok := a.anns[key]; !ok {
+			a.anns[key] = Announcement{StartedAt: now} // Update keeps StartedAt
+		}
+	}
+	a.valuesMu.Unlock()
+	return a.Update(ctx, rts...)
+}
+
+// Withdraw stops announcing the tools names (the worker no longer serves
+// them) and deletes their announcements at once, so catalogs stop counting
+// this worker for them. Tools it does not announce are ignored. When the
+// bucket cannot be written now, the announcements expire on their own.
+func (a *Announcer) Withdraw(ctx context.Context, names ...string) error {
+	a.valuesMu.Lock()
+	var keys []string
+	for _, name := range names {
+		key := Key(name, a.cfg.WorkerID)
+		if _, ok := a.anns[key]; !ok {
+			continue
+		}
+		delete(a.anns, key)
+		delete(a.values, key)
+		keys = append(keys, key)
+	}
+	a.valuesMu.Unlock()
+	a.mu.Lock()
+	kv, stopped := a.kv, a.stopped
+	a.mu.Unlock()
+	if kv == nil || stopped || len(keys) == 0 {
+		return nil
+	}
+	return deleteKeys(ctx, kv, keys, a.cfg.PutTimeout)
+}
+
 // TTL is the bucket's TTL in force; 0 before Start.
 func (a *Announcer) TTL() time.Duration {
 	a.mu.Lock()
@@ -404,14 +448,23 @@ func (a *Announcer) unsubscribe() {
 // serving many tools withdraws them in one round trip, not one per tool,
 // however slow the server is to answer.
 func (a *Announcer) withdraw(ctx context.Context, kv js.KeyValue) error {
+	var keys []string
+	for key := range a.snapshot() {
+		keys = append(keys, key)
+	}
+	return deleteKeys(ctx, kv, keys, a.cfg.PutTimeout)
+}
+
+// deleteKeys deletes keys from kv all at once, each bounded by timeout.
+func deleteKeys(ctx context.Context, kv js.KeyValue, keys []string, timeout time.Duration) error {
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for key := range a.snapshot() {
+	for _, key := range keys {
 		wg.Go(func() {
-			dctx, cancel := context.WithTimeout(ctx, a.cfg.PutTimeout)
+			dctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			if err := kv.Delete(dctx, key); err != nil {
 				mu.Lock()

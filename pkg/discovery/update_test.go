@@ -39,3 +39,35 @@ func TestUpdateReannounces(t *testing.T) {
 		t.Errorf("announcement after Update: %+v, before %+v", after, before)
 	}
 }
+
+// TestAddAndWithdraw: Add announces a tool the worker serves from now on
+// (an MCP server added it) and the catalog sees it; Withdraw deletes the
+// announcement of a tool it no longer serves, which leaves the catalog,
+// while its other tools stay; the heartbeat does not write it back.
+func TestAddAndWithdraw(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	a := announce(t, connect(t, srv.ClientURL()), "w1", registry(t, "search"))
+	c := newCatalog(t, connect(t, srv.ClientURL()))
+	ctx := t.Context()
+	eventually(t, "search announced", func() bool { _, ok := c.Lookup(ctx, "search"); return ok })
+
+	more := registry(t, "fetch")
+	rt, _ := more.Lookup("fetch")
+	if err := a.Add(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "fetch announced", func() bool { _, ok := c.Lookup(ctx, "fetch"); return ok })
+	if err := a.Withdraw(ctx, "search", "never-announced"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "search withdrawn", func() bool { _, ok := c.Lookup(ctx, "search"); return !ok })
+	if _, ok := c.Lookup(ctx, "fetch"); !ok {
+		t.Error("fetch left the catalog with search")
+	}
+	for key := range a.snapshot() {
+		if strings.HasPrefix(key, Key("search", "w1")) {
+			t.Errorf("the heartbeat would write %s again", key)
+		}
+	}
+}

@@ -24,6 +24,21 @@ const TimeoutDefault = 2 * time.Second
 type Check struct {
 	Name string
 	Func func(ctx context.Context) error
+	// Detail marks a check that is reported but does not make the report
+	// fail: the status of a part the process serves without (an MCP server
+	// of the catalog, retried in the background). It runs even after a
+	// failed check.
+	Detail bool
+}
+
+// AsDetails returns checks marked Detail.
+func AsDetails(checks ...Check) []Check {
+	out := make([]Check, len(checks))
+	for i, c := range checks {
+		c.Detail = true
+		out[i] = c
+	}
+	return out
 }
 
 // Handler serves GET /healthz (the process is alive: 200 unless a liveness
@@ -39,7 +54,8 @@ type Handler struct {
 
 // New returns a Handler running checks, in order, for each readiness
 // probe, within timeout (TimeoutDefault when zero). A failed check stops
-// the probe: the later ones are reported as "skipped".
+// the probe: the later ones are reported as "skipped", but for details
+// (Check.Detail), which always run and never fail the probe.
 func New(timeout time.Duration, checks ...Check) *Handler {
 	if timeout <= 0 {
 		timeout = TimeoutDefault
@@ -94,11 +110,15 @@ func run(ctx context.Context, timeout time.Duration, checks []Check, good, bad s
 	defer cancel()
 	rep := Report{Status: good, Checks: make(map[string]string, len(checks))}
 	for _, c := range checks {
-		if rep.Status != good {
+		if rep.Status != good && !c.Detail {
 			rep.Checks[c.Name] = checkSkipped
 			continue
 		}
 		if err := c.Func(ctx); err != nil {
+			if c.Detail {
+				rep.Checks[c.Name] = err.Error()
+				continue
+			}
 			rep.Status = bad
 			rep.Checks[c.Name] = err.Error()
 			continue

@@ -145,3 +145,22 @@ func TestReadinessFollowsNATS(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A failing detail is reported but keeps the probe ready, and details run
+// after a failed check too.
+func TestDetailsDoNotFail(t *testing.T) {
+	t.Parallel()
+	var ready atomic.Bool
+	ready.Store(true)
+	down := health.AsDetails(health.Check{Name: "mcp:docs", Func: func(context.Context) error { return errors.New("mcp server docs: down") }})
+	base := serve(t, health.New(time.Second, append([]health.Check{health.Flag("worker", &ready, "starting")}, down...)...))
+	code, rep := probe(t, base, "/readyz")
+	if code != http.StatusOK || rep.Checks["mcp:docs"] != "mcp server docs: down" {
+		t.Fatalf("with a failing detail: %d %+v; want 200 naming the detail's error", code, rep)
+	}
+	ready.Store(false)
+	code, rep = probe(t, base, "/readyz")
+	if code != http.StatusServiceUnavailable || rep.Checks["mcp:docs"] != "mcp server docs: down" {
+		t.Fatalf("with a failing check: %d %+v; want 503 with the detail still run", code, rep)
+	}
+}

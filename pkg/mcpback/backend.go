@@ -42,9 +42,12 @@ type Backend struct {
 	served  []tools.Tool           // the tools of order the server still lists
 	failure error                  // why Start failed; nil once started
 
-	ctx      context.Context // ends with Stop: supervisors, list refreshes
-	cancel   context.CancelCauseFunc
-	goMu     sync.Mutex // orders wg.Go of a list refresh before Stop's wg.Wait
+	ctx    context.Context // ends with Stop: supervisors, list refreshes
+	cancel context.CancelCauseFunc
+	goMu   sync.Mutex // orders wg.Go of a list refresh before Stop's wg.Wait
+	// listMu serializes the list refreshes and what OnChange hears: a
+	// later list is applied, and told, after an earlier one.
+	listMu   sync.Mutex
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 	stopped  chan struct{}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +42,17 @@ type testBundle struct {
 func setup(t *testing.T, cfgs ...mcpback.Config) *testBundle {
 	t.Helper()
 	srv, nc, _ := natstest.StartProvisioned(t)
+	reg, set := startSet(t, cfgs...)
+	pooltest.StartServer(t, srv.ClientURL(), reg)
+	orch := pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg))
+	return &testBundle{set: set, reg: reg, d: orch.Dispatcher()}
+}
+
+// startSet starts a Set of cfgs, logging to the test, registering its
+// tools in a registry of the demo tools. Start a worker after it: the Set
+// stops after the worker.
+func startSet(t *testing.T, cfgs ...mcpback.Config) (*tools.Registry, *mcpback.Set) {
+	t.Helper()
 	reg := tools.NewRegistry()
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
@@ -57,17 +70,19 @@ func setup(t *testing.T, cfgs ...mcpback.Config) *testBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = set.Stop(context.Background()) }) // after the worker's stop
-	pooltest.StartServer(t, srv.ClientURL(), reg)
-	orch := pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg))
-	return &testBundle{set: set, reg: reg, d: orch.Dispatcher()}
+	return reg, set
 }
 
-// call runs one call through the pool.
+var callSeq atomic.Int64
+
+// call runs one call through the pool, with an id of its own (a stored
+// result answers a call id seen before).
 func (b *testBundle) call(t *testing.T, tool, input string) envelope.Result {
 	t.Helper()
+	id := fmt.Sprintf("toolu_%s_%d", tool, callSeq.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := b.d.Dispatch(ctx, "session", []envelope.ToolUseBlock{{Type: "tool_use", ID: "toolu_" + tool, Name: tool, Input: json.RawMessage(input)}})
+	res, err := b.d.Dispatch(ctx, "session", []envelope.ToolUseBlock{{Type: "tool_use", ID: id, Name: tool, Input: json.RawMessage(input)}})
 	if err != nil {
 		t.Fatalf("Dispatch %s: %v", tool, err)
 	}
@@ -82,11 +97,19 @@ func stdioConfig(args ...string) mcpback.Config {
 // httpServer serves mcptest's server over streamable HTTP on loopback;
 // requests without the bearer token are refused, and a request whose body
 // says "ratelimited" is answered 429 with Retry-After: 7.
-func httpServer(t *testing.T, opts mcptest.Options) string {
+func httpServer(t *testing.T, opts mcptest.Options) string { return gatedHTTPServer(t, opts, nil) }
+
+// gatedHTTPServer is httpServer, answering 503 to every request while up
+// is false (nil: always up).
+func gatedHTTPServer(t *testing.T, opts mcptest.Options, up *atomic.Bool) string {
 	t.Helper()
 	s := mcptest.NewServer(opts)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if up != nil && !up.Load() {
+			http.Error(w, "not up yet", http.StatusServiceUnavailable)
+			return
+		}
 		if r.Header.Get("Authorization") != "Bearer s3cret" {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return

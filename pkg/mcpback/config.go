@@ -82,8 +82,12 @@ type Config struct {
 	// SIGTERM. Default TerminateGraceDefault.
 	TerminateGrace time.Duration
 	// OnChange, when set, is called (from a goroutine of the Backend) with
-	// the tools served once the server's tool list changed: their new
-	// descriptions and schemas, to announce.
+	// every tool the Backend serves now, once the server's tool list
+	// changed (list_changed) or once a Set's server that failed at start
+	// came up: the tools it added are among them, with the new
+	// descriptions and schemas of the others; the tools it served before
+	// and ts lacks are the ones the server removed. To register, serve,
+	// announce and withdraw them: toolpool.Server.Serve and Unserve.
 	OnChange func(ts []tools.Tool)
 	// Metrics counts starts, failures and restarts. Default: none.
 	Metrics Metrics

@@ -20,10 +20,12 @@
 // The server's notifications/progress reach tools.ReportProgress of the
 // call. notifications/tools/list_changed makes the Backend list the tools
 // again: the descriptions and schemas of the tools it serves are updated
-// (calls are validated against the new schema) and Config.OnChange is told;
-// tools the server adds are not served until the worker restarts, and
-// calls of tools it removed fail permanently. A server that does not start
-// is not tried again: its tools are left out until the worker restarts.
+// (calls are validated against the new schema), the tools it adds are
+// served too, calls of tools it removed fail permanently, and
+// Config.OnChange is told of every tool served now (the worker registers,
+// serves and announces the new ones and withdraws the removed ones). A
+// Set retries a server that does not start in the background, with
+// backoff; once it is up, OnChange is told of its tools.
 //
 //	b, err := mcpback.New(mcpback.Config{Name: "everything", Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything"}})
 //	if err := b.Start(ctx); err != nil { … } // the server did not start: serve without it

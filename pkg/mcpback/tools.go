@@ -136,8 +136,8 @@ func PoolName(prefix, name string) string {
 }
 
 // listChanged lists the tools again after the server said they changed:
-// the tools served get their new descriptions and schemas, and OnChange
-// hears of them.
+// the tools served get their new descriptions and schemas, the tools
+// added are served, and OnChange hears of every tool served.
 func (b *Backend) listChanged() {
 	b.goMu.Lock() // so that Stop's Wait never races this Add
 	defer b.goMu.Unlock()
@@ -145,13 +145,15 @@ func (b *Backend) listChanged() {
 		return
 	}
 	b.wg.Go(func() {
+		b.listMu.Lock()
+		defer b.listMu.Unlock()
 		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.StartTimeout)
 		defer cancel()
 		s := b.pick()
 		if s == nil {
 			return
 		}
-		remotes, _, err := b.list(ctx, s.current())
+		remotes, listed, err := b.list(ctx, s.current())
 		if err != nil {
 			if b.ctx.Err() == nil {
 				b.cfg.Logger.Warn("listing an MCP server's tools after list_changed failed", "server", b.cfg.Name, "err", b.redactErr(err))
@@ -160,9 +162,9 @@ func (b *Backend) listChanged() {
 		}
 		b.mu.Lock()
 		var added, removed, updated []string
-		for name := range remotes {
-			if _, ok := b.remotes[name]; !ok {
-				added = append(added, name)
+		for _, t := range listed {
+			if _, ok := b.remotes[t.Name]; !ok {
+				added = append(added, t.Name)
 			}
 		}
 		served := make([]tools.Tool, 0, len(b.order))
@@ -187,6 +189,10 @@ func (b *Backend) listChanged() {
 			}
 			b.remotes[cur.tool.Name] = nt
 		}
+		for _, name := range added { // served from now on, as the server lists them
+			b.remotes[name] = remotes[name]
+			b.order = append(b.order, name)
+		}
 		for _, name := range b.order {
 			if rt := b.remotes[name]; !rt.gone {
 				served = append(served, rt.tool)
@@ -202,11 +208,21 @@ func (b *Backend) listChanged() {
 		slices.Sort(removed)
 		slices.Sort(updated)
 		b.cfg.Logger.Info("an MCP server's tools changed", "server", b.cfg.Name,
-			"updated", updated, "removed", removed, "new_not_served", added)
+			"updated", updated, "removed", removed, "added", added)
 		if onChange != nil {
 			onChange(served)
 		}
 	})
+}
+
+// tellTools tells OnChange of the tools served now (a Set's server that
+// came up late), in order with the list refreshes.
+func (b *Backend) tellTools() {
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	if b.cfg.OnChange != nil && b.ctx.Err() == nil {
+		b.cfg.OnChange(b.Tools())
+	}
 }
 
 // registeredSchema is the schema the worker's registry holds for the

@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -79,14 +80,19 @@ func classLabel(c envelope.Class) string {
 // becomes UnknownTool. onNew, when set, runs once for each label value
 // (for a fixed list, when it is made), so that a tool's counters exist at
 // zero from its first appearance: increase() then sees their first event.
+//
+// A fixed list grows with add (a worker serves a tool registered at
+// runtime), by at most max names: the map is copied on each add, so label
+// reads it without locking.
 type toolLabels struct {
-	fixed map[string]struct{} // read-only; nil when no list was given
-	known func(string) bool   // optional filter for names not yet seen
+	fixed atomic.Pointer[map[string]struct{}] // never modified once stored; nil when no list was given
+	known func(string) bool                   // optional filter for names not yet seen
 	max   int
 	onNew func(label string)
 
-	mu   sync.RWMutex
-	seen map[string]struct{}
+	mu    sync.RWMutex
+	seen  map[string]struct{}
+	added int // names add put in fixed; guarded by mu
 }
 
 func newToolLabels(list []string, known func(string) bool, max int, onNew func(string)) *toolLabels {
@@ -95,21 +101,56 @@ func newToolLabels(list []string, known func(string) bool, max int, onNew func(s
 		l.max = MaxToolsDefault
 	}
 	if list != nil {
-		l.fixed = make(map[string]struct{}, len(list))
+		fixed := make(map[string]struct{}, len(list))
 		for _, name := range list {
-			l.fixed[name] = struct{}{}
+			fixed[name] = struct{}{}
 			if onNew != nil {
 				onNew(name)
 			}
 		}
+		l.fixed.Store(&fixed)
 	}
 	return l
 }
 
+// add puts names in a fixed list, up to max names added in all; names
+// beyond that stay UnknownTool. Without a fixed list it does nothing
+// (every name gets its label as it comes, up to max).
+func (l *toolLabels) add(names ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.fixed.Load()
+	if old == nil {
+		return
+	}
+	next := *old
+	copied := false
+	for _, name := range names {
+		if _, ok := next[name]; ok || name == "" || len(name) > 64 || l.added >= l.max {
+			continue
+		}
+		if !copied {
+			next = make(map[string]struct{}, len(*old)+len(names))
+			for k := range *old {
+				next[k] = struct{}{}
+			}
+			copied = true
+		}
+		next[name] = struct{}{}
+		l.added++
+		if l.onNew != nil {
+			l.onNew(name)
+		}
+	}
+	if copied {
+		l.fixed.Store(&next)
+	}
+}
+
 // label returns the label value of tool.
 func (l *toolLabels) label(tool string) string {
-	if l.fixed != nil {
-		if _, ok := l.fixed[tool]; ok {
+	if fixed := l.fixed.Load(); fixed != nil {
+		if _, ok := (*fixed)[tool]; ok {
 			return tool
 		}
 		return UnknownTool

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,20 @@ func TestToolLabels(t *testing.T) {
 			if got := l.label(in); got != want {
 				t.Errorf("label(%q) = %q, want %q", in, got, want)
 			}
+		}
+	})
+	t.Run("fixed list grows", func(t *testing.T) {
+		var made []string
+		l := newToolLabels([]string{"echo"}, nil, 2, func(s string) { made = append(made, s) })
+		l.add("late", "echo", "")
+		l.add("later", "latest") // "latest" is past the cap of 2 added names
+		for in, want := range map[string]string{"echo": "echo", "late": "late", "later": "later", "latest": UnknownTool} {
+			if got := l.label(in); got != want {
+				t.Errorf("label(%q) = %q, want %q", in, got, want)
+			}
+		}
+		if want := []string{"echo", "late", "later"}; !slices.Equal(made, want) {
+			t.Errorf("onNew ran for %v, want %v", made, want)
 		}
 	})
 	t.Run("cap", func(t *testing.T) {

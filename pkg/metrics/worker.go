@@ -116,6 +116,13 @@ func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
 	return m, nil
 }
 
+// AddTools gives the tools names labels of their own when WorkerOptions
+// listed the tools: a worker serves them from now on (registered at
+// runtime: an MCP server's list changed). At most MaxTools names are added
+// over the Worker's life; events of the others stay UnknownTool. Without a
+// list it does nothing: every name gets its label, up to MaxTools.
+func (m *Worker) AddTools(names ...string) { m.tools.add(names...) }
+
 // initTool makes a tool's series without other labels, and its dead
 // letters by the reasons a worker gives, exist at zero.
 func (m *Worker) initTool(tool string) {

@@ -21,7 +21,10 @@
 // Start creates or updates each tool's consumer from the tool's settings
 // (AckWait the liveness window Config.AckWait, MaxDeliver from its attempts, MaxAckPending
 // from its fleet-wide concurrency), so any number of workers on any number
-// of machines share the work of a tool.
+// of machines share the work of a tool. A started worker serves more tools
+// of its registry with Serve (tools registered at runtime) and stops
+// pulling a tool with Unserve: its last pull is drained, and the calls it
+// pulled but did not start go back to JetStream for another worker.
 //
 // # One call
 //

@@ -46,9 +46,10 @@ const (
 // loop makes it again from the tool's spec.
 func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slog.Logger) {
 	defer w.pulling.Done()
+	defer close(s.pulled)
 	failures := 0
 	deleted := false // a pull said the consumer was deleted
-	for !w.stopping.Load() {
+	for !w.stopping.Load() && !s.quitting() {
 		n, freed := w.slots.available()
 		if n == 0 {
 			select {
@@ -56,10 +57,12 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 				continue
 			case <-w.stopCh:
 				return
+			case <-s.quit:
+				return
 			}
 		}
 		err := w.round(ctx, cons, s, min(n, maxPull, s.maxAckPending))
-		if w.stopping.Load() {
+		if w.stopping.Load() || s.quitting() {
 			return
 		}
 		if err == nil {
@@ -81,6 +84,8 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 		select {
 		case <-time.After(jetstream.RepublishDelay(failures)):
 		case <-w.stopCh:
+			return
+		case <-s.quit:
 			return
 		}
 	}
@@ -111,6 +116,7 @@ func (w *Worker) round(ctx context.Context, cons js.Consumer, s *served, n int) 
 	case err = <-failed:
 	case <-t.C:
 	case <-w.stopCh:
+	case <-s.quit:
 	}
 	cc.Drain()
 	select {
@@ -125,8 +131,11 @@ func (w *Worker) round(ctx context.Context, cons js.Consumer, s *served, n int) 
 // is, keeping the message alive while it waits.
 func (w *Worker) take(msg js.Msg, s *served) {
 	j := &job{msg: msg, served: s, w: w}
-	if w.stopping.Load() {
-		w.giveBack(j, 0) // pulled while the worker stops: another one takes it
+	if w.stopping.Load() || s.quitting() {
+		// Pulled while the worker stops, or stops serving the tool (its
+		// pull is drained: the hand-back cannot come back to it): another
+		// worker takes it.
+		w.giveBack(j, 0)
 		return
 	}
 	seq := j.seq()
@@ -167,7 +176,7 @@ func (w *Worker) take(msg js.Msg, s *served) {
 			w.process(j) // settles it without running it, and without a slot
 			w.finish(j, false)
 		default:
-			w.giveBack(j, 0) // the worker stops: another one takes it
+			w.giveBack(j, 0) // the worker stops, or stops serving the tool: another one takes it
 			w.finish(j, false)
 		}
 	})
@@ -194,8 +203,8 @@ func (w *Worker) finish(j *job, slot bool) {
 }
 
 // acquire queues for a slot, keeping j's message alive with InProgress
-// while it waits. It reports false when the worker stops first, or when
-// the call's caller cancels it.
+// while it waits. It reports false when the worker stops first, or stops
+// serving the tool (Unserve), or when the call's caller cancels it.
 func (w *Worker) acquire(j *job, heartbeat time.Duration) bool {
 	msg := j.msg
 	ch := w.slots.wait()
@@ -217,6 +226,9 @@ func (w *Worker) acquire(j *job, heartbeat time.Duration) bool {
 		case <-t.C:
 			_ = msg.InProgress()
 		case <-w.handBack:
+			w.slots.cancel(ch)
+			return false
+		case <-j.served.handBack: // the worker no longer serves the tool
 			w.slots.cancel(ch)
 			return false
 		}

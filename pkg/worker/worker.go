@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +50,9 @@ type Worker struct {
 
 	mu       sync.Mutex
 	started  bool
+	pullCtx  context.Context    // parent of every tool's pull context
 	stopPull context.CancelFunc // cuts off the pull loops' open pulls
+	serving  map[string]*served // the tools pulled, by name (Serve, Unserve)
 	pulling  sync.WaitGroup     // the pull loops
 	jobs     map[*job]struct{}
 	// seqs holds the jobs by the stream sequence of their call message:
@@ -67,6 +71,27 @@ type served struct {
 	spec          jetstream.ConsumerSpec // to make the consumer again
 	heartbeat     time.Duration          // InProgress interval: jetstream.HeartbeatFor(AckWait)
 	maxAckPending int                    // the fleet-wide cap: no pull asks for more
+
+	// Unserve: quit is closed to end the tool's pull loop, which closes
+	// pulled when it has ended (its last pull drained); handBack is closed
+	// then, and the tool's calls still queued for a slot go back. ctx is
+	// the pull loop's, cut by cut when Unserve's context ends.
+	quit     chan struct{}
+	pulled   chan struct{}
+	handBack chan struct{}
+	ctx      context.Context
+	cut      context.CancelFunc
+	cons     js.Consumer // as bound; the pull loop may make it again
+}
+
+// quitting reports whether Unserve has ended the tool's pulling.
+func (s *served) quitting() bool {
+	select {
+	case <-s.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // New checks cfg and returns a worker. It does not touch the network.
@@ -127,44 +152,138 @@ func (w *Worker) Start(ctx context.Context) error {
 	if len(names) == 0 {
 		names = w.cfg.Registry.Names()
 	}
-	type bound struct {
-		cons js.Consumer
-		s    *served
-	}
-	var all []bound
+	var all []*served
 	for _, name := range names {
-		rt, _ := w.cfg.Registry.Lookup(name)
-		spec := jetstream.ConsumerSpec{
-			Tool:        rt.Name,
-			Timeout:     rt.Timeout,
-			MaxAttempts: rt.Retry.MaxAttempts,
-			Concurrency: rt.Concurrency,
-			AckWait:     w.cfg.AckWait,
-		}
-		cons, err := jetstream.EnsureConsumer(ctx, w.js, spec)
+		s, err := w.bind(ctx, name)
 		if err != nil {
-			return fmt.Errorf("worker: bind tool %q: %w", name, err)
+			return err
 		}
-		cfg := cons.CachedInfo().Config
-		s := &served{tool: rt, spec: spec, heartbeat: jetstream.HeartbeatFor(cfg.AckWait), maxAckPending: cfg.MaxAckPending}
-		if s.heartbeat <= 0 {
-			s.heartbeat = jetstream.HeartbeatFor(jetstream.AckWaitDefault)
-		}
-		if s.maxAckPending <= 0 {
-			s.maxAckPending = maxPull
-		}
-		all = append(all, bound{cons, s})
+		all = append(all, s)
 	}
 	// Cancellations first: a call pulled from now on may be cancelled.
 	w.subscribeCancels()
-	pullCtx, stopPull := context.WithCancel(context.Background())
-	w.stopPull = stopPull
-	for _, b := range all {
-		w.pulling.Add(1)
-		go w.pull(pullCtx, b.cons, b.s, w.cfg.Logger.With("tool", b.s.tool.Name))
+	w.pullCtx, w.stopPull = context.WithCancel(context.Background())
+	w.serving = make(map[string]*served, len(all))
+	for _, s := range all {
+		w.startPull(s)
 	}
 	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "tools", names, "concurrency", w.cfg.Concurrency)
 	return nil
+}
+
+// bind creates or updates the consumer of the registry's tool name.
+func (w *Worker) bind(ctx context.Context, name string) (*served, error) {
+	rt, ok := w.cfg.Registry.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("worker: tool %q is not in the registry", name)
+	}
+	spec := jetstream.ConsumerSpec{
+		Tool:        rt.Name,
+		Timeout:     rt.Timeout,
+		MaxAttempts: rt.Retry.MaxAttempts,
+		Concurrency: rt.Concurrency,
+		AckWait:     w.cfg.AckWait,
+	}
+	cons, err := jetstream.EnsureConsumer(ctx, w.js, spec)
+	if err != nil {
+		return nil, fmt.Errorf("worker: bind tool %q: %w", name, err)
+	}
+	cfg := cons.CachedInfo().Config
+	s := &served{tool: rt, spec: spec, heartbeat: jetstream.HeartbeatFor(cfg.AckWait), maxAckPending: cfg.MaxAckPending,
+		quit: make(chan struct{}), pulled: make(chan struct{}), handBack: make(chan struct{}), cons: cons}
+	if s.heartbeat <= 0 {
+		s.heartbeat = jetstream.HeartbeatFor(jetstream.AckWaitDefault)
+	}
+	if s.maxAckPending <= 0 {
+		s.maxAckPending = maxPull
+	}
+	return s, nil
+}
+
+// startPull starts s's pull loop; w.mu is held.
+func (w *Worker) startPull(s *served) {
+	s.ctx, s.cut = context.WithCancel(w.pullCtx)
+	w.serving[s.tool.Name] = s
+	w.pulling.Add(1)
+	go w.pull(s.ctx, s.cons, s, w.cfg.Logger.With("tool", s.tool.Name))
+}
+
+// Serve makes a started worker serve more tools of its registry (tools
+// registered after Start: an MCP server's list changed): it binds each
+// tool's consumer and starts its pull loop, which pulls for the worker's
+// free slots like the others. Tools already served are left as they are.
+// It returns once every consumer is bound, or with the first error (the
+// tools bound before it are served).
+func (w *Worker) Serve(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		w.mu.Lock()
+		_, dup := w.serving[name]
+		ok := w.started && !w.stopping.Load()
+		w.mu.Unlock()
+		switch {
+		case !ok:
+			return errors.New("worker: Serve needs a started worker that is not stopping")
+		case dup:
+			continue
+		}
+		s, err := w.bind(ctx, name)
+		if err != nil {
+			return err
+		}
+		w.mu.Lock()
+		if w.stopping.Load() { // Stop waits for the pull loops started before it
+			w.mu.Unlock()
+			return errors.New("worker: Serve needs a started worker that is not stopping")
+		}
+		if _, dup := w.serving[name]; !dup {
+			w.startPull(s)
+			w.cfg.Logger.Info("serving a tool", "worker_id", w.cfg.WorkerID, "tool", name)
+		}
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+// Unserve stops pulling the calls of the tools names (an MCP server no
+// longer offers them): each tool's open pull is drained, and what it still
+// brings goes back to JetStream for another worker, as do the tool's calls
+// queued here for a slot, once the pull has ended; calls already running
+// finish. When ctx ends first, the drains are cut short. A call of the tool
+// that no worker serves waits in its consumer (as with no worker at all).
+// Tools not served are ignored. The registry keeps the tools: Serve serves
+// them again.
+func (w *Worker) Unserve(ctx context.Context, names ...string) error {
+	var gone []*served
+	w.mu.Lock()
+	for _, name := range names {
+		if s, ok := w.serving[name]; ok {
+			delete(w.serving, name)
+			close(s.quit)
+			gone = append(gone, s)
+		}
+	}
+	w.mu.Unlock()
+	var err error
+	for _, s := range gone {
+		select {
+		case <-s.pulled:
+		case <-ctx.Done():
+			s.cut() // cuts its drain short
+			<-s.pulled
+			err = ctx.Err()
+		}
+		s.cut()
+		close(s.handBack) // no pull of this tool is left at the server: queued calls may go back
+		w.cfg.Logger.Info("no longer serving a tool", "worker_id", w.cfg.WorkerID, "tool", s.tool.Name)
+	}
+	return err
+}
+
+// Serving are the names of the tools the worker pulls, sorted.
+func (w *Worker) Serving() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.serving))
 }
 
 // Stop stops pulling, lets calls in flight finish until ctx is done, then

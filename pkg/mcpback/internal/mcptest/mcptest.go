@@ -84,6 +84,16 @@ func NewServer(opts Options) *mcp.Server {
 		return &mcp.CallToolResult{Content: textContent("ok")}
 	}))
 	s.AddTool(&mcp.Tool{
+		Name: "add", Description: "Adds a tool named by its text, which echoes: the server sends list_changed.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
+	}, withText(func(text string) *mcp.CallToolResult {
+		s.AddTool(&mcp.Tool{
+			Name: text, Description: "Echoes its text (added at runtime).",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+		}, echo)
+		return &mcp.CallToolResult{Content: textContent("ok")}
+	}))
+	s.AddTool(&mcp.Tool{
 		Name: "drop", Description: "Removes the tool named by its text: the server sends list_changed.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
 	}, withText(func(text string) *mcp.CallToolResult {

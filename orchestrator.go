@@ -186,6 +186,9 @@ func (o *Orchestrator) mcpTools(ctx context.Context) []mcpfront.Tool {
 		out := make([]mcpfront.Tool, len(anns))
 		for i, a := range anns {
 			out[i] = mcpfront.Tool{Definition: a.Tool, Idempotent: a.Idempotent}
+			if a.Hints != nil {
+				out[i].Hints = *a.Hints
+			}
 		}
 		return out
 	}

@@ -76,7 +76,13 @@ func (s *mcpServe) url() string { return "http://" + s.http + "/mcp" }
 
 // tsClientResult is what e2e/testdata/mcp-client.mjs prints.
 type tsClientResult struct {
-	Tools   []string `json:"tools"`
+	Tools       []string `json:"tools"`
+	Annotations map[string]struct {
+		ReadOnly    *bool `json:"readOnlyHint"`
+		Destructive *bool `json:"destructiveHint"`
+		Idempotent  *bool `json:"idempotentHint"`
+		OpenWorld   *bool `json:"openWorldHint"`
+	} `json:"annotations"`
 	Results []struct {
 		Content []struct {
 			Type string `json:"type"`
@@ -128,6 +134,13 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		if !slices.Contains(got.Tools, want) {
 			t.Errorf("tools/list = %v; want %s among them", got.Tools, want)
 		}
+	}
+	// The reference server's annotations of its tool reach the host through
+	// the pool: read-only, not destructive, idempotent, closed world.
+	is := func(p *bool, want bool) bool { return p != nil && *p == want }
+	if a, ok := got.Annotations["ev_trigger-long-running-operation"]; !ok || !is(a.ReadOnly, true) || !is(a.Destructive, false) ||
+		!is(a.Idempotent, true) || !is(a.OpenWorld, false) {
+		t.Errorf("annotations of ev_trigger-long-running-operation = %+v; want the reference server's (read-only, not destructive, idempotent, closed world)", got.Annotations["ev_trigger-long-running-operation"])
 	}
 	if len(got.Results) != 3 {
 		t.Fatalf("results = %+v; want 3", got.Results)

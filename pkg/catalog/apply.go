@@ -18,6 +18,7 @@ func (e *Entry) tool(opts Options) (tools.Tool, error) {
 		Timeout:     e.Timeout,
 		Retry:       e.Retry,
 		Idempotent:  e.Idempotent,
+		Hints:       e.Hints,
 		Concurrency: e.Concurrency,
 
 		PauseOn429Above: e.PauseOn429Above,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // Backend is how a catalog tool runs.
@@ -74,6 +75,10 @@ type Entry struct {
 	Retry classify.Policy
 	// Idempotent says the tool is safe to execute twice.
 	Idempotent bool
+	// Hints say what the tool does to the world (hints: read_only,
+	// destructive, open_world), for MCP hosts; unset ones are not known.
+	// For an mcp entry they override the server's.
+	Hints tools.Hints
 	// Concurrency is the fleet-wide cap on calls in flight; 0 when not set.
 	Concurrency int
 	Backend     Backend

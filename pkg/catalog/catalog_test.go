@@ -188,7 +188,7 @@ func TestLoadErrors(t *testing.T) {
 		{"concurrency", "concurrency: 5", "concurrency: 0",
 			`tools.yaml:9: tool "weather": concurrency: must be at least 1, got 0`},
 		{"name missing", "  - name: weather\n", "  - backend_x: 1\n",
-			`tools.yaml:2: tool #1: backend_x: unknown key (known keys: name, description, input_schema, timeout, retry, idempotent, concurrency, pause_on_rate_limit_above, backend, webhook, exec, mcp)`},
+			`tools.yaml:2: tool #1: backend_x: unknown key (known keys: name, description, input_schema, timeout, retry, idempotent, hints, concurrency, pause_on_rate_limit_above, backend, webhook, exec, mcp)`},
 		{"name bad", "name: weather", "name: get weather",
 			`tools.yaml:2: tool "get weather": name: must be 1 to 64 letters, digits, '_' or '-' (^[a-zA-Z0-9_-]{1,64}$), as the Messages API requires`},
 		{"description missing", "    description: Current weather.\n", "",
@@ -402,5 +402,42 @@ func TestApplyBuiltinOverrides(t *testing.T) {
 	err = slow.Apply(tools.NewRegistry(), map[string]tools.Tool{"read_file": fakeBuiltin("read_file")})
 	if err == nil || !strings.Contains(err.Error(), `tools.yaml:2: tool "read_file": retry.max_delay: must be at least base_delay (1s, the built-in tool's)`) {
 		t.Errorf("misfitting override: %v", err)
+	}
+}
+
+// An entry's hints: what MCP hosts are told the tool does to the world;
+// the ones not given stay unknown.
+func TestHints(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(path, []byte(`tools:
+  - name: lookup
+    description: Looks a word up.
+    input_schema: {type: object}
+    hints: {read_only: true, open_world: false}
+    backend: exec
+    exec: {command: [cat]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := f.Apply(reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := reg.Lookup("lookup")
+	h := rt.Hints
+	if h.ReadOnly == nil || !*h.ReadOnly || h.OpenWorld == nil || *h.OpenWorld || h.Destructive != nil {
+		t.Errorf("hints = read_only %v, open_world %v, destructive %v; want true, false, unknown", h.ReadOnly, h.OpenWorld, h.Destructive)
+	}
+	if err := os.WriteFile(path, []byte("tools:\n  - name: x\n    hints: {read_only: yes please}\n    backend: exec\n    exec: {command: [cat]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, Options{}); err == nil || !strings.Contains(err.Error(), "hints.read_only") {
+		t.Errorf("a hint that is not true or false: err = %v; want one naming hints.read_only", err)
 	}
 }

@@ -139,6 +139,10 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 		e.Retry = pol
 	}
 
+	if s.Hints != nil {
+		e.Hints = tools.Hints{ReadOnly: s.Hints.ReadOnly, Destructive: s.Hints.Destructive, OpenWorld: s.Hints.OpenWorld}
+	}
+
 	if s.Idempotent != nil {
 		if builtin {
 			return nil, bad("idempotent", "is not allowed with backend builtin: a built-in tool's code decides it")

@@ -180,6 +180,7 @@ func (e *Entry) MCPBackend() (mcpback.Config, error) {
 		Tools: slices.Clone(m.Tools), Prefix: m.Prefix, Sessions: m.Sessions,
 		Template: tools.Tool{
 			Timeout: e.Timeout, Retry: e.Retry, Concurrency: e.Concurrency, PauseOn429Above: e.PauseOn429Above,
+			Hints: e.Hints,
 		},
 		Idempotent: m.idempotent,
 	}, nil

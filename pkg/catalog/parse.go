@@ -28,12 +28,19 @@ type toolSpec struct {
 	Timeout     *string      `yaml:"timeout"`
 	Retry       *retrySpec   `yaml:"retry"`
 	Idempotent  *bool        `yaml:"idempotent"`
+	Hints       *hintsSpec   `yaml:"hints"`
 	Concurrency *int         `yaml:"concurrency"`
 	PauseAbove  *string      `yaml:"pause_on_rate_limit_above"`
 	Backend     string       `yaml:"backend"`
 	Webhook     *webhookSpec `yaml:"webhook"`
 	Exec        *execSpec    `yaml:"exec"`
 	MCP         *mcpSpec     `yaml:"mcp"`
+}
+
+type hintsSpec struct {
+	ReadOnly    *bool `yaml:"read_only"`
+	Destructive *bool `yaml:"destructive"`
+	OpenWorld   *bool `yaml:"open_world"`
 }
 
 type retrySpec struct {

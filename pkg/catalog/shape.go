@@ -54,6 +54,11 @@ var (
 	stringShape  = scalarShape[string]("a string")
 	stringsShape = &shape{kind: shapeList, words: "a list of strings", elem: stringShape}
 
+	hintsShape = mappingShape(
+		fieldShape{"read_only", boolShape},
+		fieldShape{"destructive", boolShape},
+		fieldShape{"open_world", boolShape},
+	)
 	retryShape = mappingShape(
 		fieldShape{"max_attempts", intShape},
 		fieldShape{"base_delay", stringShape},
@@ -90,6 +95,7 @@ var (
 		fieldShape{"timeout", stringShape},
 		fieldShape{"retry", retryShape},
 		fieldShape{"idempotent", boolShape},
+		fieldShape{"hints", hintsShape},
 		fieldShape{"concurrency", intShape},
 		fieldShape{"pause_on_rate_limit_above", stringShape},
 		fieldShape{"backend", stringShape},

@@ -132,6 +132,8 @@ type Announcement struct {
 	// Idempotent says the tool is safe to execute twice (tools.Tool's
 	// Idempotent): an MCP front door tells hosts so (idempotentHint).
 	Idempotent bool `json:"idempotent,omitempty"`
+	// Hints are tools.Tool's Hints: the MCP front door's other annotations.
+	Hints *tools.Hints `json:"hints,omitempty"`
 	// StartedAt is when the worker started announcing.
 	StartedAt time.Time `json:"started_at"`
 	// Liveness is the subject the worker subscribes to on its NATS
@@ -165,6 +167,7 @@ func AnnouncementOf(rt *tools.Registered, workerID string, startedAt time.Time) 
 		MaxAttempts: rt.Retry.MaxAttempts,
 		Concurrency: rt.Concurrency,
 		Idempotent:  rt.Idempotent,
+		Hints:       hintsOf(rt.Hints),
 		StartedAt:   startedAt,
 	}
 }
@@ -206,4 +209,13 @@ func decodeAnnouncement(data []byte) (Announcement, error) {
 		return Announcement{}, errors.New("announcement without a tool name")
 	}
 	return a, nil
+}
+
+// hintsOf is h when any hint is known, nil otherwise (announcements stay
+// as they were for tools without hints).
+func hintsOf(h tools.Hints) *tools.Hints {
+	if h == (tools.Hints{}) {
+		return nil
+	}
+	return &h
 }

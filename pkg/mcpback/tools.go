@@ -2,6 +2,7 @@ package mcpback
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -105,6 +106,13 @@ func (b *Backend) poolTool(mt *mcp.Tool) (tools.Tool, error) {
 		t.Idempotent = *b.cfg.Idempotent
 	case mt.Annotations != nil && (mt.Annotations.ReadOnlyHint || mt.Annotations.IdempotentHint):
 		t.Idempotent = true
+	}
+	if a := mt.Annotations; a != nil {
+		// The server's hints, each unless the catalog entry gave it.
+		readOnly := a.ReadOnlyHint
+		t.Hints.ReadOnly = cmp.Or(t.Hints.ReadOnly, &readOnly)
+		t.Hints.Destructive = cmp.Or(t.Hints.Destructive, a.DestructiveHint)
+		t.Hints.OpenWorld = cmp.Or(t.Hints.OpenWorld, a.OpenWorldHint)
 	}
 	t.Handler = b.handler(t.Name)
 	return t, nil

@@ -39,6 +39,8 @@ type Tool struct {
 	// Idempotent: calling the tool twice with the same input has no more
 	// effect than once (tools.Tool's Idempotent): idempotentHint.
 	Idempotent bool
+	// Hints are the tool's other annotations, where known.
+	Hints tools.Hints
 }
 
 // ToolSource lists the tools the pool serves right now, sorted by name.

@@ -178,7 +178,7 @@ func (s *Server) sync(ctx context.Context) {
 }
 
 func sameTool(a, b Tool) bool {
-	return a.Description == b.Description && a.Idempotent == b.Idempotent && bytes.Equal(a.InputSchema, b.InputSchema)
+	return a.Description == b.Description && a.Idempotent == b.Idempotent && hintsEqual(a.Hints, b.Hints) && bytes.Equal(a.InputSchema, b.InputSchema)
 }
 
 // mcpTool is t as MCP lists it. A schema the go-sdk would refuse (its
@@ -191,10 +191,19 @@ func mcpTool(t Tool) (*mcp.Tool, error) {
 		return nil, errors.New(`the input schema's root is not {"type":"object"}`)
 	}
 	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
-	if t.Idempotent {
-		mt.Annotations = &mcp.ToolAnnotations{IdempotentHint: true}
+	if h := t.Hints; t.Idempotent || h != (tools.Hints{}) {
+		mt.Annotations = &mcp.ToolAnnotations{
+			IdempotentHint: t.Idempotent, ReadOnlyHint: h.ReadOnly != nil && *h.ReadOnly,
+			DestructiveHint: h.Destructive, OpenWorldHint: h.OpenWorld,
+		}
 	}
 	return mt, nil
+}
+
+// hintsEqual compares two tools' hints by value.
+func hintsEqual(a, b tools.Hints) bool {
+	eq := func(x, y *bool) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return eq(a.ReadOnly, b.ReadOnly) && eq(a.Destructive, b.Destructive) && eq(a.OpenWorld, b.OpenWorld)
 }
 
 // unreachable is the go-sdk handler of every tool: tools/call never

@@ -37,7 +37,11 @@ type Tool struct {
 	Timeout     time.Duration   // per attempt. Default TimeoutDefault.
 	Retry       classify.Policy // zero fields take classify's defaults
 	Idempotent  bool            // safe to execute twice
-	Concurrency int             // fleet-wide cap on calls in flight. Default ConcurrencyDefault.
+	// Hints tell agent hosts what the tool does to the world, where known
+	// (MCP's tool annotations): an MCP backend takes them from its server,
+	// a catalog entry may set them.
+	Hints       Hints
+	Concurrency int // fleet-wide cap on calls in flight. Default ConcurrencyDefault.
 	Handler     Handler
 	// PauseOn429Above, when positive, pauses the tool for the whole fleet
 	// (its consumer, on the server) when its downstream answers HTTP 429
@@ -46,6 +50,20 @@ type Tool struct {
 	// Set it only for a tool that talks to one downstream: a rate limit of
 	// one site should not stop a tool that fetches any URL.
 	PauseOn429Above time.Duration
+}
+
+// Hints say what a tool does to the world, as MCP's tool annotations do;
+// nil means not known (MCP's defaults then apply: not read-only,
+// destructive, open world).
+type Hints struct {
+	// ReadOnly: the tool changes nothing.
+	ReadOnly *bool `json:"read_only,omitempty"`
+	// Destructive: the tool may delete or overwrite (meaningful when not
+	// read-only).
+	Destructive *bool `json:"destructive,omitempty"`
+	// OpenWorld: the tool reaches outside systems (the web, other
+	// services), not only a closed domain.
+	OpenWorld *bool `json:"open_world,omitempty"`
 }
 
 // Definition is a tool in the Anthropic Messages API tools format.

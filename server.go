@@ -56,6 +56,10 @@ type ServerConfig struct {
 	Conn *nats.Conn
 	// Registry holds the tools served, at least one. Required.
 	Registry *tools.Registry
+	// StartEmpty lets the Server start with an empty Registry: its workers
+	// pull nothing until Serve adds tools (a worker whose tools all come
+	// from MCP servers that are not up yet).
+	StartEmpty bool
 	// Workers is how many workers pull on Conn. Default WorkersDefault.
 	Workers int
 	// Worker is each worker's configuration: Concurrency, DrainTimeout,
@@ -105,8 +109,8 @@ func (c ServerConfig) Validate() error {
 		return errors.New("toolpool: ServerConfig.Conn is required")
 	case c.Registry == nil:
 		return errors.New("toolpool: ServerConfig.Registry is required")
-	case len(c.Registry.Names()) == 0:
-		return errors.New("toolpool: ServerConfig.Registry holds no tool: register at least one")
+	case len(c.Registry.Names()) == 0 && !c.StartEmpty:
+		return errors.New("toolpool: ServerConfig.Registry holds no tool: register at least one (or set StartEmpty)")
 	case c.Workers < 1:
 		return fmt.Errorf("toolpool: ServerConfig.Workers must be at least 1, got %d", c.Workers)
 	case len(c.Worker.WorkerID) > worker.WorkerIDMaxBytes:

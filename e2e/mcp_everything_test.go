@@ -306,3 +306,50 @@ func TestEverythingServerOverHTTP(t *testing.T) {
 		t.Errorf("progress over HTTP: %+v", progress)
 	}
 }
+
+// A worker whose only tools come from an MCP server that is not up yet
+// starts anyway, serving nothing; when the server comes up, its tools are
+// served and callable through the pool, with no restart.
+func TestWorkerWaitsForItsOnlyMCPServer(t *testing.T) {
+	t.Parallel()
+	node, entry := everythingServer(t)
+	srv, _, _ := natstest.StartProvisioned(t)
+	addr := freeAddr(t)
+	file := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(file, []byte(`tools:
+  - name: everything
+    backend: mcp
+    mcp:
+      url: http://`+addr+`/mcp
+      tools: [echo]
+      prefix: late_
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proc := startProcess(t, workerBin, "--nats-url", srv.ClientURL(), "--tools", file, "--id", "waiting-worker")
+	time.Sleep(time.Second)
+	select {
+	case <-proc.done:
+		t.Fatalf("the worker exited while its MCP server was down: %v\n%s", proc.waitErr, proc.stderr.String())
+	default:
+	}
+
+	_, port, _ := strings.Cut(addr, ":")
+	ev := exec.Command(node, entry, "streamableHttp")
+	ev.Env = append(os.Environ(), "PORT="+port)
+	if err := ev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ev.Process.Kill()
+		_ = ev.Wait()
+	})
+	var last cliRun
+	eventually(t, "late_echo to answer through the pool", func() bool {
+		last = runCLI(t, 20*time.Second, "call", "--nats-url", srv.ClientURL(), "--timeout", "10s", "late_echo", `{"message":"came up"}`)
+		return last.code == 0 && strings.Contains(last.stdout, "Echo: came up")
+	})
+	if last.code != 0 {
+		t.Fatalf("late_echo: exit %d\n%s\n%s", last.code, last.stdout, last.stderr)
+	}
+}

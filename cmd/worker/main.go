@@ -92,8 +92,14 @@ func workerCommand() *cli.Command {
 				return cli.Usagef("%v", err)
 			}
 			defer closeTools.Close()
-			if len(reg.Names()) == 0 {
+			// With MCP servers in the catalog, tools may come later: a
+			// server that is down now is retried, and served when it is up.
+			waitForMCP := len(reg.Names()) == 0 && len(catalogFlags.Checks()) > 0
+			if len(reg.Names()) == 0 && !waitForMCP {
 				return cli.Usagef("no tools to serve: pass --tools FILE, --demo-tools or --builtin-tools all (or names)")
+			}
+			if waitForMCP {
+				log.Warn("no tools to serve yet: waiting for the catalog's MCP servers to come up")
 			}
 			nc, err := natsFlags.Connect("", "toolpool-worker", log)
 			if err != nil {
@@ -101,7 +107,7 @@ func workerCommand() *cli.Command {
 			}
 			defer nc.Close()
 			srv, err := toolpool.NewServer(toolpool.ServerConfig{
-				Conn: nc, Registry: reg, Worker: wc, Logger: log, Metrics: mreg, Checks: catalogFlags.Checks(),
+				Conn: nc, Registry: reg, StartEmpty: waitForMCP, Worker: wc, Logger: log, Metrics: mreg, Checks: catalogFlags.Checks(),
 				History: dlq.HistoryConfig{TTL: attemptsTTL}, Discovery: catalogFlags.Bucket(),
 			})
 			if err != nil {

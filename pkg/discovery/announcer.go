@@ -102,9 +102,6 @@ func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
 	if len(names) == 0 {
 		names = cfg.Registry.Names()
 	}
-	if len(names) == 0 {
-		return nil, errors.New("discovery: the registry has no tools to announce")
-	}
 	startedAt := time.Now().UTC()
 	anns := make(map[string]Announcement, len(names))
 	for _, name := range names {

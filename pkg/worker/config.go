@@ -47,7 +47,8 @@ type Config struct {
 	// JetStream is the JetStream context the worker pulls from and publishes
 	// to. Required.
 	JetStream js.JetStream
-	// Registry holds the tools this worker serves. Required.
+	// Registry holds the tools this worker serves. Required; it may be
+	// empty, and the worker then pulls nothing until Serve.
 	Registry *tools.Registry
 	// Tools limits the worker to these tools of the registry. Default: all.
 	Tools []string
@@ -150,9 +151,6 @@ func (c Config) Validate() error {
 		if _, ok := c.Registry.Lookup(name); !ok {
 			return fmt.Errorf("worker: Config.Tools names %q, which is not in the registry", name)
 		}
-	}
-	if len(c.Registry.Names()) == 0 {
-		return errors.New("worker: the registry has no tools to serve")
 	}
 	return nil
 }

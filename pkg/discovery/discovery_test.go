@@ -273,11 +273,15 @@ func TestConfigErrors(t *testing.T) {
 		{AnnouncerConfig{JetStream: fakeJS{}, Registry: reg}, "WorkerID is required"},
 		{AnnouncerConfig{JetStream: fakeJS{}, Registry: reg, WorkerID: "w", Tools: []string{"nope"}}, `names "nope"`},
 		{AnnouncerConfig{JetStream: fakeJS{}, Registry: reg, WorkerID: "w", Bucket: BucketConfig{TTL: time.Millisecond}}, "TTL must be at least 1s"},
-		{AnnouncerConfig{JetStream: fakeJS{}, Registry: tools.NewRegistry(), WorkerID: "w"}, "no tools"},
 	} {
 		if _, err := NewAnnouncer(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewAnnouncer: %v, want an error containing %q", err, tc.want)
 		}
+	}
+	// An empty registry is not an error: its tools come later (Add), as
+	// for a worker whose MCP servers are not up yet.
+	if _, err := NewAnnouncer(AnnouncerConfig{JetStream: fakeJS{}, Registry: tools.NewRegistry(), WorkerID: "w"}); err != nil {
+		t.Errorf("NewAnnouncer with an empty registry: %v; want none", err)
 	}
 }
 

@@ -408,25 +408,6 @@ func (s *Server) Checks() []health.Check {
 	}
 }
 
-// Reannounce rewrites the announcements of the tools in ts that the
-// Server serves, with their new descriptions and schemas. Tools it does
-// not serve are ignored (Serve serves new tools and reannounces the
-// others).
-func (s *Server) Reannounce(ctx context.Context, ts []tools.Tool) error {
-	rts, err := scratchRegistered(ts)
-	if err != nil {
-		return fmt.Errorf("toolpool: reannounce: %w", err)
-	}
-	s.mu.Lock()
-	announcers := append([]*discovery.Announcer(nil), s.announcers...)
-	s.mu.Unlock()
-	var errs []error
-	for _, a := range announcers {
-		errs = append(errs, a.Update(ctx, rts...))
-	}
-	return errors.Join(errs...)
-}
-
 // Handler serves GET /metrics (the Server's registry), GET /healthz (503
 // once the NATS connection is closed for good) and GET /readyz (NATS
 // connected, streams present, Checks, ServerConfig.Checks).

@@ -72,30 +72,53 @@ func (w *Worker) handleCancel(m *nats.Msg) {
 	if err != nil || seq == 0 {
 		return
 	}
-	tool, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, jetstream.CancelSubjectPrefix), ".")
+	tool, key, ok := strings.Cut(strings.TrimPrefix(m.Subject, jetstream.CancelSubjectPrefix), ".")
+	if !ok || tool == "" || key == "" {
+		return
+	}
 	now := time.Now()
 	w.mu.Lock()
 	j := w.seqs[seq]
 	if j == nil {
-		w.rememberCancel(seq, now)
+		w.rememberCancel(seq, cancelNote{at: now, tool: tool, key: key})
 		w.mu.Unlock()
 		return
 	}
 	w.mu.Unlock()
-	if j.served.tool.Name != tool {
-		return // another stream's sequence: TOOL_CALLS was made again
+	if !j.isCall(tool, key) {
+		return // another message at that sequence: TOOL_CALLS was made again
 	}
 	j.cancel()
 }
 
+// cancelNote is a remembered cancellation: when it came, and the call it
+// names.
+type cancelNote struct {
+	at        time.Time
+	tool, key string
+}
+
+// isCall reports whether the job's message is of tool and has the call
+// key key: its Nats-Msg-Id is the key, or <key>.<n> for a call dispatched
+// again after a cancellation (dispatch's callMsgID). A cancellation names
+// both, so one whose sequence meets another message (the stream was made
+// again) cancels nothing.
+func (j *job) isCall(tool, key string) bool {
+	if j.served.tool.Name != tool {
+		return false
+	}
+	id := j.msg.Headers().Get(nats.MsgIdHdr)
+	return id == key || (strings.HasPrefix(id, key) && len(id) > len(key) && id[len(key)] == '.')
+}
+
 // rememberCancel keeps the cancellation of seq for cancelMemory. w.mu held.
-func (w *Worker) rememberCancel(seq uint64, now time.Time) {
+func (w *Worker) rememberCancel(seq uint64, note cancelNote) {
 	if w.cancels == nil {
-		w.cancels = make(map[uint64]time.Time)
+		w.cancels = make(map[uint64]cancelNote)
 	}
 	if len(w.cancels) >= cancelMemoryMax {
-		for s, at := range w.cancels {
-			if now.Sub(at) > cancelMemory {
+		for s, n := range w.cancels {
+			if note.at.Sub(n.at) > cancelMemory {
 				delete(w.cancels, s)
 			}
 		}
@@ -106,20 +129,21 @@ func (w *Worker) rememberCancel(seq uint64, now time.Time) {
 			delete(w.cancels, s)
 		}
 	}
-	w.cancels[seq] = now
+	w.cancels[seq] = note
 }
 
-// takeCancel reports whether seq was cancelled before its message came,
-// and forgets it. w.mu held. It costs a length check when nothing was.
-func (w *Worker) takeCancel(seq uint64) bool {
+// takeCancel reports whether j's message was cancelled before it came (a
+// cancellation of its sequence that names its call), and forgets it. w.mu
+// held. It costs a length check when nothing was.
+func (w *Worker) takeCancel(seq uint64, j *job) bool {
 	if len(w.cancels) == 0 {
 		return false
 	}
-	at, ok := w.cancels[seq]
+	n, ok := w.cancels[seq]
 	if ok {
 		delete(w.cancels, seq)
 	}
-	return ok && time.Since(at) <= cancelMemory
+	return ok && time.Since(n.at) <= cancelMemory && j.isCall(n.tool, n.key)
 }
 
 // cancel marks the job cancelled by its caller, cancels its context when

@@ -154,7 +154,7 @@ func (w *Worker) take(msg js.Msg, s *served) {
 	}
 	if seq != 0 {
 		w.seqs[seq] = j
-		if w.takeCancel(seq) {
+		if w.takeCancel(seq, j) {
 			j.cancelled.Store(true) // its cancellation came first
 		}
 	}

@@ -60,7 +60,7 @@ type Worker struct {
 	seqs map[uint64]*job
 	// cancels holds the cancellations of messages this worker did not
 	// hold when they came, by stream sequence (cancel.go).
-	cancels   map[uint64]time.Time
+	cancels   map[uint64]cancelNote
 	cancelSub *nats.Subscription
 	wg        sync.WaitGroup
 }

@@ -31,7 +31,15 @@ const (
 	// CancelSubjectPrefix and ProgressSubjectPrefix are core NATS subjects
 	// (no stream holds them): a caller's cancellation of a call, and a
 	// running call's progress reports.
-	CancelSubjectPrefix   = "tools.cancel."
+	CancelSubjectPrefix = "tools.cancel."
+	// SchedStatsSubject is the core NATS subject on which every
+	// orchestrator answers a request with its scheduler's sched.Snapshot
+	// (JSON): the fair shares, limits and priorities it holds.
+	SchedStatsSubject = "toolpool.sched.stats"
+	// SchedPresenceSubject is the core NATS subject on which orchestrators
+	// announce themselves to each other (so that each knows how many share
+	// the fleet-wide per-key limits).
+	SchedPresenceSubject  = "toolpool.sched.presence"
 	ProgressSubjectPrefix = "tools.progress."
 )
 

@@ -129,6 +129,14 @@ type Announcement struct {
 	MaxAttempts int `json:"max_attempts"`
 	// Concurrency is the tool's fleet-wide cap as this worker sees it.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Slots is how many calls the announcing worker runs at once, over
+	// all its tools (worker.Config.Concurrency); 0 from workers before
+	// fair shares.
+	Slots int `json:"slots,omitempty"`
+	// Fairness and PerKey are the tool's fairness key and per-key limits
+	// (tools.Tool's).
+	Fairness string           `json:"fairness,omitempty"`
+	PerKey   *tools.KeyLimits `json:"per_key,omitempty"`
 	// Idempotent says the tool is safe to execute twice (tools.Tool's
 	// Idempotent): an MCP front door tells hosts so (idempotentHint).
 	Idempotent bool `json:"idempotent,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // DefaultTimeoutDefault is how long a call waits for its result when the
@@ -45,6 +46,16 @@ type ToolInfo struct {
 	// but no live worker serves it right now: the call is answered with
 	// classify.NoWorkerMessage instead of the unknown-tool message.
 	NoWorker bool
+	// Slots is how many of the tool's calls the live fleet runs at once:
+	// the lesser of the tool's Concurrency and the sum of its live
+	// workers' slots. 0: not known; the dispatcher then publishes calls as
+	// they come, without a fair-share window.
+	Slots int
+	// Fairness is the tool's fairness key (tools.Tool.Fairness; "" means
+	// tools.FairnessTenant).
+	Fairness string
+	// PerKey are the tool's limits per fairness key (tools.Tool.PerKey).
+	PerKey tools.KeyLimits
 }
 
 // Catalog says which tools exist right now.

@@ -50,7 +50,49 @@ type Tool struct {
 	// Set it only for a tool that talks to one downstream: a rate limit of
 	// one site should not stop a tool that fetches any URL.
 	PauseOn429Above time.Duration
+	// Fairness names the key between which the tool's free slots are
+	// shared when its workers are saturated (see docs/operations.md, "Fair
+	// shares"): FairnessTenant (the default, also for ""), FairnessSession,
+	// or FairnessInputPrefix followed by the name of a top-level field of
+	// the input whose value is the key.
+	Fairness string
+	// PerKey limits each fairness key of the tool, fleet-wide; zero fields
+	// set no limit.
+	PerKey KeyLimits
 }
+
+// Fairness keys of Tool.Fairness.
+const (
+	// FairnessTenant shares the tool's slots between tenants (the API
+	// keys' tenants): the default.
+	FairnessTenant = "tenant"
+	// FairnessSession shares them between sessions (a tenant's sessions
+	// are keys of their own).
+	FairnessSession = "session"
+	// FairnessInputPrefix, followed by a field name ("input.repo"), shares
+	// them between the values of that top-level field of the call's input
+	// (within each tenant).
+	FairnessInputPrefix = "input."
+)
+
+// KeyLimits bound what one fairness key takes of a tool, across every
+// worker and orchestrator. A call over its key's limit waits (it is not
+// failed) until its deadline.
+type KeyLimits struct {
+	// Concurrency, when positive, is how many of the tool's calls of one
+	// key may be in flight at once (published and not yet answered).
+	Concurrency int `json:"concurrency,omitempty"`
+	// Rate, when positive, is how many calls of one key may start per Per.
+	Rate int `json:"rate,omitempty"`
+	// Per is the period of Rate. Default time.Second when Rate is set.
+	Per time.Duration `json:"per_ns,omitempty"`
+	// Burst is how many calls of one key may start at once after a quiet
+	// period. Default Rate.
+	Burst int `json:"burst,omitempty"`
+}
+
+// IsZero reports whether l sets no limit.
+func (l KeyLimits) IsZero() bool { return l.Concurrency <= 0 && l.Rate <= 0 }
 
 // Hints say what a tool does to the world, as MCP's tool annotations do;
 // nil means not known (MCP's defaults then apply: not read-only,

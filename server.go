@@ -138,10 +138,10 @@ type Server struct {
 	// served are servedNames as of the last Start, Serve or Unserve: what
 	// the readiness probe checks, without waiting for s.mu (held by Serve
 	// while it binds consumers).
-	served atomic.Pointer[[]string]
-	stopOnce   sync.Once
-	stopped    chan struct{}
-	stopErr    error
+	served   atomic.Pointer[[]string]
+	stopOnce sync.Once
+	stopped  chan struct{}
+	stopErr  error
 }
 
 // NewServer returns a Server for cfg, with defaults applied. It does not

@@ -156,6 +156,7 @@ func TestBadRequests(t *testing.T) {
 		{"zero timeout", `[]`, "?timeout=0", "must be positive"},
 		{"session with newline", `[]`, "?session=a%0Ab", "session parameter has the character"},
 		{"forced openai on text content", `{"role":"assistant","content":"Done."}`, "?format=openai", ""},
+		{"forced openai on text parts", `{"role":"assistant","content":[{"type":"text","text":"Done."}]}`, "?format=openai", ""},
 		{"forced openai on content", `{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"echo"}]}`, "?format=openai", "the body looks like an Anthropic Messages assistant message"},
 	}
 	for _, c := range cases {

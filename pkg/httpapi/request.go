@@ -209,9 +209,10 @@ var responsesItemTypes = map[string]bool{
 }
 
 // anthropicBlockTypes are the types of Anthropic content blocks that no
-// other format's items have.
+// other format's items have ("text" is not one: OpenAI's content parts
+// have it too).
 var anthropicBlockTypes = map[string]bool{
-	"text": true, "tool_use": true, "thinking": true, "redacted_thinking": true, "server_tool_use": true,
+	"tool_use": true, "thinking": true, "redacted_thinking": true, "server_tool_use": true,
 	"tool_result": true, "image": true, "document": true, "search_result": true, "mcp_tool_use": true,
 	"mcp_tool_result": true, "container_upload": true,
 }

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -284,5 +286,23 @@ func TestNewShapesNameOtherBlocks(t *testing.T) {
 	w = do(h, "POST", "/v1/tool_calls", `[{"functionCall":{"name":"echo"}}]`)
 	if !strings.Contains(w.Body.String(), `"a chart:\n[image block omitted: Gemini function responses carry text only]"`) {
 		t.Errorf("gemini answer %s", w.Body)
+	}
+}
+
+// A saturated pool's 429 answers in the new shapes too: every call an
+// error the model reads in that shape's convention.
+func TestNewShapesSaturated(t *testing.T) {
+	t.Parallel()
+	f := &fakeDispatcher{err: &dispatch.SaturatedError{Load: 10, Limit: 10, RetryAfter: 2 * time.Second}}
+	h := newTestHandler(t, f)
+	w := do(h, "POST", "/v1/tool_calls", `[{"type":"function_call","call_id":"c1","name":"echo","arguments":"{}"}]`)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "2" ||
+		!strings.Contains(w.Body.String(), `"call_id":"c1","output":"Error: The call to echo was not run: the tool pool is saturated`) {
+		t.Errorf("responses: %d %s", w.Code, w.Body)
+	}
+	w = do(h, "POST", "/v1/tool_calls", `{"role":"model","parts":[{"functionCall":{"name":"echo","args":{}}}]}`)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get(HeaderErrorIndexes) != "0" ||
+		!strings.Contains(w.Body.String(), `"response":{"error":"The call to echo was not run: the tool pool is saturated`) {
+		t.Errorf("gemini: %d %s", w.Code, w.Body)
 	}
 }

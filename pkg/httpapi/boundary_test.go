@@ -30,17 +30,7 @@ func TestIDsAreCheckedAtTheBoundary(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			f := &fakeDispatcher{}
-			w := do(newTestHandler(t, f), "POST", "/v1/tool_calls"+c.query, c.body, c.hdr...)
-			if w.Code != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400; body %.300s", w.Code, w.Body)
-			}
-			if e := decodeError(t, w); e.Type != ErrorInvalidRequest || !strings.Contains(e.Message, c.want) {
-				t.Errorf("error %.300s; want a message with %q", e.Message, c.want)
-			}
-			if n := len(f.dispatched()); n != 0 {
-				t.Errorf("%d dispatches for a refused request", n)
-			}
+			refused(t, c.query, c.body, c.want, c.hdr...)
 		})
 	}
 	// The ids the model APIs make pass.
@@ -105,5 +95,23 @@ func TestFormatMismatchIsRefused(t *testing.T) {
 				t.Errorf("%s %s: status %d body %s; want 400 naming %q", q, body, w.Code, w.Body, want)
 			}
 		}
+	}
+}
+
+// refused posts body with query and checks that it is refused with a 400
+// invalid_request whose message holds want, and that nothing was
+// dispatched.
+func refused(t *testing.T, query, body, want string, hdr ...string) {
+	t.Helper()
+	f := &fakeDispatcher{}
+	w := do(newTestHandler(t, f), "POST", "/v1/tool_calls"+query, body, hdr...)
+	if w.Code != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400; body %.300s", w.Code, w.Body)
+	}
+	if e := decodeError(t, w); e.Type != ErrorInvalidRequest || !strings.Contains(e.Message, want) {
+		t.Errorf("error %.300s; want a message with %q", e.Message, want)
+	}
+	if n := len(f.dispatched()); n != 0 {
+		t.Errorf("%d dispatches for a refused request", n)
 	}
 }

@@ -304,7 +304,7 @@ func firstOf(m map[string]json.RawMessage, keys []string) string {
 // calls, every other block (text, thinking, …) is skipped.
 func parseContent(items []json.RawMessage, field string, maxCalls int) (*turn, error) {
 	t := &turn{format: FormatAnthropic}
-	seen := map[string]int{}
+	seen := map[string]string{}
 	for i, raw := range items {
 		at := index(field, i)
 		block, err := object(raw, at, "a content block object")
@@ -318,23 +318,13 @@ func parseContent(items []json.RawMessage, field string, maxCalls int) (*turn, e
 		if typ != "tool_use" {
 			continue
 		}
-		id, err := requiredString(block, at, "id", "a tool_use block needs the id the model gave it")
+		id, err := uniqueID(block, at, "id", "a tool_use block needs the id the model gave it", "tool_use id", seen)
 		if err != nil {
 			return nil, err
 		}
-		if problem := checkID(id); problem != "" {
-			return nil, badf("%s.id: %s", at, problem)
-		}
-		if prev, dup := seen[id]; dup {
-			return nil, badf("%s.id: %q is also the id of %s; every tool_use id must be unique", at, id, index(field, prev))
-		}
-		seen[id] = i
-		name, err := requiredString(block, at, "name", "a tool_use block needs the name of the tool")
+		name, err := toolName(block, at, "a tool_use block needs the name of the tool")
 		if err != nil {
 			return nil, err
-		}
-		if len(name) > MaxToolNameBytes {
-			return nil, badf("%s.name: is %d bytes; the limit is %d", at, len(name), MaxToolNameBytes)
 		}
 		if len(t.calls) == maxCalls {
 			return nil, badf("more than %d tool calls in one request; send them in smaller batches", maxCalls)
@@ -352,24 +342,17 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 		return nil, badf("more than %d tool calls in one request; send them in smaller batches", maxCalls)
 	}
 	t := &turn{format: FormatOpenAI}
-	seen := map[string]int{}
+	seen := map[string]string{}
 	for i, raw := range items {
 		at := index(field, i)
 		call, err := object(raw, at, "a tool call object")
 		if err != nil {
 			return nil, err
 		}
-		id, err := requiredString(call, at, "id", "every tool call needs the id the model gave it")
+		id, err := uniqueID(call, at, "id", "every tool call needs the id the model gave it", "tool call id", seen)
 		if err != nil {
 			return nil, err
 		}
-		if problem := checkID(id); problem != "" {
-			return nil, badf("%s.id: %s", at, problem)
-		}
-		if prev, dup := seen[id]; dup {
-			return nil, badf("%s.id: %q is also the id of %s; every tool call id must be unique", at, id, index(field, prev))
-		}
-		seen[id] = i
 		typ := "function"
 		if raw, ok := call["type"]; ok && !isNull(raw) {
 			if json.Unmarshal(raw, &typ) != nil {
@@ -391,12 +374,9 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 		if err != nil {
 			return nil, err
 		}
-		name, err := requiredString(fn, at+".function", "name", "every function call needs the name of the function")
+		name, err := toolName(fn, at+".function", "every function call needs the name of the function")
 		if err != nil {
 			return nil, err
-		}
-		if len(name) > MaxToolNameBytes {
-			return nil, badf("%s.function.name: is %d bytes; the limit is %d", at, len(name), MaxToolNameBytes)
 		}
 		t.addFunctionCall(id, name, fn["arguments"], wireCall{id: id})
 	}
@@ -458,7 +438,7 @@ func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, er
 			answered[id] = true
 		}
 	}
-	seen := map[string]int{}
+	seen := map[string]string{}
 	for i, item := range parsed {
 		at := index(field, i)
 		var typ string
@@ -466,26 +446,16 @@ func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, er
 		if typ != "function_call" && typ != "custom_tool_call" {
 			continue
 		}
-		id, err := requiredString(item, at, "call_id", "a "+typ+" item needs the call_id the model gave it")
+		id, err := uniqueID(item, at, "call_id", "a "+typ+" item needs the call_id the model gave it", "call_id", seen)
 		if err != nil {
 			return nil, err
 		}
-		if problem := checkID(id); problem != "" {
-			return nil, badf("%s.call_id: %s", at, problem)
-		}
-		if prev, dup := seen[id]; dup {
-			return nil, badf("%s.call_id: %q is also the call_id of %s; every call_id must be unique", at, id, index(field, prev))
-		}
-		seen[id] = i
 		if answered[id] {
 			continue
 		}
-		name, err := requiredString(item, at, "name", "a "+typ+" item needs the name of the tool")
+		name, err := toolName(item, at, "a "+typ+" item needs the name of the tool")
 		if err != nil {
 			return nil, err
-		}
-		if len(name) > MaxToolNameBytes {
-			return nil, badf("%s.name: is %d bytes; the limit is %d", at, len(name), MaxToolNameBytes)
 		}
 		if len(t.calls) == maxCalls {
 			return nil, badf("more than %d tool calls in one request; send them in smaller batches", maxCalls)
@@ -556,7 +526,7 @@ func parseGemini(msg map[string]json.RawMessage, maxCalls int) (*turn, error) {
 // by geminiKey; its answer has no id either.
 func parseParts(parts []json.RawMessage, field, responseID string, maxCalls int) (*turn, error) {
 	t := &turn{format: FormatGemini}
-	seen := map[string]int{}
+	seen := map[string]string{}
 	turnKey := ""
 	for i, raw := range parts {
 		at := index(field, i)
@@ -573,12 +543,9 @@ func parseParts(parts []json.RawMessage, field, responseID string, maxCalls int)
 		if err != nil {
 			return nil, err
 		}
-		name, err := requiredString(call, at, "name", "a functionCall needs the name of the function")
+		name, err := toolName(call, at, "a functionCall needs the name of the function")
 		if err != nil {
 			return nil, err
-		}
-		if len(name) > MaxToolNameBytes {
-			return nil, badf("%s.name: is %d bytes; the limit is %d", at, len(name), MaxToolNameBytes)
 		}
 		given := ""
 		if raw, ok := call["id"]; ok && !isNull(raw) {
@@ -597,9 +564,9 @@ func parseParts(parts []json.RawMessage, field, responseID string, maxCalls int)
 			key = geminiKey(turnKey, i)
 		}
 		if prev, dup := seen[key]; dup {
-			return nil, badf("%s.id: %q is also the id of %s; every functionCall id must be unique", at, key, index(field, prev))
+			return nil, badf("%s.id: %q is also the id of %s; every functionCall id must be unique", at, key, prev)
 		}
-		seen[key] = i
+		seen[key] = strings.TrimSuffix(at, ".functionCall")
 		input := json.RawMessage(`{}`)
 		if raw := bytes.TrimSpace(call["args"]); len(raw) > 0 && !isNull(raw) {
 			if raw[0] != '{' {
@@ -697,6 +664,37 @@ func object(raw json.RawMessage, at, what string) (map[string]json.RawMessage, e
 		return nil, badf("%s: must be %s", at, what)
 	}
 	return m, nil
+}
+
+// uniqueID returns the id member key of m: present, a valid id (checkID)
+// and not the id of an earlier call; seen maps the ids read so far to
+// where they were, what names the kind of id in the error.
+func uniqueID(m map[string]json.RawMessage, at, key, why, what string, seen map[string]string) (string, error) {
+	id, err := requiredString(m, at, key, why)
+	if err != nil {
+		return "", err
+	}
+	if problem := checkID(id); problem != "" {
+		return "", badf("%s: %s", dot(at, key), problem)
+	}
+	if prev, dup := seen[id]; dup {
+		return "", badf("%s: %q is also the %s of %s; every %s must be unique", dot(at, key), id, key, prev, what)
+	}
+	seen[id] = at
+	return id, nil
+}
+
+// toolName returns the name member of m: present and at most
+// MaxToolNameBytes.
+func toolName(m map[string]json.RawMessage, at, why string) (string, error) {
+	name, err := requiredString(m, at, "name", why)
+	if err != nil {
+		return "", err
+	}
+	if len(name) > MaxToolNameBytes {
+		return "", badf("%s.name: is %d bytes; the limit is %d", at, len(name), MaxToolNameBytes)
+	}
+	return name, nil
 }
 
 // requiredString returns the non-empty string member key of m.

@@ -214,17 +214,7 @@ func TestNewShapesBadRequests(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			f := &fakeDispatcher{}
-			w := do(newTestHandler(t, f), "POST", "/v1/tool_calls"+c.query, c.body)
-			if w.Code != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400; body %s", w.Code, w.Body)
-			}
-			if e := decodeError(t, w); e.Type != ErrorInvalidRequest || !strings.Contains(e.Message, c.want) {
-				t.Errorf("message %q; want one with %q", e.Message, c.want)
-			}
-			if n := len(f.dispatched()); n != 0 {
-				t.Errorf("%d dispatches for a bad request", n)
-			}
+			refused(t, c.query, c.body, c.want)
 		})
 	}
 	// More calls than the limit, in both shapes.

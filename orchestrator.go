@@ -22,6 +22,7 @@ import (
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/mcpfront"
 	"github.com/toolpool/toolpool/pkg/metrics"
+	"github.com/toolpool/toolpool/pkg/sched"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -65,7 +66,8 @@ type OrchestratorConfig struct {
 	MCP mcpfront.Config
 	// Console, when set, is the operators' web console's configuration:
 	// Handler serves it at /ui (package console). Its Conn, JetStream,
-	// Live, Checks and Logger are set by the Orchestrator; nil: no /ui.
+	// Live, Checks and Logger are set by the Orchestrator, and its
+	// Snapshot, when nil, to the dispatcher's scheduler; nil: no /ui.
 	Console *console.Config
 	// Checks are more readiness checks for Handler's /readyz, e.g. those
 	// of a Server in the same process (Server.Checks).
@@ -185,6 +187,9 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 		uc := *cfg.Console
 		uc.Conn, uc.JetStream, uc.Live, uc.Logger = cfg.Conn, j, o.live, cfg.Logger
 		uc.Checks = o.checks()
+		if s, ok := any(o.d).(interface{ SchedSnapshot() sched.Snapshot }); ok && uc.Snapshot == nil {
+			uc.Snapshot = s.SchedSnapshot // the dispatcher's scheduler, once it has one
+		}
 		if o.ui, err = console.New(uc); err != nil {
 			return nil, err
 		}

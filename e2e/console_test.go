@@ -54,7 +54,11 @@ type consolePool struct {
 	js         js.JetStream
 }
 
-const operatorToken = "e2e-operator-token-0123456789abcdef"
+const (
+	operatorToken  = "e2e-operator-token-0123456789abcdef"
+	secretInURL    = "e2e-secret-url-key-5f1d"
+	secretInHeader = "e2e-secret-header-9c2a"
+)
 
 func startConsolePool(t *testing.T) *consolePool {
 	t.Helper()
@@ -63,10 +67,26 @@ func startConsolePool(t *testing.T) *consolePool {
 	if err := os.WriteFile(tokens, []byte("alice: "+operatorToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A webhook tool with secrets in its URL and headers: the console
+	// must never show them.
+	catalog := filepath.Join(tmp, "tools.yaml")
+	if err := os.WriteFile(catalog, []byte(`version: 1
+tools:
+  - name: hook
+    description: A webhook whose URL and headers hold secrets.
+    input_schema: {type: object, properties: {q: {type: string}}}
+    backend: webhook
+    webhook:
+      url: https://hook.example.com/v1?key=`+secretInURL+`
+      headers:
+        Authorization: Bearer `+secretInHeader+`
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p := &consolePool{http: freeAddr(t), nats: freeAddr(t), token: operatorToken}
 	proc := startProcess(t, orchestratorBin, "serve",
 		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", p.nats, "--http", p.http,
-		"--workspace", filepath.Join(tmp, "ws"), "--ui-tokens", tokens, "--drain-timeout", "5s")
+		"--workspace", filepath.Join(tmp, "ws"), "--tools", catalog, "--ui-tokens", tokens, "--drain-timeout", "5s")
 	client := &http.Client{Timeout: 2 * time.Second}
 	eventually(t, "serve's /readyz to answer 200", func() bool {
 		select {
@@ -269,7 +289,19 @@ func TestConsole(t *testing.T) {
 		var first int
 		eventually(t, "the overview to count sleep's results", func() bool { first = okCount(); return first > 0 })
 		eventually(t, "sleep's count to rise on the page (polled, not reloaded)", func() bool { return okCount() > first })
-		screenshot(t, ctx, "overview.png")
+	})
+
+	t.Run("a tool's catalog entry shows no secrets", func(t *testing.T) {
+		browse(t, ctx, "open hook's page", chromedp.Navigate(p.url("/ui/tools/hook")), chromedp.WaitVisible(css("table.kv pre")))
+		html := eval[string](t, ctx, `document.documentElement.outerHTML`)
+		if !strings.Contains(html, "A webhook whose URL and headers hold secrets.") {
+			t.Errorf("hook's page lacks its description:\n%s", html)
+		}
+		for _, secret := range []string{secretInURL, secretInHeader, "hook.example.com"} {
+			if strings.Contains(html, secret) {
+				t.Errorf("hook's page shows %q", secret)
+			}
+		}
 	})
 
 	var letter uint64
@@ -328,6 +360,11 @@ func TestConsole(t *testing.T) {
 		if p.hasLetter(t, n) {
 			t.Errorf("dead letter %d is stored after a confirmed purge (%s)", n, textOf(t, ctx, "#act-state"))
 		}
+	})
+
+	t.Run("overview screenshot", func(t *testing.T) {
+		browse(t, ctx, "open the overview", chromedp.Navigate(p.url("/ui/")), chromedp.WaitVisible(css(`tr[data-tool="flaky"] td.errors span`)))
+		screenshot(t, ctx, "overview.png")
 	})
 
 	t.Run("pause stops a tool's calls fleet-wide and resume restarts them", func(t *testing.T) {
@@ -391,8 +428,10 @@ func TestConsole(t *testing.T) {
 		browse(t, ctx, "text search", chromedp.Navigate(p.url("/ui/dlq?q=needle-31")), chromedp.WaitVisible(css(`#letters tbody tr[data-seq]`)))
 		search := loadTime(t, ctx)
 		rows := eval[int](t, ctx, `document.querySelectorAll("#letters tbody tr[data-seq]").length`)
-		t.Logf("browser-measured load times with 100,000 dead letters over 50 tools: overview %v, filtered dead-letter page %v, text search over all %v (%d rows)",
-			over, filtered, search, rows)
+		browse(t, ctx, "text search matching nothing", chromedp.Navigate(p.url("/ui/dlq?q=no-such-text")), chromedp.WaitVisible(css(`#letters tbody tr.empty`)))
+		nothing := loadTime(t, ctx)
+		t.Logf("browser-measured load times with 100,000 dead letters over 50 tools: overview %v, filtered dead-letter page %v, "+
+			"text search finding its page %v (%d rows), text search matching nothing (reads all) %v", over, filtered, search, rows, nothing)
 	})
 }
 

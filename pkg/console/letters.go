@@ -18,6 +18,7 @@ import (
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/ops"
 )
 
 // filterForm is the dead-letter filter of a request's query or form.
@@ -77,7 +78,7 @@ func rowOf(l *dlq.Letter) letterRow {
 	r := letterRow{Seq: l.Seq, Stored: l.Stored, Tool: l.Tool(), Reason: string(l.Reason()), Code: l.Code(), Tenant: l.Tenant()}
 	if l.Entry != nil {
 		r.Attempts = l.Entry.AttemptCount()
-		r.Error = oneLine(l.Entry.Error, 160)
+		r.Error = ops.OneLine(l.Entry.Error, 160)
 	} else if l.Err != nil {
 		r.Error = "not an entry: " + l.Err.Error()
 	}

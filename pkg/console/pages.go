@@ -9,15 +9,16 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/toolpool/toolpool/pkg/ops"
 )
 
 //go:embed assets
 var assets embed.FS
 
 // pageNames are the pages, each assets/<name>.html on top of
-// assets/layout.html.
+// assets/layout.html and the replay and purge dialog (assets/dialog.html).
 var pageNames = []string{"login", "overview", "tool", "letters", "letter", "tail", "error"}
 
 // pages are the parsed templates, one set per page.
@@ -37,7 +38,7 @@ type view struct {
 
 var funcs = template.FuncMap{
 	"dur":  shortDuration,
-	"ago":  func(t time.Time) string { return age(time.Since(t)) },
+	"ago":  func(t time.Time) string { return ops.Age(time.Since(t)) },
 	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"rate": func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
 	"pretty": func(raw []byte) string {
@@ -54,7 +55,7 @@ var funcs = template.FuncMap{
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/dialog.html", "assets/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: templates: %w", err)
 		}
@@ -109,39 +110,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// age writes a duration as the dlq commands do: 45s, 12m, 3h, 5d.
-func age(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return strconv.Itoa(int(max(d, 0)/time.Second)) + "s"
-	case d < time.Hour:
-		return strconv.Itoa(int(d/time.Minute)) + "m"
-	case d < 48*time.Hour:
-		return strconv.Itoa(int(d/time.Hour)) + "h"
-	default:
-		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
-	}
-}
-
-// shortDuration rounds d to about three significant places; "-" for 0.
+// shortDuration is ops.ShortDuration, "-" for 0.
 func shortDuration(d time.Duration) string {
-	switch {
-	case d == 0:
+	if d == 0 {
 		return "-"
-	case d >= time.Second:
-		return d.Round(time.Millisecond).String()
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond).String()
-	default:
-		return d.Round(time.Microsecond).String()
 	}
-}
-
-// oneLine keeps s on one line and at most n runes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		s = string(r[:n-1]) + "…"
-	}
-	return s
+	return ops.ShortDuration(d)
 }

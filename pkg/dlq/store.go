@@ -173,9 +173,40 @@ func (l *Letter) Tenant() string {
 	return c.Tenant
 }
 
-// containsFold reports whether data contains text, ignoring case.
+// prematches reports whether a stored message may pass f, from what is
+// known without decoding it: the reason and code headers, the text in
+// its body. Scan skips the rest undecoded, so a filter that matches few
+// letters costs little more than reading them.
+func (f Filter) prematches(h nats.Header, data []byte) bool {
+	if v := h.Get(HeaderReason); f.Reason != "" && v != "" && v != string(f.Reason) {
+		return false
+	}
+	if f.Code != "" && h.Get(HeaderReason) != "" && h.Get(HeaderCode) != f.Code {
+		return false
+	}
+	return f.Text == "" || containsFold(data, f.Text)
+}
+
+// containsFold reports whether data contains text, ignoring case, without
+// copying data.
 func containsFold(data []byte, text string) bool {
-	return bytes.Contains(bytes.ToLower(data), bytes.ToLower([]byte(text)))
+	n := len(text)
+	if n == 0 {
+		return true
+	}
+	t := []byte(text)
+	lo, up := t[0], t[0]
+	if 'a' <= lo && lo <= 'z' {
+		up = lo - 'a' + 'A'
+	} else if 'A' <= lo && lo <= 'Z' {
+		lo = lo - 'A' + 'a'
+	}
+	for i := 0; i+n <= len(data); i++ {
+		if c := data[i]; (c == lo || c == up) && bytes.EqualFold(data[i:i+n], t) {
+			return true
+		}
+	}
+	return false
 }
 
 // Scan calls fn for each dead letter f selects, oldest first, up to the
@@ -245,6 +276,9 @@ func (s *Store) Scan(ctx context.Context, f Filter, fn func(*Letter) error) erro
 			seq := meta.Sequence.Stream
 			if seq > last {
 				pending = 0
+				continue
+			}
+			if !f.prematches(m.Headers(), m.Data()) {
 				continue
 			}
 			l := newLetter(seq, m.Subject(), meta.Timestamp, m.Headers(), m.Data())

@@ -350,7 +350,8 @@ func TestConsole(t *testing.T) {
 		n, _ := strconv.ParseUint(seq, 10, 64)
 		browse(t, ctx, "purge without confirming", chromedp.Click(css(`#letters tbody tr[data-seq] input[name="seq"]`)),
 			chromedp.Click(css(`button[data-act="purge"][data-scope="selected"]`)), chromedp.WaitVisible(css("#confirm")),
-			chromedp.SendKeys(css("#confirm"), "yes"), chromedp.Click(css("#act-go")), chromedp.WaitVisible(css("#act-error")))
+			chromedp.SendKeys(css("#confirm"), "yes"), chromedp.Click(css("#act-go")))
+		eventually(t, "the refusal to show", func() bool { return textOf(t, ctx, "#act-error") != "" })
 		if msg := textOf(t, ctx, "#act-error"); !strings.Contains(msg, "purge") || !p.hasLetter(t, n) {
 			t.Errorf("an unconfirmed purge: message %q, letter kept %v; want a refusal that keeps it", msg, p.hasLetter(t, n))
 		}
@@ -388,6 +389,28 @@ func TestConsole(t *testing.T) {
 		if out := <-answer; !strings.Contains(out, "while paused") {
 			t.Errorf("the call after resume: %s", out)
 		}
+	})
+
+	t.Run("the live tail shows results, filtered, and pauses", func(t *testing.T) {
+		browse(t, ctx, "open the tail", chromedp.Navigate(p.url("/ui/tail?tool=echo")), chromedp.WaitVisible(css("#tail")))
+		p.call(t, "echo", `{"text":"tailed"}`)
+		eventually(t, "the tail to show echo's result", func() bool { return strings.Contains(textOf(t, ctx, "#tail tbody"), "echo") })
+		if body := textOf(t, ctx, "#tail tbody"); strings.Contains(body, "sleep") || !strings.Contains(body, "ok") {
+			t.Errorf("tail filtered on echo shows %q", body)
+		}
+		browse(t, ctx, "pause the tail", chromedp.Click(css("#tail-pause")))
+		before := eval[int](t, ctx, `document.querySelectorAll("#tail tbody tr").length`)
+		p.call(t, "echo", `{"text":"while the tail is paused"}`)
+		eventually(t, "the paused tail to see the new result waiting", func() bool {
+			return eval[int](t, ctx, `+(document.getElementById("tail").dataset.waiting || 0)`) >= 1
+		})
+		if after := eval[int](t, ctx, `document.querySelectorAll("#tail tbody tr").length`); after != before {
+			t.Errorf("the paused tail grew from %d to %d rows", before, after)
+		}
+		browse(t, ctx, "resume the tail", chromedp.Click(css("#tail-pause")))
+		eventually(t, "the resumed tail to show the result", func() bool {
+			return eval[int](t, ctx, `document.querySelectorAll("#tail tbody tr").length`) > before
+		})
 	})
 
 	t.Run("a forged cross-site POST is refused", func(t *testing.T) {

@@ -100,21 +100,29 @@
   if (tail) {
     let after = 0, paused = false;
     const filters = document.getElementById("tail-filters");
+    const given = new URLSearchParams(location.search); // a link may carry the filters
+    for (const el of filters.elements) if (el.name && given.has(el.name)) el.value = given.get(el.name);
     const body = tail.tBodies[0];
     const btn = document.getElementById("tail-pause");
     btn.addEventListener("click", () => { paused = !paused; btn.textContent = paused ? "Resume" : "Pause"; document.getElementById("tail-state").textContent = paused ? "paused" : "following"; });
     filters.addEventListener("change", () => { after = 0; body.replaceChildren(); });
+    // While paused the table stays as it is; the polls go on and only
+    // count what waits (data-waiting), shown on Resume.
     const tick = async () => {
-      if (!paused && !document.hidden) {
+      if (!document.hidden) {
         const q = new URLSearchParams(new FormData(filters)); q.set("after", after);
         try {
           const r = await get("/ui/tail.json?" + q);
           if (r.ok) {
             const j = await r.json();
             if (j.last < after) after = 0;
-            else after = j.last;
-            for (const e of j.results) body.prepend(row([e.at, e.tool, e.tenant || "-", e.class, e.code || "", e.worker || "", e.attempts || "", e.exec_ms.toFixed(2) + " ms"], "class-" + e.class));
-            while (body.rows.length > 500) body.deleteRow(-1);
+            else if (paused) tail.dataset.waiting = j.results.length;
+            else {
+              after = j.last;
+              tail.dataset.waiting = 0;
+              for (const e of j.results) body.prepend(row([e.at, e.tool, e.tenant || "-", e.class, e.code || "", e.worker || "", e.attempts || "", e.exec_ms.toFixed(2) + " ms"], "class-" + e.class));
+              while (body.rows.length > 500) body.deleteRow(-1);
+            }
           }
         } catch (e) { /* the next tick tries again */ }
       }

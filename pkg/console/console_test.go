@@ -72,9 +72,14 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return &bundle{srv: newServer(t, c), js: j, log: logs}
+}
+
+// newServer serves c's handler on loopback until the test ends.
+func newServer(t *testing.T, c *console.Console) *httptest.Server {
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, js: j, log: logs}
+	return srv
 }
 
 // client is a browser-like client: a cookie jar, no redirects followed.

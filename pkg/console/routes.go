@@ -48,9 +48,33 @@ func (c *Console) overviewFragment(w http.ResponseWriter, r *http.Request, ss *s
 type toolView struct {
 	Row      toolRow
 	Known    bool
-	Failures []resultRow
+	Failures []failureGroup
 	Entry    *catalogEntry
-	Health   string
+}
+
+// failureGroup is a tool's recent failures of one code: how many, the
+// last one's time and worker, and the words the model read for it.
+type failureGroup struct {
+	Code, Class string
+	N           int
+	Last        resultRow
+}
+
+// byCode groups failures (newest first) by code, the most recent code
+// first.
+func byCode(failures []resultRow) []failureGroup {
+	var out []failureGroup
+	at := map[string]int{}
+	for _, f := range failures {
+		i, ok := at[f.Code]
+		if !ok {
+			i = len(out)
+			at[f.Code] = i
+			out = append(out, failureGroup{Code: f.Code, Class: f.Class, Last: f})
+		}
+		out[i].N++
+	}
+	return out
 }
 
 func (c *Console) toolData(r *http.Request) *toolView {
@@ -60,7 +84,7 @@ func (c *Console) toolData(r *http.Request) *toolView {
 	if !ok {
 		row.Tool = tool
 	}
-	return &toolView{Row: row, Known: ok, Failures: c.watch.failures(tool), Entry: c.catalogEntry(r.Context(), tool)}
+	return &toolView{Row: row, Known: ok, Failures: byCode(c.watch.failures(tool)), Entry: c.catalogEntry(r.Context(), tool)}
 }
 
 func (c *Console) toolPage(w http.ResponseWriter, r *http.Request, ss *session) {

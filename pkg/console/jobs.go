@@ -16,10 +16,10 @@ import (
 
 // Bounds of the replay jobs.
 const (
-	jobsKept          = 20               // finished jobs a progress link still finds
-	replayWaitDefault = time.Minute      // how long a job waits for the results after the last replay
-	replayWaitMax     = 30 * time.Minute // the longest it may be asked to
-	callsShown        = 2000             // per-call results a job keeps
+	jobsKept          = 20                       // finished jobs a progress link still finds
+	replayWaitDefault = dlq.ReplayTimeoutDefault // each replayed call's deadline, and the wait for the results after the last (as dlq replay --timeout)
+	replayWaitMax     = 24 * time.Hour           // the longest it may be asked for
+	callsShown        = 2000                     // per-call results a job keeps
 )
 
 // job is one replay or purge, run in the background; the page polls its

@@ -13,6 +13,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/console"
 	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/dlq"
@@ -21,6 +22,7 @@ import (
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/mcpfront"
 	"github.com/toolpool/toolpool/pkg/metrics"
+	"github.com/toolpool/toolpool/pkg/sched"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -62,6 +64,11 @@ type OrchestratorConfig struct {
 	// Subscribe and Logger are set by the Orchestrator; its Keys default to
 	// API.Keys, so an API key works on /mcp as on /v1/.
 	MCP mcpfront.Config
+	// Console, when set, is the operators' web console's configuration:
+	// Handler serves it at /ui (package console). Its Conn, JetStream,
+	// Live, Checks and Logger are set by the Orchestrator, and its
+	// Snapshot, when nil, to the dispatcher's scheduler; nil: no /ui.
+	Console *console.Config
 	// Checks are more readiness checks for Handler's /readyz, e.g. those
 	// of a Server in the same process (Server.Checks).
 	Checks []health.Check
@@ -109,6 +116,7 @@ type Orchestrator struct {
 	front *metrics.Front
 	live  *discovery.Catalog // nil with a Catalog of the config's
 	mcp   *mcpfront.Server
+	ui    *console.Console // nil without OrchestratorConfig.Console
 
 	mu       sync.Mutex
 	started  bool
@@ -174,6 +182,17 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 	}
 	if o.mcp, err = mcpfront.New(mc); err != nil {
 		return nil, err
+	}
+	if cfg.Console != nil {
+		uc := *cfg.Console
+		uc.Conn, uc.JetStream, uc.Live, uc.Logger = cfg.Conn, j, o.live, cfg.Logger
+		uc.Checks = o.checks()
+		if s, ok := any(o.d).(interface{ SchedSnapshot() sched.Snapshot }); ok && uc.Snapshot == nil {
+			uc.Snapshot = s.SchedSnapshot // the dispatcher's scheduler, once it has one
+		}
+		if o.ui, err = console.New(uc); err != nil {
+			return nil, err
+		}
 	}
 	return o, nil
 }
@@ -248,6 +267,11 @@ func (o *Orchestrator) Start(ctx context.Context) (err error) {
 	if err := o.d.Start(ctx); err != nil {
 		return err
 	}
+	if o.ui != nil {
+		if err := o.ui.Start(ctx); err != nil {
+			return err
+		}
+	}
 	return o.mcp.Start(ctx)
 }
 
@@ -267,6 +291,9 @@ func (o *Orchestrator) Stop(ctx context.Context) error {
 
 func (o *Orchestrator) stopAll(ctx context.Context) error {
 	err := o.mcp.Stop(ctx)
+	if o.ui != nil {
+		err = errors.Join(err, o.ui.Stop(ctx))
+	}
 	err = errors.Join(err, o.d.Stop(ctx))
 	if o.live != nil {
 		_ = o.live.Stop(context.WithoutCancel(ctx))
@@ -317,6 +344,7 @@ func (o *Orchestrator) Definitions(ctx context.Context) []tools.Definition {
 
 // Handler serves the agent API (POST /v1/tool_calls, GET /v1/tools: package
 // httpapi), the MCP server on /mcp (streamable HTTP: package mcpfront),
+// the operators' console on /ui with OrchestratorConfig.Console,
 // GET /metrics, GET /healthz (503 once the NATS connection is
 // closed for good) and GET /readyz (NATS connected, streams present, the
 // store takes a write, OrchestratorConfig.Checks and extra), counting
@@ -324,8 +352,7 @@ func (o *Orchestrator) Definitions(ctx context.Context) []tools.Definition {
 // API keys, browser and host checks and limits.
 func (o *Orchestrator) Handler(extra ...health.Check) http.Handler {
 	mux := http.NewServeMux()
-	checks := append(append(append([]health.Check(nil), o.cfg.Checks...), extra...),
-		health.NATSConnected(o.cfg.Conn), health.Streams(o.js), health.StoreWritable(o.js))
+	checks := append(o.checks(), extra...)
 	health.New(0, checks...).WithLiveness(health.NATSNotClosed(o.cfg.Conn)).Register(mux)
 	// The API's endpoints have patterns of their own so that metrics label
 	// requests by them.
@@ -334,7 +361,18 @@ func (o *Orchestrator) Handler(extra ...health.Check) http.Handler {
 	mux.Handle("/v1/", o.api)
 	mux.Handle(mcpfront.Path, o.mcp.Handler())
 	mux.Handle("GET /metrics", metrics.Handler(o.cfg.Metrics))
+	if o.ui != nil {
+		mux.Handle(console.Path, o.ui.Handler())
+		mux.Handle("GET /ui", http.RedirectHandler(console.Path, http.StatusSeeOther))
+	}
 	return o.httpM.Wrap(mux)
+}
+
+// checks are /readyz's checks but for Handler's extra ones: the config's,
+// NATS connected, the streams present, the store writable.
+func (o *Orchestrator) checks() []health.Check {
+	return append(append([]health.Check(nil), o.cfg.Checks...),
+		health.NATSConnected(o.cfg.Conn), health.Streams(o.js), health.StoreWritable(o.js))
 }
 
 // NewHTTPServer is the HTTP server of Handler: cfg's Handler, Metrics and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/ops"
 )
 
 // dlqLsCommand is "dlq ls": the dead letters, one a line.
@@ -86,7 +87,7 @@ func writeLetters(env *cli.Env, letters []*dlq.Letter, now time.Time) {
 			lastErr = "(unreadable entry: " + l.Err.Error() + ")"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", l.Seq, l.Tool(), orDash(string(l.Reason())), attempts,
-			age(now.Sub(l.Stored)), oneLine(lastErr, 80))
+			ops.Age(now.Sub(l.Stored)), ops.OneLine(lastErr, 80))
 	}
 	_ = tw.Flush()
 }

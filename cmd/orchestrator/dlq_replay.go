@@ -15,6 +15,7 @@ import (
 	"github.com/toolpool/toolpool/internal/progress"
 	"github.com/toolpool/toolpool/pkg/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/ops"
 )
 
 // dlqReplayCommand is "dlq replay": the calls republished with new ids;
@@ -122,9 +123,9 @@ func dlqReplayCommand() *cli.Command {
 					fmt.Fprintf(env.Stdout, "result   %d  %s  %s  none within %s\n", r.Seq, r.Tool, r.NewID, timeout)
 				case res.IsError:
 					fmt.Fprintf(env.Stdout, "result   %d  %s  %s  is_error %s %s: %s\n", r.Seq, r.Tool, r.NewID, res.Class, res.Code,
-						oneLine(res.Content.Text(), 160))
+						ops.OneLine(res.Content.Text(), 160))
 				default:
-					fmt.Fprintf(env.Stdout, "result   %d  %s  %s  ok: %s\n", r.Seq, r.Tool, r.NewID, oneLine(res.Content.Text(), 80))
+					fmt.Fprintf(env.Stdout, "result   %d  %s  %s  ok: %s\n", r.Seq, r.Tool, r.NewID, ops.OneLine(res.Content.Text(), 80))
 				}
 			})
 			if failed > 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/pkg/ops"
 )
 
 // dlqShowCommand is "dlq show SEQ": one dead letter, its call and every
@@ -60,7 +61,7 @@ func dlqShowCommand() *cli.Command {
 // writeLetter prints a dead letter for a person.
 func writeLetter(w io.Writer, l *dlq.Letter, now time.Time) {
 	fmt.Fprintf(w, "dead letter %d (%s), stored %s (%s ago)\n\n", l.Seq, l.Subject,
-		l.Stored.Local().Format(time.RFC3339), age(now.Sub(l.Stored)))
+		l.Stored.Local().Format(time.RFC3339), ops.Age(now.Sub(l.Stored)))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) {
 		if v != "" {
@@ -79,7 +80,7 @@ func writeLetter(w io.Writer, l *dlq.Letter, now time.Time) {
 	row("reason:", string(e.Reason))
 	row("tool:", e.Tool)
 	row("call id:", e.CallID)
-	row("error:", oneLine(e.Error, 400))
+	row("error:", ops.OneLine(e.Error, 400))
 	if !e.FirstFailure.IsZero() {
 		row("first failure:", e.FirstFailure.Local().Format(time.RFC3339Nano))
 	}
@@ -105,7 +106,7 @@ func writeLetter(w io.Writer, l *dlq.Letter, now time.Time) {
 			fmt.Fprintf(w, "  %s\n", e.Call)
 		}
 	default:
-		fmt.Fprintf(w, "  (not JSON, %d bytes) %q\n", len(e.RawCall), oneLine(string(e.RawCall), 200))
+		fmt.Fprintf(w, "  (not JSON, %d bytes) %q\n", len(e.RawCall), ops.OneLine(string(e.RawCall), 200))
 	}
 
 	fmt.Fprintln(w, "\nattempt history:")
@@ -117,7 +118,7 @@ func writeLetter(w io.Writer, l *dlq.Letter, now time.Time) {
 	fmt.Fprintln(tw, "  #\tSTARTED\tDURATION\tWORKER\tCLASS\tCODE\tMESSAGE")
 	for _, a := range e.Attempts {
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, a.Started.Local().Format("2006-01-02 15:04:05.000"),
-			shortDuration(a.Duration), orDash(a.WorkerID), orDash(string(a.Class)), orDash(a.Code), oneLine(a.Message, 120))
+			ops.ShortDuration(a.Duration), orDash(a.WorkerID), orDash(string(a.Class)), orDash(a.Code), ops.OneLine(a.Message, 120))
 	}
 	_ = tw.Flush()
 }

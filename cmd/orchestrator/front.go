@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/pkg/console"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/mcpfront"
@@ -31,6 +32,9 @@ type httpFlags struct {
 	byQueueWait    bool
 	mcpToken       string // --mcp-token, or TOOLPOOL_MCP_TOKEN
 	mcpNoAuth      bool
+	uiTokensFile   string
+	uiTokens       *console.Tokens // from uiTokensFile and TOOLPOOL_UI_TOKENS
+	uiNoAuth       bool
 	getenv         func(string) string // os.Getenv; tests replace it
 }
 
@@ -50,6 +54,8 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&h.maxQueueDepth, "max-queue-depth", dispatch.MaxQueueDepthDefault, "calls waiting in one tool's queue past which turns calling it get 429 at once (negative: unbounded)")
 	fs.StringVar(&h.mcpToken, "mcp-token", "", "bearer token /mcp requires (also "+envMCPToken+"); API keys are let in on /mcp too. On a non-loopback --http without API keys, /mcp is closed unless it is given")
 	fs.BoolVar(&h.mcpNoAuth, "mcp-insecure-no-auth", false, "open /mcp on a non-loopback --http address without a token or API keys (closed there by default): anyone who reaches it runs tools")
+	fs.StringVar(&h.uiTokensFile, "ui-tokens", "", "operator token file for the console at /ui (YAML: name: token; also "+console.EnvTokens+"=name=token,...); separate from API keys; required on a non-loopback --http")
+	fs.BoolVar(&h.uiNoAuth, "ui-insecure-no-auth", false, "open the console at /ui on a non-loopback --http address without operator tokens: anyone who reaches it can replay, purge and pause")
 	fs.BoolVar(&h.byQueueWait, "admit-by-queue-wait", true, "give 429 at once to turns calling a tool whose queue holds more work than the turn's timeout (estimated from the rate its workers drain it)")
 }
 
@@ -77,6 +83,13 @@ func (h *httpFlags) check(addr string) error {
 	if addr != "" && !loopbackAddr(addr) && keys.Len() == 0 && !h.insecureNoAuth {
 		return cli.Usagef("--http %s is not a loopback address: anyone who reaches it could run tools. "+
 			"Give API keys (--api-keys FILE or %s), or pass --http-insecure-no-auth if something in front authenticates", addr, httpapi.EnvAPIKeys)
+	}
+	if h.uiTokens, err = console.LoadTokens(h.uiTokensFile, getenv); err != nil {
+		return cli.Usagef("--ui-tokens: %v", err)
+	}
+	if addr != "" && !loopbackAddr(addr) && h.uiTokens.Len() == 0 && !h.uiNoAuth {
+		return cli.Usagef("--http %s is not a loopback address and the console at /ui would be open to anyone who reaches it. "+
+			"Give operator tokens (--ui-tokens FILE or %s), or pass --ui-insecure-no-auth if something in front authenticates", addr, console.EnvTokens)
 	}
 	if h.mcpToken == "" {
 		h.mcpToken = getenv(envMCPToken)
@@ -142,6 +155,11 @@ func (h *httpFlags) mcpConfig(addr string) mcpfront.Config {
 			"start the orchestrator with --mcp-token TOKEN (or " + envMCPToken + ") or API keys, or with --mcp-insecure-no-auth if something in front authenticates"
 	}
 	return c
+}
+
+// consoleConfig is the console's configuration from the flags.
+func (h *httpFlags) consoleConfig(addr string) *console.Config {
+	return &console.Config{Tokens: h.uiTokens, Loopback: loopbackAddr(addr), InsecureNoAuth: h.uiNoAuth}
 }
 
 // apiConfig is the agent API's configuration from the flags.

@@ -226,8 +226,8 @@ func TestServeRefusesAnOpenNonLoopbackAddress(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 2 and a message naming --api-keys and --http-insecure-no-auth", code, stderr.String())
 	}
 	for _, args := range [][]string{
-		{"--http", "0.0.0.0:8080", "--http-insecure-no-auth"},
-		{"--http", ":8080", "--api-keys", writeKeys(t, `[{"tenant":"t","key":"`+keyA+`"}]`)},
+		{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth"},
+		{"--http", ":8080", "--api-keys", writeKeys(t, `[{"tenant":"t","key":"`+keyA+`"}]`), "--ui-tokens", writeUITokens(t, "alice: "+keyA)},
 		{"--http", "[::1]:8080"},
 		{"--http", "localhost:8080"},
 	} {
@@ -235,6 +235,38 @@ func TestServeRefusesAnOpenNonLoopbackAddress(t *testing.T) {
 			t.Errorf("%v: %v", args, err)
 		}
 	}
+}
+
+// serve refuses a non-loopback HTTP address whose console at /ui would be
+// open: operator tokens, or --ui-insecure-no-auth, are required there.
+func TestServeRefusesAnOpenConsole(t *testing.T) {
+	t.Parallel()
+	keys := writeKeys(t, `[{"tenant":"t","key":"`+keyA+`"}]`)
+	_, err := parseServe([]string{"--http", "0.0.0.0:8080", "--api-keys", keys}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--ui-tokens") || !strings.Contains(err.Error(), "--ui-insecure-no-auth") {
+		t.Fatalf("serve with an open console on 0.0.0.0: %v; want a refusal naming --ui-tokens and --ui-insecure-no-auth", err)
+	}
+	if _, err := parseServe([]string{"--http", "0.0.0.0:8080", "--api-keys", keys, "--ui-tokens", writeUITokens(t, "alice: short")}, io.Discard); err == nil {
+		t.Error("serve took an operator token of 5 characters")
+	}
+	for _, args := range [][]string{
+		{"--http", "0.0.0.0:8080", "--api-keys", keys, "--ui-insecure-no-auth"},
+		{"--http", "0.0.0.0:8080", "--api-keys", keys, "--ui-tokens", writeUITokens(t, "alice: "+keyA)},
+	} {
+		if _, err := parseServe(args, io.Discard); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
+
+// writeUITokens writes an operator tokens file.
+func writeUITokens(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ui-tokens.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // A body trickled one byte every 2 s is cut off after the read timeout

@@ -164,18 +164,18 @@ func TestServeMCPToken(t *testing.T) {
 	if _, err := parseServe([]string{"--mcp-token", "short"}, &syncBuf{}); err == nil || !strings.Contains(err.Error(), "--mcp-token") {
 		t.Errorf("a short token: %v", err)
 	}
-	f, err := parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth"}, &syncBuf{})
+	f, err := parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth"}, &syncBuf{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := f.front.mcpConfig(f.httpAddr); !strings.Contains(c.Closed, "--mcp-insecure-no-auth") {
 		t.Errorf("an open non-loopback address: /mcp not closed: %+v", c)
 	}
-	f, err = parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--mcp-insecure-no-auth"}, &syncBuf{})
+	f, err = parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth", "--mcp-insecure-no-auth"}, &syncBuf{})
 	if err != nil || f.front.mcpConfig(f.httpAddr).Closed != "" {
 		t.Errorf("--mcp-insecure-no-auth: %v", err)
 	}
-	f, err = parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--mcp-token", token}, &syncBuf{})
+	f, err = parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth", "--mcp-token", token}, &syncBuf{})
 	if err != nil || f.front.mcpConfig(f.httpAddr).Closed != "" {
 		t.Errorf("a token on a non-loopback address: %v", err)
 	}

@@ -250,6 +250,9 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		},
 		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), MCP: f.front.mcpConfig(f.httpAddr), Metrics: reg, Logger: log,
 	}
+	if f.httpAddr != "" {
+		ocfg.Console = f.front.consoleConfig(f.httpAddr)
+	}
 	if srv != nil {
 		// The MCP servers' status is a detail: the orchestrator serves
 		// its other tools while one is down (and retried).
@@ -271,7 +274,8 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		if err := hs.Start(ctx); err != nil {
 			return fmt.Errorf("%w (pass --http ADDR)", err)
 		}
-		log.Info("http listening", "addr", hs.Addr(), "api_keys", f.front.keys.Len(), "mcp_token", f.front.mcpToken != "")
+		log.Info("http listening", "addr", hs.Addr(), "api_keys", f.front.keys.Len(), "mcp_token", f.front.mcpToken != "",
+			"console", "http://"+hs.Addr()+"/ui/", "operators", f.front.uiTokens.Len())
 		if c := f.front.mcpConfig(f.httpAddr); c.Closed != "" {
 			log.Warn(c.Closed)
 		}

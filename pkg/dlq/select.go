@@ -50,3 +50,30 @@ func (s *Store) DeleteSeqs(ctx context.Context, seqs []uint64) (int, error) {
 	}
 	return n, nil
 }
+
+// errPageFull stops the Scan of a Page.
+var errPageFull = errors.New("dlq: page full")
+
+// Page returns at most limit of the dead letters f selects, oldest first,
+// and whether more follow: the next page is f with After set to the last
+// letter's Seq. It reads from f.After on, on the server, and stops at the
+// first letter past the page, so a page of a large TOOL_DLQ costs about
+// the letters it reads (all of them between After and the page's end when
+// the filter matches few).
+func (s *Store) Page(ctx context.Context, f Filter, limit int) (letters []*Letter, more bool, err error) {
+	if limit < 1 {
+		return nil, false, errors.New("dlq: Page: limit must be at least 1")
+	}
+	err = s.Scan(ctx, f, func(l *Letter) error {
+		if len(letters) == limit {
+			more = true
+			return errPageFull
+		}
+		letters = append(letters, l)
+		return nil
+	})
+	if errors.Is(err, errPageFull) {
+		err = nil
+	}
+	return letters, more, err
+}

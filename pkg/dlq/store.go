@@ -1,10 +1,11 @@
 package dlq
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolpool/toolpool/pkg/classify"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
 )
 
 // ErrNotFound matches (with errors.Is) the error for a dead letter that is
@@ -51,6 +53,24 @@ type Filter struct {
 	// UpTo, when set, keeps the dead letters with a sequence up to it only
 	// (to act on exactly what an earlier listing showed).
 	UpTo uint64
+	// After, when set, keeps the dead letters with a sequence after it
+	// only: the next page of a listing (Page) starts there on the server,
+	// without reading the letters before it.
+	After uint64
+	// Code keeps the dead letters whose last attempt failed with this
+	// error code only (Toolpool-Code).
+	Code string
+	// Tenant keeps the dead letters of this tenant's calls only.
+	Tenant string
+	// Text keeps the dead letters whose stored entry (error, attempts'
+	// messages, the call and its input) contains this text, in any case.
+	Text string
+}
+
+// readsBodies reports whether f needs more than the subject and the
+// sequence range, so that a purge must go letter by letter.
+func (f Filter) readsBodies() bool {
+	return f.Reason != "" || !f.Since.IsZero() || f.Code != "" || f.Tenant != "" || f.Text != "" || f.After > 0
 }
 
 // subject is the TOOL_DLQ subject f covers.
@@ -112,7 +132,81 @@ func (f Filter) matches(l *Letter) bool {
 	if !f.Since.IsZero() && l.Stored.Before(f.Since) {
 		return false
 	}
+	if f.After > 0 && l.Seq <= f.After {
+		return false
+	}
+	if f.Code != "" && l.Code() != f.Code {
+		return false
+	}
+	if f.Tenant != "" && l.Tenant() != f.Tenant {
+		return false
+	}
+	if f.Text != "" && !containsFold(l.Data, f.Text) {
+		return false
+	}
 	return true
+}
+
+// Code is the error code of the letter's last attempt: from its entry,
+// else from its header.
+func (l *Letter) Code() string {
+	if l.Entry != nil {
+		if n := len(l.Entry.Attempts); n > 0 {
+			return l.Entry.Attempts[n-1].Code
+		}
+	}
+	return l.Header.Get(HeaderCode)
+}
+
+// Tenant is the tenant of the letter's call; "" when it has none or the
+// call does not decode.
+func (l *Letter) Tenant() string {
+	if l.Entry == nil || len(l.Entry.Call) == 0 {
+		return ""
+	}
+	var c struct {
+		Tenant string `json:"tenant"`
+	}
+	if json.Unmarshal(l.Entry.Call, &c) != nil {
+		return ""
+	}
+	return c.Tenant
+}
+
+// prematches reports whether a stored message may pass f, from what is
+// known without decoding it: the reason and code headers, the text in
+// its body. Scan skips the rest undecoded, so a filter that matches few
+// letters costs little more than reading them.
+func (f Filter) prematches(h nats.Header, data []byte) bool {
+	if v := h.Get(HeaderReason); f.Reason != "" && v != "" && v != string(f.Reason) {
+		return false
+	}
+	if f.Code != "" && h.Get(HeaderReason) != "" && h.Get(HeaderCode) != f.Code {
+		return false
+	}
+	return f.Text == "" || containsFold(data, f.Text)
+}
+
+// containsFold reports whether data contains text, ignoring case, without
+// copying data.
+func containsFold(data []byte, text string) bool {
+	n := len(text)
+	if n == 0 {
+		return true
+	}
+	t := []byte(text)
+	lo, up := t[0], t[0]
+	if 'a' <= lo && lo <= 'z' {
+		up = lo - 'a' + 'A'
+	} else if 'A' <= lo && lo <= 'Z' {
+		lo = lo - 'A' + 'a'
+	}
+	for i := 0; i+n <= len(data); i++ {
+		if c := data[i]; (c == lo || c == up) && bytes.EqualFold(data[i:i+n], t) {
+			return true
+		}
+	}
+	return false
 }
 
 // Scan calls fn for each dead letter f selects, oldest first, up to the
@@ -142,7 +236,13 @@ func (s *Store) Scan(ctx context.Context, f Filter, fn func(*Letter) error) erro
 		InactiveThreshold: time.Minute,
 		MemoryStorage:     true,
 	}
-	if !f.Since.IsZero() {
+	switch {
+	case f.After > 0:
+		if f.After >= last {
+			return nil
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = js.DeliverByStartSequencePolicy, f.After+1
+	case !f.Since.IsZero():
 		since := f.Since
 		cfg.DeliverPolicy, cfg.OptStartTime = js.DeliverByStartTimePolicy, &since
 	}
@@ -176,6 +276,9 @@ func (s *Store) Scan(ctx context.Context, f Filter, fn func(*Letter) error) erro
 			seq := meta.Sequence.Stream
 			if seq > last {
 				pending = 0
+				continue
+			}
+			if !f.prematches(m.Headers(), m.Data()) {
 				continue
 			}
 			l := newLetter(seq, m.Subject(), meta.Timestamp, m.Headers(), m.Data())
@@ -229,9 +332,9 @@ func (s *Store) Delete(ctx context.Context, seq uint64) error {
 // Purge deletes every dead letter f selects and returns how many it
 // deleted. Letters stored after Purge began are kept. A filter on the tool
 // and UpTo alone (or none) purges on the server in one request; a filter
-// on the reason or the time deletes letter by letter.
+// on anything else deletes letter by letter.
 func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
-	if f.Reason != "" || !f.Since.IsZero() {
+	if f.readsBodies() {
 		seqs, err := s.Seqs(ctx, f)
 		if err != nil {
 			return 0, err

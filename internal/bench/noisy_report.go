@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes r as indented JSON.
+func (r *NoisyReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes r as tables for people: the phases, then the targets.
+func (r *NoisyReport) WriteText(w io.Writer) error {
+	s := r.Settings
+	var b strings.Builder
+	fmt.Fprintf(&b, "toolpool bench --scenario %s: tool sleep %gms, %d slots fleet-wide (%d in-process workers × %d; the tool's concurrency and the dispatcher's Slots)\n",
+		s.Scenario, s.SleepMillis, s.Slots, s.Workers, s.WorkerConcurrency)
+	fmt.Fprintf(&b, "server: embedded, %s storage; admission: %s\n", s.Storage, s.Admission)
+	fmt.Fprintf(&b, "machine: %d CPU(s), %s, %s\n\n", r.Machine.CPUs, cmp.Or(r.Machine.CPUModel, "unknown CPU"), r.Machine.GoVersion)
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tcalls\terrors\tseconds\tcalls/s\tp50 ms\tp99 ms\tmax ms\t")
+	backlog := func(name string, p BacklogPhase) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\t\t\t\n", name, p.Calls, p.Errors, p.Seconds, thousands(p.CallsPerSec))
+	}
+	backlog(fmt.Sprintf("A alone: %d at once", s.Backlog), r.AAlone)
+	backlog("A with B", r.WithB)
+	fmt.Fprintf(tw, "B: 1 per %gms, with A\t%d\t%d\t\t\t%.1f\t%.1f\t%.1f\t\n", s.IntervalMillis, r.B.Calls, r.B.Errors,
+		r.B.Latency.P50, r.B.Latency.P99, r.B.Latency.Max)
+	fmt.Fprintf(tw, "cap %d per key: A and C\t%d\t%d\t%.2f\t\t\t\t\t\n", r.Cap.Cap, r.Cap.Calls, r.Cap.Errors, r.Cap.Seconds)
+	fmt.Fprintf(tw, "rate %d/s per key: A offers %g/s\t%d\t%d\t%.2f\t%.1f served\t\t\t\t\n", r.Rate.Limit, r.Rate.Offered,
+		r.Rate.Calls, r.Rate.Limited, s.RateForSeconds, r.Rate.ServedPerSec)
+	for _, p := range []*Phase{&r.FairnessOff, &r.FairnessOn} {
+		fmt.Fprintf(tw, "%s: 1 tenant, %d agents\t%d\t%d\t%.2f\t%s\t%.1f\t%.1f\t%.1f\t\n", strings.ReplaceAll(p.Name, "_", " "), s.Concurrency,
+			p.Calls, p.ErrorCalls, p.Seconds, thousands(p.CallsPerSec), p.Latency.P50, p.Latency.P99, p.Latency.Max)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "\ncap phase, most calls running at once by key (sampled in the tool's handler, fleet-wide):")
+	for _, k := range slices.Sorted(maps.Keys(r.Cap.MaxRunning)) {
+		fmt.Fprintf(&b, " %s=%d", cmp.Or(k, `""`), r.Cap.MaxRunning[k])
+	}
+	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in halves run off, on, on, off, each on a fresh pool\nrate phase: %d of %d calls ran; served/s counted from 1 s after the offer began to its end; %d answered with is_error at their deadline\n\n",
+		s.Calls, r.Rate.Served, r.Rate.Calls, r.Rate.Limited)
+
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\tmeasured\tgoal\tmet")
+	for _, t := range r.Targets {
+		met := "no"
+		if t.Met {
+			met = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%.4g%s\t%s\t%s\n", t.Name, t.Measured, unitSuffix(t.Unit), t.Goal, met)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "\npeak RSS of the bench process: %s (the embedded server included)\n", mib(r.PeakRSSBytes))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func unitSuffix(u string) string {
+	if u == "" {
+		return ""
+	}
+	return " " + u
+}

@@ -132,7 +132,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 	c := &Catalog{
 		cfg: cfg, done: make(chan struct{}), now: time.Now,
 		live: map[string]map[string]entry{}, known: map[string]struct{}{}, unheard: map[string]*unheard{},
-		infos: map[string]toolSummary{},
+		infos:      map[string]toolSummary{},
 		probesDone: make(chan struct{}), stopped: make(chan struct{}),
 		changed: make(chan struct{}, 1), notifyDone: make(chan struct{}), subs: map[chan struct{}]struct{}{},
 	}

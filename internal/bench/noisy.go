@@ -659,9 +659,13 @@ func (n *noisyRun) ratePhase(ctx context.Context) (RatePhase, error) {
 	}, ctx.Err()
 }
 
+// singleSlices is how many parts the single-tenant phases are cut into:
+// each mode runs half of them, in the order off, on, on, off, repeated.
+const singleSlices = 8
+
 // singleTenant is one tenant's closed-loop load of Calls calls by
-// Concurrency agents with the scheduler off, and as many with it on, in
-// the order off, on, on, off (half of the calls each time, each on a
+// Concurrency agents with the scheduler off, and as many with it on, cut
+// into singleSlices parts run off, on, on, off, off, on, on, off (each on a
 // fresh pool): a machine that gets slower or faster during the run (other
 // processes) weighs on both alike.
 func (n *noisyRun) singleTenant(ctx context.Context) (off, on Phase, err error) {
@@ -670,15 +674,19 @@ func (n *noisyRun) singleTenant(ctx context.Context) (off, on Phase, err error) 
 		cpu      time.Duration
 		objs, by uint64
 	}
-	for i, fair := range []bool{false, true, true, false} {
+	per := singleSlices / 2
+	for i := range singleSlices {
+		fair := i%4 == 1 || i%4 == 2
 		name := "fairness_off"
 		if fair {
 			name = "fairness_on"
 		}
-		calls := n.cfg.Calls / 2
-		if i >= 2 {
-			calls = n.cfg.Calls - calls
+		// The mode's k-th part of its Calls.
+		k := i / 4 * 2
+		if i%4 == 2 || i%4 == 3 {
+			k++
 		}
+		calls := n.cfg.Calls*(k+1)/per - n.cfg.Calls*k/per
 		np, err := n.start(ctx, name, tools.KeyLimits{}, fair)
 		if err != nil {
 			return off, on, err

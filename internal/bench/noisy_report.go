@@ -50,8 +50,8 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(r.Cap.MaxRunning)) {
 		fmt.Fprintf(&b, " %s=%d", cmp.Or(k, `""`), r.Cap.MaxRunning[k])
 	}
-	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in halves run off, on, on, off, each on a fresh pool\nrate phase: %d of %d calls ran; served/s counted from 1 s after the offer began to its end; %d answered with is_error at their deadline\n\n",
-		s.Calls, r.Rate.Served, r.Rate.Calls, r.Rate.Limited)
+	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in %d parts each, run off, on, on, off, off, on, on, off, each on a fresh pool\nrate phase: %d of %d calls ran; served/s counted from 1 s after the offer began to its end; %d answered with is_error at their deadline\n\n",
+		s.Calls, singleSlices/2, r.Rate.Served, r.Rate.Calls, r.Rate.Limited)
 
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tmeasured\tgoal\tmet")

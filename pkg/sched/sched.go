@@ -239,6 +239,7 @@ type toolState struct {
 	keys     map[keyID]*keyState
 	holdEWMA float64 // ns a granted call stays in flight
 	ops      int
+	busyKeys int // keys with calls waiting or in flight
 }
 
 // Scheduler holds the calls of each tool that may not be published yet
@@ -435,6 +436,9 @@ func (s *Scheduler) Acquire(req Request) (tk *Ticket, granted bool) {
 	}
 	k := s.key(t, &req, now)
 	tk.key, tk.since = k, now
+	if k.waiting+k.inFlight == 0 {
+		t.busyKeys++
+	}
 	if k.parked == parkedNot && t.room() && s.check(t, k, now) {
 		s.grant(t, tk, now)
 		return tk, true
@@ -651,6 +655,9 @@ func (s *Scheduler) Release(tk *Ticket) {
 	t.inFlight--
 	k.inFlight--
 	k.lastActive = now
+	if k.waiting+k.inFlight == 0 {
+		t.busyKeys--
+	}
 	held := float64(now - tk.granted)
 	if t.holdEWMA == 0 {
 		t.holdEWMA = held
@@ -683,8 +690,12 @@ func (s *Scheduler) Cancel(tk *Ticket) (h Hold, granted bool) {
 	}
 	now := s.nanotime()
 	h = s.hold(t, tk, now)
-	s.dequeue(t, tk.key, tk)
+	k := tk.key
+	s.dequeue(t, k, tk)
 	tk.state = ticketDone
+	if k.waiting+k.inFlight == 0 {
+		t.busyKeys--
+	}
 	return h, false
 }
 
@@ -717,6 +728,39 @@ func (s *Scheduler) hold(t *toolState, tk *Ticket, now int64) Hold {
 	}
 	h.RetryAfter = max(h.RetryAfter, time.Second)
 	return h
+}
+
+// Load is what a tool's scheduler holds, and of it one key's part.
+type Load struct {
+	// Waiting and InFlight are the tool's calls waiting and granted;
+	// Window its window (0: none).
+	Waiting, InFlight, Window int
+	// KeyWaiting and KeyInFlight are the key's.
+	KeyWaiting, KeyInFlight int
+	// Keys counts the keys with calls waiting or in flight, the key
+	// counted even when it has none: the number the tool's slots are
+	// shared between.
+	Keys int
+}
+
+// Load returns what the scheduler holds of tool, and of its key key of
+// tenant: what admission control weighs a new call against.
+func (s *Scheduler) Load(tool, tenant, key string) Load {
+	s.mu.RLock()
+	t := s.tools[tool]
+	s.mu.RUnlock()
+	if t == nil {
+		return Load{Keys: 1}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := Load{Waiting: t.waiting, InFlight: t.inFlight, Window: t.window, Keys: t.busyKeys}
+	if k := t.keys[keyID{tenant, key}]; k != nil && k.waiting+k.inFlight > 0 {
+		l.KeyWaiting, l.KeyInFlight = k.waiting, k.inFlight
+	} else {
+		l.Keys++
+	}
+	return l
 }
 
 // sweep forgets the keys idle for IdleKeyTTL whose token bucket is full.

@@ -87,8 +87,8 @@ type Dispatcher struct {
 	endLife     context.CancelFunc
 	calls       *callTable
 	sessions    *sessionTracker
-	inflight    chan struct{} // publish slots: MaxPublishInFlight
-	adm         *admission    // admission control: admission.go
+	inflight    chan struct{}    // publish slots: MaxPublishInFlight
+	adm         *admission       // admission control: admission.go
 	sched       *sched.Scheduler // fair shares (fair.go); nil with NoFairness
 	presence    *presence        // the other replicas and the stats requests (presence.go); nil with NoFairness
 

@@ -50,7 +50,6 @@ const (
 	NoisyRateDefault              = 50
 	NoisyOfferedDefault           = 200
 	NoisyRateForDefault           = 5 * time.Second
-	NoisyRateDeadlineDefault      = 3 * time.Second
 	NoisyTimeoutDefault           = 60 * time.Second
 )
 
@@ -93,13 +92,12 @@ type NoisyConfig struct {
 	// NoisyCapCallsDefault.
 	Cap, CapCalls int
 	// Rate is the per-key rate limit (calls per second) of the rate phase,
-	// where tenant A offers Offered calls per second for RateFor, each
-	// call with a deadline of RateDeadline. Defaults NoisyRateDefault,
-	// NoisyOfferedDefault, NoisyRateForDefault, NoisyRateDeadlineDefault.
-	Rate         int
-	Offered      float64
-	RateFor      time.Duration
-	RateDeadline time.Duration
+	// where tenant A offers Offered calls per second for RateFor; the
+	// calls still waiting then are cancelled. Defaults NoisyRateDefault,
+	// NoisyOfferedDefault, NoisyRateForDefault.
+	Rate    int
+	Offered float64
+	RateFor time.Duration
 	// Timeout is the deadline of every other call. Default
 	// NoisyTimeoutDefault.
 	Timeout time.Duration
@@ -123,7 +121,6 @@ func (c NoisyConfig) withDefaults() NoisyConfig {
 	c.Rate = cmp.Or(c.Rate, NoisyRateDefault)
 	c.Offered = cmp.Or(c.Offered, NoisyOfferedDefault)
 	c.RateFor = cmp.Or(c.RateFor, NoisyRateForDefault)
-	c.RateDeadline = cmp.Or(c.RateDeadline, NoisyRateDeadlineDefault)
 	c.Timeout = cmp.Or(c.Timeout, NoisyTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -145,7 +142,7 @@ func (c NoisyConfig) validate() error {
 		return fmt.Errorf("bench: interval must be positive, got %v", c.Interval)
 	case c.Calls < 1 || c.Concurrency < 1 || c.Cap < 1 || c.CapCalls < 1 || c.Rate < 1:
 		return errors.New("bench: calls, concurrency, cap, cap calls and rate must be at least 1")
-	case c.Offered <= 0 || c.RateFor <= time.Second || c.RateDeadline <= 0 || c.Timeout <= 0:
+	case c.Offered <= 0 || c.RateFor <= time.Second || c.Timeout <= 0:
 		return errors.New("bench: offered rate, deadlines and timeout must be positive, and the rate phase longer than 1s")
 	}
 	return nil
@@ -231,9 +228,11 @@ type RatePhase struct {
 	// after the offer began (after the first burst) to its end.
 	Served       int     `json:"served"`
 	ServedPerSec float64 `json:"served_per_s"`
-	// Limited is the calls answered with an is_error (their deadline
-	// passed while they waited).
-	Limited int `json:"limited"`
+	// Cancelled is the calls not answered when the offer ended (nearly
+	// all still held by their key's limit), then cancelled; Errors the
+	// calls answered with an is_error before.
+	Cancelled int `json:"cancelled"`
+	Errors  int `json:"errors"`
 }
 
 // Target is one of the issue's targets.
@@ -407,24 +406,6 @@ func noisyTool(slots int, limits tools.KeyLimits, pr *probe) tools.Tool {
 	return t
 }
 
-// slotsCatalog is the registry's tools, each with the fleet's slots (0
-// for no fair-share window) and its fairness settings, as the live catalog
-// reports them from the workers' announcements.
-type slotsCatalog struct {
-	reg   *tools.Registry
-	slots int
-}
-
-func (c slotsCatalog) Lookup(_ context.Context, name string) (dispatch.ToolInfo, bool) {
-	rt, ok := c.reg.Lookup(name)
-	if !ok {
-		return dispatch.ToolInfo{}, false
-	}
-	return dispatch.ToolInfo{Name: name, Slots: c.slots, Fairness: rt.Fairness, PerKey: rt.PerKey}, true
-}
-
-func (c slotsCatalog) Names(context.Context) []string { return c.reg.Names() }
-
 // noisyPool is one phase's pool and its tool's probe.
 type noisyPool struct {
 	*pool
@@ -445,14 +426,13 @@ func (n *noisyRun) start(ctx context.Context, name string, limits tools.KeyLimit
 	if err := reg.Register(noisyTool(n.slots, limits, pr)); err != nil {
 		return nil, err
 	}
-	slots := n.slots
-	if !fair {
-		slots = 0 // no window: published as they come
-	}
+	// The catalog reports the fleet's slots, as the live catalog does
+	// from the workers' announcements.
 	p, err := startPool(ctx, n.base, n.url, reg, poolOptions{
-		catalog: slotsCatalog{reg: reg, slots: slots},
+		catalog: dispatch.RegistryCatalogWithSlots(reg, n.slots),
 		dispatch: func(c *dispatch.Config) {
 			c.MaxCallsInFlight, c.MaxQueueDepth, c.NoQueueWaitAdmission = -1, -1, true
+			c.NoFairness = !fair
 		},
 	})
 	if err != nil {
@@ -613,8 +593,9 @@ func (n *noisyRun) capPhase(ctx context.Context) (CapPhase, error) {
 }
 
 // ratePhase offers tenant A's calls at Offered per second for RateFor
-// under a per-key rate limit of Rate per second, each call with a deadline
-// of RateDeadline, and reports the rate at which they started.
+// under a per-key rate limit of Rate per second and reports the rate at
+// which they started; the calls still waiting at the end are cancelled
+// (their deadlines are far: none expires while it waits).
 func (n *noisyRun) ratePhase(ctx context.Context) (RatePhase, error) {
 	name := "rate_" + strconv.Itoa(n.cfg.Rate)
 	np, err := n.start(ctx, name, tools.KeyLimits{Rate: n.cfg.Rate, Per: time.Second}, true)
@@ -626,8 +607,10 @@ func (n *noisyRun) ratePhase(ctx context.Context) (RatePhase, error) {
 	bar := n.progress.begin(calls, 0)
 	defer bar.Finish()
 	interval := time.Duration(float64(time.Second) / n.cfg.Offered)
+	offer, endOffer := context.WithCancel(ctx)
+	defer endOffer()
 	var wg sync.WaitGroup
-	var limited atomic.Int64
+	var errs, cancelled atomic.Int64
 	np.probe.reset()
 	start := time.Now()
 	for i := range calls {
@@ -638,14 +621,20 @@ func (n *noisyRun) ratePhase(ctx context.Context) (RatePhase, error) {
 			break
 		}
 		wg.Go(func() {
-			if !np.call(ctx, tenantA, i, n.cfg.RateDeadline) {
-				limited.Add(1)
+			if !np.call(offer, tenantA, i, n.cfg.Timeout) {
+				if offer.Err() != nil {
+					cancelled.Add(1)
+				} else {
+					errs.Add(1)
+				}
 			}
 			bar.Add(1)
 		})
 	}
-	wg.Wait()
+	time.Sleep(time.Until(start.Add(n.cfg.RateFor)))
 	starts := np.probe.startsOf(tenantA)
+	endOffer()
+	wg.Wait()
 	inWindow := 0
 	for _, at := range starts {
 		if at >= time.Second && at < n.cfg.RateFor {
@@ -655,7 +644,7 @@ func (n *noisyRun) ratePhase(ctx context.Context) (RatePhase, error) {
 	return RatePhase{
 		Limit: n.cfg.Rate, Offered: n.cfg.Offered, Calls: calls, Served: len(starts),
 		ServedPerSec: float64(inWindow) / (n.cfg.RateFor - time.Second).Seconds(),
-		Limited:      int(limited.Load()),
+		Cancelled:    int(cancelled.Load()), Errors: int(errs.Load()),
 	}, ctx.Err()
 }
 

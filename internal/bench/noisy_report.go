@@ -38,7 +38,7 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 		r.B.Latency.P50, r.B.Latency.P99, r.B.Latency.Max)
 	fmt.Fprintf(tw, "cap %d per key: A and C\t%d\t%d\t%.2f\t\t\t\t\t\n", r.Cap.Cap, r.Cap.Calls, r.Cap.Errors, r.Cap.Seconds)
 	fmt.Fprintf(tw, "rate %d/s per key: A offers %g/s\t%d\t%d\t%.2f\t%.1f served\t\t\t\t\n", r.Rate.Limit, r.Rate.Offered,
-		r.Rate.Calls, r.Rate.Limited, s.RateForSeconds, r.Rate.ServedPerSec)
+		r.Rate.Calls, r.Rate.Errors, s.RateForSeconds, r.Rate.ServedPerSec)
 	for _, p := range []*Phase{&r.FairnessOff, &r.FairnessOn} {
 		fmt.Fprintf(tw, "%s: 1 tenant, %d agents\t%d\t%d\t%.2f\t%s\t%.1f\t%.1f\t%.1f\t\n", strings.ReplaceAll(p.Name, "_", " "), s.Concurrency,
 			p.Calls, p.ErrorCalls, p.Seconds, thousands(p.CallsPerSec), p.Latency.P50, p.Latency.P99, p.Latency.Max)
@@ -50,8 +50,8 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(r.Cap.MaxRunning)) {
 		fmt.Fprintf(&b, " %s=%d", cmp.Or(k, `""`), r.Cap.MaxRunning[k])
 	}
-	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in %d parts each, run off, on, on, off, off, on, on, off, each on a fresh pool\nrate phase: %d of %d calls ran; served/s counted from 1 s after the offer began to its end; %d answered with is_error at their deadline\n\n",
-		s.Calls, singleSlices/2, r.Rate.Served, r.Rate.Calls, r.Rate.Limited)
+	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in %d parts each, run off, on, on, off, off, on, on, off, each on a fresh pool\nrate phase: %d of %d calls ran by the offer's end, served/s counted from 1 s after it began (past the first burst) to its end; the %d unanswered then were cancelled\n\n",
+		s.Calls, singleSlices/2, r.Rate.Served, r.Rate.Calls, r.Rate.Cancelled)
 
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tmeasured\tgoal\tmet")

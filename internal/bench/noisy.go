@@ -232,7 +232,7 @@ type RatePhase struct {
 	// all still held by their key's limit), then cancelled; Errors the
 	// calls answered with an is_error before.
 	Cancelled int `json:"cancelled"`
-	Errors  int `json:"errors"`
+	Errors    int `json:"errors"`
 }
 
 // Target is one of the issue's targets.

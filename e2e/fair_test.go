@@ -23,6 +23,7 @@ import (
 	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/sched"
 )
 
 // Fleet controls (issue 15) through real worker processes: the tool is a
@@ -56,6 +57,8 @@ type fairHook struct {
 	running map[string]int
 	max     map[string]int
 	waiters map[string]chan hookStart // call id → told when it starts
+	gate    chan struct{}             // while not nil, requests wait for it to close
+	held    int                       // requests waiting at the gate
 }
 
 func newFairHook(t *testing.T) *fairHook {
@@ -87,7 +90,20 @@ func (h *fairHook) serve(w http.ResponseWriter, r *http.Request) {
 		ch <- s
 		delete(h.waiters, s.callID)
 	}
+	gate := h.gate
+	if gate != nil {
+		h.held++
+	}
 	h.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+		}
+		h.mu.Lock()
+		h.held--
+		h.mu.Unlock()
+	}
 
 	select {
 	case <-time.After(fairHold):
@@ -99,6 +115,32 @@ func (h *fairHook) serve(w http.ResponseWriter, r *http.Request) {
 	h.running[in.Tenant]--
 	h.mu.Unlock()
 	fmt.Fprintf(w, "done %s %d", in.Tenant, in.N)
+}
+
+// pause makes the requests from now on wait until resume.
+func (h *fairHook) pause() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate == nil {
+		h.gate = make(chan struct{})
+	}
+}
+
+// resume lets the waiting requests go on, and the next ones through.
+func (h *fairHook) resume() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate != nil {
+		close(h.gate)
+		h.gate = nil
+	}
+}
+
+// heldNow is the number of requests waiting at the gate.
+func (h *fairHook) heldNow() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held
 }
 
 // count is the number of requests so far.
@@ -269,6 +311,42 @@ func (p *fairPool) backlog(ctx context.Context, tenant string, n int, answered *
 	}
 }
 
+// toolStats is the tool in the dispatcher's scheduler snapshot.
+func (p *fairPool) toolStats() sched.ToolStats {
+	for _, ts := range p.d.SchedSnapshot().Tools {
+		if ts.Tool == p.tool {
+			return ts
+		}
+	}
+	return sched.ToolStats{}
+}
+
+// frozenCall dispatches b under ctx with the fleet frozen, so that which
+// calls run before it depends on order alone: the hook holds every request
+// until all slots hold one, when the calls in flight are exactly the
+// tool's window (the slots, and window − slots queued in JetStream) and
+// the rest of the backlog waits in the scheduler; once the scheduler holds
+// b too (waits says so of its snapshot), everything goes on. It returns
+// the calls started before b was dispatched (b's start is after them),
+// b's start, the tool's scheduler stats at the freeze, and b's result.
+func (p *fairPool) frozenCall(ctx context.Context, hook *fairHook, b envelope.ToolUseBlock, slots int, waits func(sched.ToolStats) bool) (before int, start hookStart, ts sched.ToolStats, res envelope.Result) {
+	p.t.Helper()
+	hook.pause()
+	defer hook.resume()
+	eventually(p.t, "every slot to hold a call", func() bool { return hook.heldNow() == slots })
+	eventually(p.t, "the scheduler to hold the backlog", func() bool {
+		ts = p.toolStats()
+		return ts.Waiting > 0 && ts.InFlight == ts.Window
+	})
+	before = hook.count()
+	started := hook.expect(b.ID)
+	done := make(chan envelope.Result, 1)
+	go func() { done <- p.call(ctx, b) }()
+	eventually(p.t, "the scheduler to hold "+b.ID, func() bool { return waits(p.toolStats()) })
+	hook.resume()
+	return before, <-started, ts, <-done
+}
+
 // warmUp makes one call per worker's slot so every worker process has
 // taken calls of the tool (and the catalog has seen them all).
 func (p *fairPool) warmUp(slots int) {
@@ -295,30 +373,38 @@ func TestFairNoisyNeighbourOrder(t *testing.T) {
 
 	var aAnswered atomic.Int64
 	waitA := p.backlog(context.Background(), "A", backlog, &aAnswered)
-	eventually(t, "A's backlog to be running", func() bool { return hook.startsOf("A") >= 2*slots })
 
 	bctx := dispatch.WithTenant(context.Background(), "B")
+	bWaits := func(ts sched.ToolStats) bool {
+		for _, k := range ts.Keys {
+			if k.Tenant == "B" && k.Waiting > 0 {
+				return true
+			}
+		}
+		return false
+	}
 	for i := range bCalls {
-		b := p.block("B", i)
-		started := hook.expect(b.ID)
-		before := hook.startsOf("A")
-		res := p.call(bctx, b)
+		before, s, ts, res := p.frozenCall(bctx, hook, p.block("B", i), slots, bWaits)
 		if res.IsError {
 			t.Fatalf("B's call %d: %+v", i, res)
 		}
-		s := <-started
 		aAfter := 0
-		for _, x := range hook.all()[:s.seq-1] {
+		for _, x := range hook.all()[before : s.seq-1] {
 			if x.tenant == "A" {
 				aAfter++
 			}
 		}
-		aAfter -= before
-		// Those of A's calls already published when B came run first:
-		// about the window (the slots and a small margin), never the
-		// backlog.
-		if aAfter > 2*slots {
-			t.Errorf("B's call %d started after %d more of A's calls (bound %d: two windows of %d slots)", i, aAfter, 2*slots, slots)
+		t.Logf("B's call %d started after %d more of A's calls (window %d, slots %d); %d of A's %d answered when B's was",
+			i, aAfter, ts.Window, ts.Slots, aAnswered.Load(), backlog)
+		// Before B's call run those of A's already in JetStream when it
+		// came (window − slots) and those granted as the same results came
+		// in while its publish was on its way: at most a window, never
+		// the backlog.
+		if ts.Slots != slots || ts.Window < slots {
+			t.Errorf("the scheduler's window %d over %d slots; want %d slots", ts.Window, ts.Slots, slots)
+		}
+		if aAfter > ts.Window {
+			t.Errorf("B's call %d started after %d more of A's calls; bound: the window, %d", i, aAfter, ts.Window)
 		}
 		if a := aAnswered.Load(); a >= backlog {
 			t.Errorf("B's call %d was answered after A's whole backlog (%d of %d answered)", i, a, backlog)
@@ -362,6 +448,7 @@ func TestFairPerKeyCapAcrossWorkers(t *testing.T) {
 
 	for _, tenant := range []string{"A", "B"} {
 		n, m := hook.startsOf(tenant), hook.maxRunning(tenant)
+		t.Logf("tenant %s: %d calls, at most %d at once (cap %d)", tenant, n, m, cap)
 		if n != calls {
 			t.Errorf("tenant %s: the webhook saw %d calls, want %d", tenant, n, calls)
 		}
@@ -426,6 +513,7 @@ func TestFairRateLimitOverWorkerRestart(t *testing.T) {
 		}
 		worst = max(worst, j-i)
 	}
+	t.Logf("at most %d calls started within one period of %v (limit %d + burst %d)", worst, per, rate, burst)
 	if worst > rate+burst {
 		t.Errorf("%d calls started within one period of %v; the limit allows %d per period with a burst of %d (at most %d)", worst, per, rate, burst, rate+burst)
 	}
@@ -451,20 +539,27 @@ func TestFairPriorityOvertakes(t *testing.T) {
 
 	var lowAnswered atomic.Int64
 	waitLow := p.backlog(dispatch.WithPriority(context.Background(), dispatch.PriorityLow), "A", lows, &lowAnswered)
-	eventually(t, "the low-priority backlog to be running", func() bool { return hook.count() >= 2*slots })
 
 	hctx := dispatch.WithPriority(dispatch.WithTenant(context.Background(), "A"), dispatch.PriorityHigh)
+	highWaits := func(ts sched.ToolStats) bool {
+		for _, k := range ts.Keys {
+			if k.ByPriority["high"] > 0 {
+				return true
+			}
+		}
+		return false
+	}
 	for i := range highs {
-		b := p.block("A", lows+i) // same tenant, same key: only the priority differs
-		started := hook.expect(b.ID)
-		before := hook.count()
-		if res := p.call(hctx, b); res.IsError {
+		// Same tenant, same key: only the priority differs.
+		before, s, ts, res := p.frozenCall(hctx, hook, p.block("A", lows+i), slots, highWaits)
+		if res.IsError {
 			t.Fatalf("high-priority call %d: %+v", i, res)
 		}
-		s := <-started
-		overtook := s.seq - 1 - before // calls started between its dispatch and its start
-		if overtook > 2*slots {
-			t.Errorf("high-priority call %d started after %d low-priority calls (bound %d: two windows of %d slots)", i, overtook, 2*slots, slots)
+		overtook := s.seq - 1 - before // low calls started between its dispatch and its start
+		t.Logf("high-priority call %d started after %d more low-priority calls (window %d, slots %d); %d of %d low answered",
+			i, overtook, ts.Window, ts.Slots, lowAnswered.Load(), lows)
+		if overtook > ts.Window {
+			t.Errorf("high-priority call %d started after %d more low-priority calls; bound: the window, %d", i, overtook, ts.Window)
 		}
 		if l := lowAnswered.Load(); l >= lows {
 			t.Errorf("high-priority call %d was answered after the whole low-priority backlog", i)

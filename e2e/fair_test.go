@@ -355,6 +355,20 @@ func (p *fairPool) warmUp(slots int) {
 	p.backlog(context.Background(), "warm", slots, &answered)()
 }
 
+// startFairFleet starts a pool of workers worker processes of perWorker
+// slots each serving the hook's tool, whose fleet-wide concurrency is
+// their slots, and makes a call for each slot.
+func startFairFleet(t *testing.T, tool string, workers, perWorker int) (*fairHook, *fairPool) {
+	t.Helper()
+	hook := newFairHook(t)
+	p := newFairPool(t, tool, hook.fairTool(tool, workers*perWorker, ""))
+	for i := range workers {
+		p.startWorker(fmt.Sprintf("%s-worker-%d", tool, i), perWorker)
+	}
+	p.warmUp(workers * perWorker)
+	return hook, p
+}
+
 // The noisy-neighbour property: with tenant A's backlog queued behind the
 // fleet's slots, each of tenant B's calls starts after at most about one
 // window of A's calls (the ones already handed to JetStream when B came),
@@ -364,12 +378,7 @@ func TestFairNoisyNeighbourOrder(t *testing.T) {
 	t.Parallel()
 	const workers, perWorker, slots = 2, 4, 8
 	const backlog, bCalls = 300, 5
-	hook := newFairHook(t)
-	p := newFairPool(t, "fair_noisy", hook.fairTool("fair_noisy", slots, ""))
-	for i := range workers {
-		p.startWorker(fmt.Sprintf("noisy-worker-%d", i), perWorker)
-	}
-	p.warmUp(slots)
+	hook, p := startFairFleet(t, "fair_noisy", workers, perWorker)
 
 	var aAnswered atomic.Int64
 	waitA := p.backlog(context.Background(), "A", backlog, &aAnswered)
@@ -530,12 +539,7 @@ func TestFairPriorityOvertakes(t *testing.T) {
 	t.Parallel()
 	const workers, perWorker, slots = 2, 2, 4
 	const lows, highs = 120, 3
-	hook := newFairHook(t)
-	p := newFairPool(t, "fair_prio", hook.fairTool("fair_prio", slots, ""))
-	for i := range workers {
-		p.startWorker(fmt.Sprintf("prio-worker-%d", i), perWorker)
-	}
-	p.warmUp(slots)
+	hook, p := startFairFleet(t, "fair_prio", workers, perWorker)
 
 	var lowAnswered atomic.Int64
 	waitLow := p.backlog(dispatch.WithPriority(context.Background(), dispatch.PriorityLow), "A", lows, &lowAnswered)

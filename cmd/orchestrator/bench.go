@@ -120,13 +120,8 @@ the scheduler off and on. It prints each figure next to its target.`,
 			case cfg.Workers == 0:
 				cfg.ExternalWorkers = true
 			}
-			switch strings.ToLower(storage) {
-			case "file":
-				cfg.Storage = js.FileStorage
-			case "memory":
-				cfg.Storage = js.MemoryStorage
-			default:
-				return cli.Usagef("--storage %q: want file or memory", storage)
+			if cfg.Storage, err = parseStorage(storage); err != nil {
+				return err
 			}
 			if cfg.Calls < 0 || cfg.Duration < 0 || cfg.Concurrency < 1 || cfg.WorkerConcurrency < 1 || cfg.Batch < 1 || cfg.Rounds < 1 || cfg.Rate < 0 {
 				return cli.Usagef("--calls, --duration and --rate must not be negative; --concurrency, --worker-concurrency, --batch and --rounds must be at least 1")
@@ -168,10 +163,7 @@ the scheduler off and on. It prints each figure next to its target.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return rep.WriteJSON(env.Stdout)
-			}
-			return rep.WriteText(env.Stdout)
+			return writeBenchReport(env, rep, asJSON)
 		},
 	}
 }
@@ -220,13 +212,9 @@ func runNoisyBench(ctx context.Context, env *cli.Env, noisy bench.NoisyConfig, c
 		return cli.Usagef("--b-interval must be positive and --sleep not negative")
 	}
 	noisy.Offered = 4 * float64(noisy.Rate)
-	switch strings.ToLower(storage) {
-	case "file":
-		noisy.Storage = js.FileStorage
-	case "memory":
-		noisy.Storage = js.MemoryStorage
-	default:
-		return cli.Usagef("--storage %q: want file or memory", storage)
+	var err error
+	if noisy.Storage, err = parseStorage(storage); err != nil {
+		return err
 	}
 	log, err := logFlags.Logger(env.Stderr)
 	if err != nil {
@@ -238,8 +226,27 @@ func runNoisyBench(ctx context.Context, env *cli.Env, noisy bench.NoisyConfig, c
 	if err != nil {
 		return err
 	}
+	return writeBenchReport(env, rep, asJSON)
+}
+
+// writeBenchReport prints a bench report as a table, or as JSON.
+func writeBenchReport(env *cli.Env, rep interface {
+	WriteJSON(io.Writer) error
+	WriteText(io.Writer) error
+}, asJSON bool) error {
 	if asJSON {
 		return rep.WriteJSON(env.Stdout)
 	}
 	return rep.WriteText(env.Stdout)
+}
+
+// parseStorage reads --storage.
+func parseStorage(s string) (js.StorageType, error) {
+	switch strings.ToLower(s) {
+	case "file":
+		return js.FileStorage, nil
+	case "memory":
+		return js.MemoryStorage, nil
+	}
+	return js.FileStorage, cli.Usagef("--storage %q: want file or memory", s)
 }

@@ -207,7 +207,20 @@ type TricklePhase struct {
 	Calls   int     `json:"calls"`
 	Errors  int     `json:"errors"`
 	Latency Latency `json:"latency_ms"`
+	// Slowest are the slowest calls (at most slowestShown), slowest
+	// first: when in the phase each was sent, and its latency.
+	Slowest []TrickleCall `json:"slowest"`
 }
+
+// TrickleCall is one of B's calls: when it was sent, from the start of
+// A's backlog, and how long it took, in milliseconds.
+type TrickleCall struct {
+	SentMillis    float64 `json:"sent_ms"`
+	LatencyMillis float64 `json:"latency_ms"`
+}
+
+// slowestShown is how many of B's slowest calls a report lists.
+const slowestShown = 5
 
 // CapPhase is the per-key concurrency cap: the most calls of each key the
 // tool's handler saw running at once, fleet-wide.
@@ -519,11 +532,13 @@ func (n *noisyRun) backlog(ctx context.Context, withB bool) (BacklogPhase, Trick
 // done is closed, and measures each from request to result.
 func (n *noisyRun) trickle(ctx context.Context, np *noisyPool, done <-chan struct{}) TricklePhase {
 	var (
-		mu   sync.Mutex
-		lats []time.Duration
-		errs int
-		wg   sync.WaitGroup
+		mu    sync.Mutex
+		lats  []time.Duration
+		calls []TrickleCall
+		errs  int
+		wg    sync.WaitGroup
 	)
+	start := time.Now()
 	tick := time.NewTicker(n.cfg.Interval)
 	defer tick.Stop()
 	for i := 0; ; i++ {
@@ -534,6 +549,7 @@ func (n *noisyRun) trickle(ctx context.Context, np *noisyPool, done <-chan struc
 			mu.Lock()
 			defer mu.Unlock()
 			lats = append(lats, lat)
+			calls = append(calls, TrickleCall{SentMillis: ms(t0.Sub(start)), LatencyMillis: ms(lat)})
 			if !ok {
 				errs++
 			}
@@ -547,7 +563,8 @@ func (n *noisyRun) trickle(ctx context.Context, np *noisyPool, done <-chan struc
 		break
 	}
 	wg.Wait()
-	return TricklePhase{Calls: len(lats), Errors: errs, Latency: latencyOf(lats)}
+	slices.SortFunc(calls, func(a, b TrickleCall) int { return cmp.Compare(b.LatencyMillis, a.LatencyMillis) })
+	return TricklePhase{Calls: len(lats), Errors: errs, Latency: latencyOf(lats), Slowest: calls[:min(len(calls), slowestShown)]}
 }
 
 // latencyOf is the exact distribution of ds.

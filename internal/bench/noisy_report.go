@@ -2,7 +2,6 @@ package bench
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -12,11 +11,7 @@ import (
 )
 
 // WriteJSON writes r as indented JSON.
-func (r *NoisyReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *NoisyReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 
 // WriteText writes r as tables for people: the phases, then the targets.
 func (r *NoisyReport) WriteText(w io.Writer) error {
@@ -49,6 +44,12 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\ncap phase, most calls running at once by key (sampled in the tool's handler, fleet-wide):")
 	for _, k := range slices.Sorted(maps.Keys(r.Cap.MaxRunning)) {
 		fmt.Fprintf(&b, " %s=%d", cmp.Or(k, `""`), r.Cap.MaxRunning[k])
+	}
+	if len(r.B.Slowest) > 0 {
+		fmt.Fprintf(&b, "\nB's slowest calls (sent at, from the backlog's start → latency):")
+		for _, c := range r.B.Slowest {
+			fmt.Fprintf(&b, " %.0fms→%.0fms", c.SentMillis, c.LatencyMillis)
+		}
 	}
 	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in %d parts each, run off, on, on, off, off, on, on, off, each on a fresh pool\nrate phase: %d of %d calls ran by the offer's end, served/s counted from 1 s after it began (past the first burst) to its end; the %d unanswered then were cancelled\n\n",
 		s.Calls, singleSlices/2, r.Rate.Served, r.Rate.Calls, r.Rate.Cancelled)

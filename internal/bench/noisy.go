@@ -210,6 +210,15 @@ type TricklePhase struct {
 	// Slowest are the slowest calls (at most slowestShown), slowest
 	// first: when in the phase each was sent, and its latency.
 	Slowest []TrickleCall `json:"slowest"`
+	// IntakeMillis is when the dispatcher had taken in all of A's
+	// backlog (from its start; 0: not seen, e.g. without a scheduler);
+	// AfterIntake is the latency of the AfterIntakeCalls calls of B sent
+	// from then on.
+	IntakeMillis     float64 `json:"intake_ms"`
+	AfterIntake      Latency `json:"after_intake_latency_ms"`
+	AfterIntakeCalls int     `json:"after_intake_calls"`
+
+	all []TrickleCall
 }
 
 // TrickleCall is one of B's calls: when it was sent, from the start of
@@ -459,7 +468,7 @@ func (n *noisyRun) start(ctx context.Context, name string, limits tools.KeyLimit
 	}
 	// Warm up: connections, consumers, the first pulls.
 	n.progress.setLabel(name + " warm-up")
-	if _, errs := np.burst(ctx, "warm", 2*n.slots, n.cfg.Timeout, nil); errs > 0 {
+	if _, errs := np.burst(ctx, "warm", 2*n.slots, n.cfg.Timeout, nil, nil); errs > 0 {
 		p.stop()
 		return nil, fmt.Errorf("bench: %s: %d of the warm-up's calls failed", name, errs)
 	}
@@ -481,8 +490,8 @@ func (np *noisyPool) call(ctx context.Context, tenant string, i int, timeout tim
 
 // burst dispatches calls of tenant at once, each a Dispatch of its own,
 // and returns when all are answered: how long that took and how many
-// failed. bar, when set, counts the answers.
-func (np *noisyPool) burst(ctx context.Context, tenant string, calls int, timeout time.Duration, bar *progress.Bar) (time.Duration, int) {
+// failed. bar and answered, when set, count the answers.
+func (np *noisyPool) burst(ctx context.Context, tenant string, calls int, timeout time.Duration, bar *progress.Bar, answered *atomic.Int64) (time.Duration, int) {
 	var wg sync.WaitGroup
 	var errs atomic.Int64
 	start := time.Now()
@@ -492,6 +501,9 @@ func (np *noisyPool) burst(ctx context.Context, tenant string, calls int, timeou
 				errs.Add(1)
 			}
 			bar.Add(1)
+			if answered != nil {
+				answered.Add(1)
+			}
 		})
 	}
 	wg.Wait()
@@ -513,19 +525,65 @@ func (n *noisyRun) backlog(ctx context.Context, withB bool) (BacklogPhase, Trick
 	defer bar.Finish()
 
 	var a BacklogPhase
+	var answered atomic.Int64
 	aDone := make(chan struct{})
 	go func() {
 		defer close(aDone)
-		d, errs := np.burst(ctx, tenantA, n.cfg.Backlog, n.cfg.Timeout, bar)
+		d, errs := np.burst(ctx, tenantA, n.cfg.Backlog, n.cfg.Timeout, bar, &answered)
 		a = BacklogPhase{Calls: n.cfg.Backlog, Errors: errs, Seconds: d.Seconds(), CallsPerSec: float64(n.cfg.Backlog) / d.Seconds()}
 	}()
 	var b TricklePhase
 	if withB {
+		intake := np.intake(tenantA, n.cfg.Backlog, &answered, aDone)
 		b = n.trickle(ctx, np, aDone)
+		b.IntakeMillis = ms(<-intake)
+		var after []time.Duration
+		for _, c := range b.all {
+			if b.IntakeMillis > 0 && c.SentMillis >= b.IntakeMillis {
+				after = append(after, time.Duration(c.LatencyMillis*float64(time.Millisecond)))
+			}
+		}
+		b.AfterIntake = latencyOf(after)
+		b.AfterIntakeCalls = len(after)
 	}
 	<-aDone
 	runtime.GC()
 	return a, b, ctx.Err()
+}
+
+// intake reports, once, how long after now the dispatcher's scheduler had
+// taken in all calls of tenant (answered, in flight or waiting: the
+// snapshot and answered account for them all), or 0 when it never did
+// before done (no scheduler).
+func (np *noisyPool) intake(tenant string, calls int, answered *atomic.Int64, done <-chan struct{}) <-chan time.Duration {
+	out := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				out <- 0
+				return
+			case <-tick.C:
+			}
+			a := answered.Load()
+			held := 0
+			for _, ts := range np.d.SchedSnapshot().Tools {
+				for _, k := range ts.Keys {
+					if k.Tenant == tenant {
+						held += k.InFlight + k.Waiting + k.Limited
+					}
+				}
+			}
+			if int(a)+held >= calls {
+				out <- time.Since(start)
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // trickle sends B's calls, one each interval (whatever the latency), until
@@ -564,7 +622,7 @@ func (n *noisyRun) trickle(ctx context.Context, np *noisyPool, done <-chan struc
 	}
 	wg.Wait()
 	slices.SortFunc(calls, func(a, b TrickleCall) int { return cmp.Compare(b.LatencyMillis, a.LatencyMillis) })
-	return TricklePhase{Calls: len(lats), Errors: errs, Latency: latencyOf(lats), Slowest: calls[:min(len(calls), slowestShown)]}
+	return TricklePhase{Calls: len(lats), Errors: errs, Latency: latencyOf(lats), Slowest: calls[:min(len(calls), slowestShown)], all: calls}
 }
 
 // latencyOf is the exact distribution of ds.
@@ -598,7 +656,7 @@ func (n *noisyRun) capPhase(ctx context.Context) (CapPhase, error) {
 	start := time.Now()
 	for _, tenant := range []string{tenantA, tenantC} {
 		wg.Go(func() {
-			_, e := np.burst(ctx, tenant, n.cfg.CapCalls, n.cfg.Timeout, bar)
+			_, e := np.burst(ctx, tenant, n.cfg.CapCalls, n.cfg.Timeout, bar, nil)
 			errs.Add(int64(e))
 		})
 	}

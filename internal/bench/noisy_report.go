@@ -51,6 +51,10 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, " %.0fms→%.0fms", c.SentMillis, c.LatencyMillis)
 		}
 	}
+	if r.B.IntakeMillis > 0 {
+		fmt.Fprintf(&b, "\nthe dispatcher had taken in all of A's calls %.0f ms after they were sent; B's %d calls sent from then on: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+			r.B.IntakeMillis, r.B.AfterIntakeCalls, r.B.AfterIntake.P50, r.B.AfterIntake.P99, r.B.AfterIntake.Max)
+	}
 	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in %d parts each, run off, on, on, off, off, on, on, off, each on a fresh pool\nrate phase: %d of %d calls ran by the offer's end, served/s counted from 1 s after it began (past the first burst) to its end; the %d unanswered then were cancelled\n\n",
 		s.Calls, singleSlices/2, r.Rate.Served, r.Rate.Calls, r.Rate.Cancelled)
 

@@ -55,8 +55,9 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "\nthe dispatcher had taken in all of A's calls %.0f ms after they were sent; B's %d calls sent from then on: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 			r.B.IntakeMillis, r.B.AfterIntakeCalls, r.B.AfterIntake.P50, r.B.AfterIntake.P99, r.B.AfterIntake.Max)
 	}
-	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in %d parts each, run off, on, on, off, off, on, on, off, each on a fresh pool\nrate phase: %d of %d calls ran by the offer's end, served/s counted from 1 s after it began (past the first burst) to its end; the %d unanswered then were cancelled\n\n",
-		s.Calls, singleSlices/2, r.Rate.Served, r.Rate.Calls, r.Rate.Cancelled)
+	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in %d parts each, run in pairs (off, on), (on, off), ..., each part on a fresh pool; on/off by pair: %s; CPU per call off %.0f µs, on %.0f µs; allocations per call off %.0f, on %.0f\nrate phase: %d of %d calls ran by the offer's end, served/s counted from 1 s after it began (past the first burst) to its end; the %d unanswered then were cancelled\n\n",
+		s.Calls, singleSlices/2, pairRatios(r.FairnessPairRatios), r.FairnessOff.CPUPerCallMicros, r.FairnessOn.CPUPerCallMicros,
+		r.FairnessOff.AllocsPerCall, r.FairnessOn.AllocsPerCall, r.Rate.Served, r.Rate.Calls, r.Rate.Cancelled)
 
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tmeasured\tgoal\tmet")
@@ -73,6 +74,15 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\npeak RSS of the bench process: %s (the embedded server included)\n", mib(r.PeakRSSBytes))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// pairRatios lists ratios as "0.98 1.01 …".
+func pairRatios(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(parts, " ")
 }
 
 func unitSuffix(u string) string {

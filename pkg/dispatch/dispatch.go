@@ -130,7 +130,11 @@ func New(cfg Config) (*Dispatcher, error) {
 	var sc *sched.Scheduler
 	if !cfg.NoFairness {
 		var err error
-		if sc, err = sched.New(sched.Config{Margin: cfg.WindowMargin}); err != nil {
+		sc2 := sched.Config{Margin: cfg.WindowMargin}
+		if cfg.WindowMargin < 0 {
+			sc2.MinMargin = -1 // the window is the slots
+		}
+		if sc, err = sched.New(sc2); err != nil {
 			return nil, fmt.Errorf("dispatch: Config.WindowMargin: %w", err)
 		}
 	}

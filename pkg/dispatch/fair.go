@@ -109,6 +109,18 @@ func (t *turn) fairKey(i int) string {
 	return t.tenant
 }
 
+// keyOf is the fairness key of the turn's first call to tool that waits
+// to be published: what admission control weighs the turn's calls to the
+// tool by.
+func (t *turn) keyOf(tool string) string {
+	for i := range t.calls {
+		if t.slots[i].state == slotWaiting && t.calls[i].Name == tool {
+			return t.fairKey(i)
+		}
+	}
+	return t.tenant
+}
+
 // topLevelField returns the value of field name of the JSON object input:
 // a string's text, any other value's compact JSON. ok is false when the
 // input has no such field (or is not an object).

@@ -469,9 +469,10 @@ type slot struct {
 	// published says the call was handed to the publisher.
 	published bool
 	// held says the call waits at the scheduler for its turn (fair.go);
-	// ticket is its place there, nil without one or once ended.
-	held   bool
-	ticket *sched.Ticket
+	// tk is its place there while ticketed (from schedule to endTicket).
+	held     bool
+	ticketed bool
+	tk       sched.Ticket
 	// info is what the catalog's Lookup said of the tool.
 	info ToolInfo
 }

@@ -572,3 +572,55 @@ func BenchmarkParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestByTenantAndMerge(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{MaxKeys: 3})
+	b.s.Acquire(Request{Tool: "t", Tenant: "acme", Key: "s1", Slots: 1})
+	for _, r := range []Request{
+		{Tenant: "acme", Key: "s2"}, {Tenant: "acme", Key: "s2"}, {Tenant: "umbrella", Key: "x"}, {Tenant: "stray", Key: "y"}, {Tenant: "stray2", Key: "z"},
+	} {
+		r.Tool, r.Slots = "t", 1
+		b.s.Acquire(r)
+	}
+	snap := b.s.Snapshot("one")
+	rows := snap.Tools[0].ByTenant(func(tenant string) bool { return tenant == "acme" || tenant == "umbrella" })
+	var got []string
+	total := 0
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s:%d", r.Tenant, r.Waiting+r.InFlight))
+		total += r.Waiting + r.InFlight
+	}
+	if total != 6 || got[len(got)-1][:len(OtherKey)] != OtherKey {
+		t.Errorf("by tenant %v: want every call counted once, other last", got)
+	}
+	m := Merge([]Snapshot{snap, snap})
+	if m.Replicas != 2 || len(m.Tools) != 1 || m.Tools[0].Waiting != 2*snap.Tools[0].Waiting || m.Tools[0].Window != 2*snap.Tools[0].Window {
+		t.Errorf("merge %+v", m)
+	}
+	if k := m.Tools[0].Keys[0]; k.Waiting+k.InFlight != 2*(snap.Tools[0].Keys[0].Waiting+snap.Tools[0].Keys[0].InFlight) {
+		t.Errorf("merged key %+v", k)
+	}
+}
+
+// TestLoad: what admission control reads.
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	b := setup(t, noMargin)
+	if l := b.s.Load("t", "a", "a"); l.Keys != 1 || l.Waiting != 0 {
+		t.Errorf("unknown tool: %+v", l)
+	}
+	tk, _ := b.s.Acquire(b.req("t", "a", 0))
+	w, _ := b.s.Acquire(b.req("t", "a", 1))
+	if l := b.s.Load("t", "a", "a"); l != (Load{Waiting: 1, InFlight: 1, Window: 1, KeyWaiting: 1, KeyInFlight: 1, Keys: 1}) {
+		t.Errorf("key a: %+v", l)
+	}
+	if l := b.s.Load("t", "b", "b"); l.Keys != 2 || l.KeyWaiting != 0 {
+		t.Errorf("key b, new: %+v", l)
+	}
+	b.s.Cancel(w)
+	b.s.Release(tk)
+	if l := b.s.Load("t", "a", "a"); l.Keys != 1 || l.Waiting+l.InFlight != 0 {
+		t.Errorf("after everything ended: %+v", l)
+	}
+}

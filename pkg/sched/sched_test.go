@@ -163,17 +163,7 @@ func TestDRRWeights(t *testing.T) {
 			}
 		}
 	}
-	var order []string
-	cur := first
-	for range 18 {
-		b.s.Release(cur)
-		g := b.granted()
-		if len(g) != 1 {
-			t.Fatalf("a release granted %d calls, want 1", len(g))
-		}
-		cur = g[0]
-		order = append(order, fmt.Sprintf("%s%d", cur.key.id.key, cur.Index()))
-	}
+	order := b.releaseChain(t, first, 18)
 	want := []string{"a0", "a1", "a2", "b0", "c0", "c1", "a3", "a4", "a5", "b1", "c2", "c3", "a6", "a7", "a8", "b2", "c4", "c5"}
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("grant order\n got %v\nwant %v", order, want)
@@ -213,6 +203,23 @@ func TestNewKeyNotBehindBacklog(t *testing.T) {
 	}
 }
 
+// releaseChain releases cur, then n-1 times the one ticket each release
+// granted, and returns the n grants in order as key and index.
+func (b *bundle) releaseChain(t *testing.T, cur *Ticket, n int) []string {
+	t.Helper()
+	var order []string
+	for range n {
+		b.s.Release(cur)
+		g := b.granted()
+		if len(g) != 1 {
+			t.Fatalf("a release granted %d calls, want 1", len(g))
+		}
+		cur = g[0]
+		order = append(order, keysOf(g)...)
+	}
+	return order
+}
+
 func keysOf(tks []*Ticket) []string {
 	var out []string
 	for _, tk := range tks {
@@ -236,16 +243,7 @@ func TestPriorityOvertakes(t *testing.T) {
 	r := b.req("t", "low", 99)
 	r.Priority = High
 	b.s.Acquire(r)
-	var order []string
-	for range 11 {
-		b.s.Release(cur)
-		g := b.granted()
-		if len(g) != 1 {
-			t.Fatalf("a release granted %d", len(g))
-		}
-		cur = g[0]
-		order = append(order, fmt.Sprintf("%s%d", cur.key.id.key, cur.Index()))
-	}
+	order := b.releaseChain(t, cur, 11)
 	want := "[low99 normal0 normal1 normal2 normal3 normal4 low0 low1 low2 low3 low4]"
 	if fmt.Sprint(order) != want {
 		t.Errorf("order %v, want %s", order, want)

@@ -295,6 +295,15 @@ func (a *admission) release(perTool map[string]int64, gens map[string]uint64) {
 func (a *admission) reserve(perTool map[string]int64, t *turn) (map[string]uint64, error) {
 	now := time.Now()
 	left := t.deadline.Sub(now)
+	// The scheduler's loads are read before a.mu is taken: its locks are
+	// the tools', and every turn's admission and release take a.mu.
+	var loadsBuf [4]toolLoad
+	loads := loadsBuf[:0]
+	if a.sched != nil {
+		for tool := range perTool {
+			loads = append(loads, toolLoad{tool, a.sched.Load(tool, t.tenant, t.keyOf(tool))})
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for tool, n := range perTool {
@@ -303,7 +312,11 @@ func (a *admission) reserve(perTool map[string]int64, t *turn) (map[string]uint6
 		var fl sched.Load
 		var granted int64 // the calls the scheduler grants before the turn's last
 		if a.sched != nil {
-			fl = a.sched.Load(tool, t.tenant, t.keyOf(tool))
+			for _, l := range loads {
+				if l.tool == tool {
+					fl = l.load
+				}
+			}
 			load += int64(fl.Waiting)
 			granted = min(int64(fl.Waiting), (int64(fl.KeyWaiting)+n)*int64(fl.Keys)-n)
 		}
@@ -325,6 +338,12 @@ func (a *admission) reserve(perTool map[string]int64, t *turn) (map[string]uint6
 		gens[tool] = q.gen
 	}
 	return gens, nil
+}
+
+// toolLoad is what the scheduler holds of a tool, for reserve.
+type toolLoad struct {
+	tool string
+	load sched.Load
 }
 
 // fairShare reports whether a key whose scheduler load is fl stays within

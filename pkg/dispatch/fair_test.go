@@ -449,3 +449,27 @@ func TestFairShareAdmissionKeepsOtherKeys(t *testing.T) {
 		t.Errorf("B's call ran %dth: %v", pos+1, g.arrived())
 	}
 }
+
+// Calls over a key's rate wait for their tokens and are all served, each
+// when its token comes (the scheduler's timer).
+func TestFairShareRateServesLater(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) {
+		c.Catalog = fairCatalog{"echo": {Slots: 10, PerKey: tools.KeyLimits{Rate: 20, Burst: 1}}}
+	})
+	startWorker(t, b, "echo", echoText)
+	ctx := timeout(t, 30*time.Second)
+	var results []<-chan envelope.Result
+	for i := range 6 {
+		results = append(results, dispatchAsync(t, b.d, ctx, "A", fmt.Sprintf("r_%d", i), "echo"))
+	}
+	for _, ch := range results {
+		if r := <-ch; r.IsError {
+			t.Errorf("result %+v", r)
+		}
+	}
+	ts := toolStats(b.d, "echo")
+	if len(ts.Keys) != 1 || ts.Keys[0].Served != 6 || ts.Limits.Rate != 20 || ts.Limits.Burst != 1 {
+		t.Errorf("snapshot %+v", ts)
+	}
+}

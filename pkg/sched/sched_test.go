@@ -491,8 +491,8 @@ func TestIdleKeysForgotten(t *testing.T) {
 		b.s.Release(tk)
 	}
 	b.clock.Advance(IdleKeyTTL + time.Second)
-	if ts := b.s.Snapshot("i").Tools[0]; len(ts.Keys) != 0 {
-		t.Errorf("%d idle keys kept", len(ts.Keys))
+	if snap := b.s.Snapshot("i"); len(snap.Tools) != 0 {
+		t.Errorf("an idle tool kept: %+v", snap.Tools)
 	}
 }
 

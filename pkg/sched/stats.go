@@ -7,7 +7,8 @@ import (
 )
 
 // Snapshot is the scheduler's state now, for instance (the orchestrator's
-// id): every tool it knows, each with at most Config.MaxKeys keys (the
+// id): the tools with calls waiting or in flight or served within
+// IdleKeyTTL, each with at most Config.MaxKeys keys (the
 // busiest: waiting plus in flight, then the recent rate), the rest summed
 // under OtherKey.
 func (s *Scheduler) Snapshot(instance string) Snapshot {
@@ -21,7 +22,10 @@ func (s *Scheduler) Snapshot(instance string) Snapshot {
 	s.mu.RUnlock()
 	slices.SortFunc(ts, func(a, b *toolState) int { return cmp.Compare(a.name, b.name) })
 	for _, t := range ts {
-		snap.Tools = append(snap.Tools, s.toolStats(t))
+		// A tool idle so long that its keys were forgotten is left out.
+		if st := s.toolStats(t); st.InFlight+st.Waiting > 0 || len(st.Keys) > 0 {
+			snap.Tools = append(snap.Tools, st)
+		}
 	}
 	return snap
 }

@@ -152,7 +152,8 @@ type Ticket struct {
 	notify     Notifier
 	prev, next *Ticket // the key's FIFO of its level
 	index      int
-	since      int64 // nanotime of Acquire
+	seq        uint64 // its place in its key's queue: ahead of it are about seq - head.seq
+	since      int64  // nanotime of Acquire
 	granted    int64 // nanotime of the grant
 	level      int8
 	state      uint8
@@ -215,6 +216,7 @@ type keyState struct {
 	tokens   float64
 	filled   int64 // nanotime of the last refill
 
+	enqueued     uint64 // tickets queued so far: their seq
 	served       uint64
 	secStart     int64 // nanotime of the current second of cur
 	cur, prev1   uint32
@@ -493,6 +495,8 @@ func (s *Scheduler) refill(t *toolState, k *keyState, now int64) {
 
 func (s *Scheduler) enqueue(t *toolState, k *keyState, tk *Ticket) {
 	q := &k.queue[tk.level]
+	k.enqueued++
+	tk.seq = k.enqueued
 	tk.prev = q.tail
 	if q.tail != nil {
 		q.tail.next = tk
@@ -717,13 +721,16 @@ func (s *Scheduler) Cancel(tk *Ticket) (h Hold, granted bool) {
 func (s *Scheduler) hold(t *toolState, tk *Ticket, now int64) Hold {
 	k := tk.key
 	h := Hold{Limits: t.raw, Waited: time.Duration(now - tk.since)}
-	// Calls of the key ahead of tk, tk included.
+	// Calls of the key ahead of tk, tk included: those of higher levels,
+	// and of its own those queued before it (from the sequence numbers,
+	// not a walk of the queue: a backlog expiring at once would make that
+	// quadratic).
 	ahead := 1
 	for l := range tk.level {
 		ahead += k.waitingLevel[l]
 	}
-	for x := tk.prev; x != nil; x = x.prev {
-		ahead++
+	if head := k.queue[tk.level].head; head != nil {
+		ahead += min(int(tk.seq-head.seq), k.waitingLevel[tk.level]-1)
 	}
 	run := time.Duration(t.holdEWMA)
 	switch k.parked {

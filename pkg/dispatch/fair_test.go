@@ -473,3 +473,32 @@ func TestFairShareRateServesLater(t *testing.T) {
 		t.Errorf("snapshot %+v", ts)
 	}
 }
+
+// Calls in flight far longer than the tool's calls take (waiting out a
+// retry's backoff, here held by the worker) stop holding the window: the
+// tool's other calls still run.
+func TestFairShareStaleGrantsDoNotStallTheTool(t *testing.T) {
+	t.Parallel()
+	b := setup(t, noMargin, func(c *Config) { c.Catalog = fairCatalog{"slow": {Slots: 2}} })
+	g := startGateWorker(t, b, "slow")
+	ctx := timeout(t, 30*time.Second)
+	stuck := []<-chan envelope.Result{
+		dispatchAsync(t, b.d, ctx, "A", "stuck_1", "slow"),
+		dispatchAsync(t, b.d, ctx, "A", "stuck_2", "slow"),
+	}
+	eventually(t, "the window full", func() bool { return len(g.arrived()) == 2 })
+	var fast []<-chan envelope.Result
+	for i := range 3 {
+		fast = append(fast, dispatchAsync(t, b.d, ctx, "B", fmt.Sprintf("fast_%d", i), "slow"))
+	}
+	// The stuck calls go stale (a second after their grant: no call of the
+	// tool has finished yet to say how long its calls take), and B's
+	// calls reach the worker although the two still run.
+	eventually(t, "B's calls at the worker", func() bool { return len(g.arrived()) == 5 })
+	g.open(5)
+	for _, ch := range append(fast, stuck...) {
+		if r := <-ch; r.IsError {
+			t.Errorf("result %+v", r)
+		}
+	}
+}

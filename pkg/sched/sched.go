@@ -24,6 +24,16 @@ const (
 	// kept (its served count, its rate, its token bucket) before the
 	// scheduler forgets it.
 	IdleKeyTTL = time.Minute
+	// StaleFactor and StaleMin say when a call granted long ago stops
+	// counting against its tool's window (it still counts against its
+	// key's cap): after StaleFactor times the tool's average time from
+	// grant to release, at least StaleMin (a second before any call of
+	// the tool was released). Such a call is most likely waiting out a
+	// retry's backoff in JetStream, taking no worker's slot; counting it
+	// would leave the workers idle while the window holds calls that
+	// cannot run.
+	StaleFactor = 4
+	StaleMin    = 100 * time.Millisecond
 )
 
 // Priority orders a tool's waiting calls: every waiting call of a higher
@@ -150,13 +160,15 @@ type Ticket struct {
 	tool       *toolState
 	key        *keyState
 	notify     Notifier
-	prev, next *Ticket // the key's FIFO of its level
+	prev, next *Ticket // the key's FIFO of its level; once granted, the tool's list of grants
 	index      int
 	seq        uint64 // its place in its key's queue: ahead of it are about seq - head.seq
 	since      int64  // nanotime of Acquire
 	granted    int64 // nanotime of the grant
 	level      int8
 	state      uint8
+	listed     bool // in the tool's list of grants (its window counts it)
+	stale      bool // granted so long ago that the window no longer counts it
 }
 
 // Index is Request.Index.
@@ -242,6 +254,11 @@ type toolState struct {
 	holdEWMA float64 // ns a granted call stays in flight
 	ops      int
 	busyKeys int // keys with calls waiting or in flight
+	// grants lists the calls granted under a window, oldest first, until
+	// they are released or go stale (StaleFactor); stale counts those.
+	grants     struct{ head, tail *Ticket }
+	stale      int
+	staleArmed bool // a timer will look for stale grants
 }
 
 // Scheduler holds the calls of each tool that may not be published yet
@@ -449,16 +466,73 @@ func (s *Scheduler) AcquireTicket(tk *Ticket, req Request) (granted bool) {
 	if k.waiting+k.inFlight == 0 {
 		t.busyKeys++
 	}
+	if k.parked == parkedNot && !t.room() && t.grants.head != nil {
+		t.expireStale(now)
+	}
 	if k.parked == parkedNot && t.room() && s.check(t, k, now) {
 		s.grant(t, tk, now)
 		return true
 	}
 	s.enqueue(t, k, tk)
+	s.watchStale(t)
 	return false
 }
 
 // room reports whether the tool's window lets another call go.
-func (t *toolState) room() bool { return t.window == 0 || t.inFlight < t.window }
+func (t *toolState) room() bool { return t.window == 0 || t.inFlight-t.stale < t.window }
+
+// staleAfter is how long after its grant a call goes stale.
+func (t *toolState) staleAfter() int64 {
+	if t.holdEWMA == 0 {
+		return int64(time.Second)
+	}
+	return max(int64(StaleFactor*t.holdEWMA), int64(StaleMin))
+}
+
+func (t *toolState) list(tk *Ticket) {
+	tk.listed, tk.prev, tk.next = true, t.grants.tail, nil
+	if t.grants.tail != nil {
+		t.grants.tail.next = tk
+	} else {
+		t.grants.head = tk
+	}
+	t.grants.tail = tk
+}
+
+func (t *toolState) unlist(tk *Ticket) {
+	if tk.prev != nil {
+		tk.prev.next = tk.next
+	} else {
+		t.grants.head = tk.next
+	}
+	if tk.next != nil {
+		tk.next.prev = tk.prev
+	} else {
+		t.grants.tail = tk.prev
+	}
+	tk.listed, tk.prev, tk.next = false, nil, nil
+}
+
+// expireStale takes the grants older than staleAfter out of the window's
+// count. t.mu is held.
+func (t *toolState) expireStale(now int64) {
+	cutoff := now - t.staleAfter()
+	for tk := t.grants.head; tk != nil && tk.granted <= cutoff; tk = t.grants.head {
+		t.unlist(tk)
+		tk.stale = true
+		t.stale++
+	}
+}
+
+// watchStale arms a timer for when the oldest grant goes stale, while
+// calls wait for a full window. t.mu is held.
+func (s *Scheduler) watchStale(t *toolState) {
+	if t.staleArmed || t.waiting == 0 || t.room() || t.grants.head == nil {
+		return
+	}
+	t.staleArmed = true
+	s.timers.add(t, nil, t.grants.head.granted+t.staleAfter())
+}
 
 // check parks k if it may not take a grant now, and reports whether it
 // may. t.mu is held.
@@ -590,6 +664,9 @@ func (s *Scheduler) unpark(t *toolState, k *keyState) {
 func (s *Scheduler) grant(t *toolState, tk *Ticket, now int64) {
 	k := tk.key
 	tk.state, tk.granted = ticketGranted, now
+	if t.window > 0 {
+		t.list(tk)
+	}
 	t.inFlight++
 	k.inFlight++
 	k.served++
@@ -668,25 +745,39 @@ func (s *Scheduler) Release(tk *Ticket) {
 	if k.waiting+k.inFlight == 0 {
 		t.busyKeys--
 	}
+	stale := tk.stale
+	switch {
+	case tk.listed:
+		t.unlist(tk)
+	case stale:
+		tk.stale = false
+		t.stale--
+	}
 	t.ops++
 	// The clock is the costliest part of an uncontended release: it is
 	// read only when something waits, or for one release in eight (the
-	// run-time average that retry estimates use).
+	// run-time average that retry estimates and staleness use).
 	if t.waiting == 0 && k.parked == parkedNot && t.ops%8 != 0 {
 		return
 	}
 	now := s.nanotime()
-	held := float64(now - tk.granted)
-	if t.holdEWMA == 0 {
-		t.holdEWMA = held
-	} else {
-		t.holdEWMA += (held - t.holdEWMA) / 8
+	if !stale { // a stale call's time says nothing of the tool's run time
+		held := float64(now - tk.granted)
+		if t.holdEWMA == 0 {
+			t.holdEWMA = held
+		} else {
+			t.holdEWMA += (held - t.holdEWMA) / 8
+		}
 	}
 	if k.parked == parkedCap && k.inFlight < t.limits.Concurrency {
 		s.unpark(t, k)
 		s.check(t, k, now)
 	}
+	if t.waiting > 0 && !t.room() {
+		t.expireStale(now)
+	}
 	s.pump(t, now)
+	s.watchStale(t)
 	if t.ops >= 4096 {
 		t.ops = 0
 		s.sweep(t, now)
@@ -822,7 +913,8 @@ type timerEntry struct {
 	at int64
 }
 
-// add asks for a wake-up of k at at. Called with t.mu held.
+// add asks for a wake-up of k at at (k nil: of t, to look for stale
+// grants). Called with t.mu held.
 func (tm *timers) add(t *toolState, k *keyState, at int64) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
@@ -869,7 +961,12 @@ func (tm *timers) fire() {
 		t := e.t
 		t.mu.Lock()
 		k := e.k
-		if k.parked == parkedRate && k.parkedAt <= now && t.keys[k.id] == k {
+		if k == nil { // the oldest grant goes stale
+			t.staleArmed = false
+			t.expireStale(now)
+			s.pump(t, now)
+			s.watchStale(t)
+		} else if k.parked == parkedRate && k.parkedAt <= now && t.keys[k.id] == k {
 			s.unpark(t, k)
 			if s.check(t, k, now) {
 				s.pump(t, now)

@@ -622,3 +622,55 @@ func TestLoad(t *testing.T) {
 		t.Errorf("after everything ended: %+v", l)
 	}
 }
+
+// TestStaleGrantsLeaveTheWindow: calls granted long ago (waiting out a
+// retry's backoff, most likely) stop holding the window, so the waiting
+// calls go; they still count against their key's cap.
+func TestStaleGrantsLeaveTheWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, noMargin)
+	mk := func(key string, i int) Request {
+		r := b.req("t", key, i)
+		r.Slots, r.Limits = 2, Limits{Concurrency: 2}
+		return r
+	}
+	// A run time of 10 ms: stale after 100 ms (StaleMin).
+	for range 8 { // a release in eight samples the run time
+		tk, _ := b.s.Acquire(mk("x", 0))
+		b.clock.Advance(10 * time.Millisecond)
+		b.s.Release(tk)
+	}
+	a0, _ := b.s.Acquire(mk("a", 0))
+	a1, _ := b.s.Acquire(mk("a", 1))
+	a2, _ := b.s.Acquire(mk("a", 2))
+	b0, _ := b.s.Acquire(mk("b", 0))
+	if g := b.granted(); len(g) != 0 {
+		t.Fatalf("granted %v with the window full", keysOf(g))
+	}
+	b.clock.Advance(50 * time.Millisecond)
+	if g := b.granted(); len(g) != 0 {
+		t.Fatalf("granted %v before the grants went stale", keysOf(g))
+	}
+	b.clock.Advance(60 * time.Millisecond)
+	g := b.granted()
+	if len(g) != 1 || g[0] != b0 {
+		t.Fatalf("after the grants went stale got %v, want b0 (a2 is held by a's cap)", keysOf(g))
+	}
+	if ts := b.s.Snapshot("i").Tools[0]; ts.InFlight != 3 || ts.Limited != 1 {
+		t.Errorf("snapshot %+v", ts)
+	}
+	b.s.Release(a0)
+	if g := b.granted(); len(g) != 1 || g[0] != a2 {
+		t.Fatalf("after a stale release got %v, want a2", keysOf(g))
+	}
+	for _, tk := range []*Ticket{a1, a2, b0} {
+		b.s.Release(tk)
+	}
+	if ts := b.s.Snapshot("i").Tools[0]; ts.InFlight != 0 || ts.Waiting != 0 {
+		t.Errorf("left over %+v", ts)
+	}
+	tt := b.s.tools["t"]
+	if tt.stale != 0 || tt.grants.head != nil {
+		t.Errorf("stale %d, grants listed %v", tt.stale, tt.grants.head != nil)
+	}
+}

@@ -164,7 +164,7 @@ type Ticket struct {
 	index      int
 	seq        uint64 // its place in its key's queue: ahead of it are about seq - head.seq
 	since      int64  // nanotime of Acquire
-	granted    int64 // nanotime of the grant
+	granted    int64  // nanotime of the grant
 	level      int8
 	state      uint8
 	listed     bool // in the tool's list of grants (its window counts it)

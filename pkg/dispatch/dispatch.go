@@ -130,7 +130,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	var sc *sched.Scheduler
 	if !cfg.NoFairness {
 		var err error
-		sc2 := sched.Config{Margin: cfg.WindowMargin}
+		sc2 := sched.Config{Margin: cfg.WindowMargin, StaleMin: cfg.StaleAfter}
 		if cfg.WindowMargin < 0 {
 			sc2.MinMargin = -1 // the window is the slots
 		}

@@ -113,7 +113,9 @@ func toolStats(d *Dispatcher, tool string) sched.ToolStats {
 	return sched.ToolStats{}
 }
 
-func noMargin(c *Config) { c.WindowMargin = -1 }
+// noMargin makes a tool's window its slots, and no call go stale (the
+// tests hold calls at the worker for as long as they need).
+func noMargin(c *Config) { c.WindowMargin, c.StaleAfter = -1, -1 }
 
 // With a tool of few slots and a backlog of tenant A, tenant B's call runs
 // before A's backlog drains: the next free slot but one goes to B.
@@ -479,7 +481,10 @@ func TestFairShareRateServesLater(t *testing.T) {
 // tool's other calls still run.
 func TestFairShareStaleGrantsDoNotStallTheTool(t *testing.T) {
 	t.Parallel()
-	b := setup(t, noMargin, func(c *Config) { c.Catalog = fairCatalog{"slow": {Slots: 2}} })
+	b := setup(t, func(c *Config) {
+		c.WindowMargin = -1
+		c.Catalog = fairCatalog{"slow": {Slots: 2}}
+	})
 	g := startGateWorker(t, b, "slow")
 	ctx := timeout(t, 30*time.Second)
 	stuck := []<-chan envelope.Result{

@@ -24,16 +24,16 @@ const (
 	// kept (its served count, its rate, its token bucket) before the
 	// scheduler forgets it.
 	IdleKeyTTL = time.Minute
-	// StaleFactor and StaleMin say when a call granted long ago stops
-	// counting against its tool's window (it still counts against its
-	// key's cap): after StaleFactor times the tool's average time from
-	// grant to release, at least StaleMin (a second before any call of
-	// the tool was released). Such a call is most likely waiting out a
-	// retry's backoff in JetStream, taking no worker's slot; counting it
-	// would leave the workers idle while the window holds calls that
-	// cannot run.
-	StaleFactor = 4
-	StaleMin    = 100 * time.Millisecond
+	// StaleFactor and StaleMinDefault say when a call granted long ago
+	// stops counting against its tool's window (it still counts against
+	// its key's cap): after StaleFactor times the tool's average time from
+	// grant to release, at least Config.StaleMin (ten times that before
+	// any call of the tool was released). Such a call is most likely
+	// waiting out a retry's backoff in JetStream, taking no worker's slot;
+	// counting it would leave the workers idle while the window holds
+	// calls that cannot run.
+	StaleFactor     = 4
+	StaleMinDefault = 100 * time.Millisecond
 )
 
 // Priority orders a tool's waiting calls: every waiting call of a higher
@@ -90,6 +90,10 @@ type Config struct {
 	// MaxKeys bounds the keys listed per tool in a Snapshot; the rest are
 	// summed under OtherKey. Default MaxKeysDefault.
 	MaxKeys int
+	// StaleMin is the least time after its grant a call goes stale (see
+	// StaleFactor). Default StaleMinDefault; negative: grants never go
+	// stale.
+	StaleMin time.Duration
 	// Clock is the scheduler's time. Default the system clock.
 	Clock Clock
 }
@@ -99,6 +103,7 @@ func (c Config) WithDefaults() Config {
 	c.Margin = cmp.Or(c.Margin, MarginDefault)
 	c.MinMargin = cmp.Or(c.MinMargin, MinMarginDefault)
 	c.MaxKeys = cmp.Or(c.MaxKeys, MaxKeysDefault)
+	c.StaleMin = cmp.Or(c.StaleMin, StaleMinDefault)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -467,7 +472,7 @@ func (s *Scheduler) AcquireTicket(tk *Ticket, req Request) (granted bool) {
 		t.busyKeys++
 	}
 	if k.parked == parkedNot && !t.room() && t.grants.head != nil {
-		t.expireStale(now)
+		s.expireStale(t, now)
 	}
 	if k.parked == parkedNot && t.room() && s.check(t, k, now) {
 		s.grant(t, tk, now)
@@ -482,11 +487,11 @@ func (s *Scheduler) AcquireTicket(tk *Ticket, req Request) (granted bool) {
 func (t *toolState) room() bool { return t.window == 0 || t.inFlight-t.stale < t.window }
 
 // staleAfter is how long after its grant a call goes stale.
-func (t *toolState) staleAfter() int64 {
+func (t *toolState) staleAfter(min time.Duration) int64 {
 	if t.holdEWMA == 0 {
-		return int64(time.Second)
+		return int64(10 * min)
 	}
-	return max(int64(StaleFactor*t.holdEWMA), int64(StaleMin))
+	return max(int64(StaleFactor*t.holdEWMA), int64(min))
 }
 
 func (t *toolState) list(tk *Ticket) {
@@ -515,8 +520,11 @@ func (t *toolState) unlist(tk *Ticket) {
 
 // expireStale takes the grants older than staleAfter out of the window's
 // count. t.mu is held.
-func (t *toolState) expireStale(now int64) {
-	cutoff := now - t.staleAfter()
+func (s *Scheduler) expireStale(t *toolState, now int64) {
+	if s.cfg.StaleMin < 0 {
+		return
+	}
+	cutoff := now - t.staleAfter(s.cfg.StaleMin)
 	for tk := t.grants.head; tk != nil && tk.granted <= cutoff; tk = t.grants.head {
 		t.unlist(tk)
 		tk.stale = true
@@ -527,11 +535,11 @@ func (t *toolState) expireStale(now int64) {
 // watchStale arms a timer for when the oldest grant goes stale, while
 // calls wait for a full window. t.mu is held.
 func (s *Scheduler) watchStale(t *toolState) {
-	if t.staleArmed || t.waiting == 0 || t.room() || t.grants.head == nil {
+	if t.staleArmed || t.waiting == 0 || t.room() || t.grants.head == nil || s.cfg.StaleMin < 0 {
 		return
 	}
 	t.staleArmed = true
-	s.timers.add(t, nil, t.grants.head.granted+t.staleAfter())
+	s.timers.add(t, nil, t.grants.head.granted+t.staleAfter(s.cfg.StaleMin))
 }
 
 // check parks k if it may not take a grant now, and reports whether it
@@ -774,7 +782,7 @@ func (s *Scheduler) Release(tk *Ticket) {
 		s.check(t, k, now)
 	}
 	if t.waiting > 0 && !t.room() {
-		t.expireStale(now)
+		s.expireStale(t, now)
 	}
 	s.pump(t, now)
 	s.watchStale(t)
@@ -963,7 +971,7 @@ func (tm *timers) fire() {
 		k := e.k
 		if k == nil { // the oldest grant goes stale
 			t.staleArmed = false
-			t.expireStale(now)
+			s.expireStale(t, now)
 			s.pump(t, now)
 			s.watchStale(t)
 		} else if k.parked == parkedRate && k.parkedAt <= now && t.keys[k.id] == k {

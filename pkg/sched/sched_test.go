@@ -115,8 +115,9 @@ func (b *bundle) granted() []*Ticket {
 	}
 }
 
-// noMargin is a Config whose window is exactly the slots.
-var noMargin = Config{Margin: -1, MinMargin: -1}
+// noMargin is a Config whose window is exactly the slots, and whose
+// grants never go stale.
+var noMargin = Config{Margin: -1, MinMargin: -1, StaleMin: -1}
 
 func TestWindow(t *testing.T) {
 	t.Parallel()
@@ -628,13 +629,13 @@ func TestLoad(t *testing.T) {
 // calls go; they still count against their key's cap.
 func TestStaleGrantsLeaveTheWindow(t *testing.T) {
 	t.Parallel()
-	b := setup(t, noMargin)
+	b := setup(t, Config{Margin: -1, MinMargin: -1})
 	mk := func(key string, i int) Request {
 		r := b.req("t", key, i)
 		r.Slots, r.Limits = 2, Limits{Concurrency: 2}
 		return r
 	}
-	// A run time of 10 ms: stale after 100 ms (StaleMin).
+	// A run time of 10 ms: stale after 100 ms (StaleMinDefault).
 	for range 8 { // a release in eight samples the run time
 		tk, _ := b.s.Acquire(mk("x", 0))
 		b.clock.Advance(10 * time.Millisecond)

@@ -220,7 +220,6 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		}
 		return fmt.Errorf("dispatch: start: %w: %w", ErrUnavailable, err)
 	}
-
 	d.sub.Store(s)
 	d.started = true
 	d.quietSince = time.Now()

@@ -183,6 +183,15 @@ type Config struct {
 	// waits behind at most that many. Default sched.MarginDefault;
 	// negative: no margin.
 	WindowMargin float64
+	// StaleAfter is the least time after its publish a call stops
+	// counting against its tool's window, so that calls waiting out a
+	// retry's backoff in JetStream do not leave the workers idle: a call
+	// goes stale after four times the tool's average time from publish to
+	// result, at least StaleAfter (ten times StaleAfter before any call of
+	// the tool was answered). It still counts against its key's
+	// concurrency cap. Default sched.StaleMinDefault; negative: calls
+	// never go stale.
+	StaleAfter time.Duration
 	// PresenceInterval is how often the dispatcher announces itself to
 	// the other orchestrators (jetstream.SchedPresenceSubject); one not
 	// heard from for PresenceMissed intervals no longer shares the per-key

@@ -70,7 +70,9 @@ type publisher struct {
 // the same Nats-Msg-Id (the call key) so that TOOL_CALLS stores it once, after a jittered
 // exponential backoff while the turn's retry budget lasts (see
 // Config.PublishRetryFor); an error that another publish cannot cure fails
-// the turn at once.
+// the turn at once. It publishes the calls not published yet and not held
+// by the scheduler: once after schedule, and again for the calls granted
+// later (fair.go).
 func (t *turn) publish() error {
 	n := 0
 	for i := range t.slots {

@@ -24,6 +24,16 @@ const (
 	// kept (its served count, its rate, its token bucket) before the
 	// scheduler forgets it.
 	IdleKeyTTL = time.Minute
+	// StaleFactor and StaleMinDefault say when a call granted long ago
+	// stops counting against its tool's window (it still counts against
+	// its key's cap): after StaleFactor times the tool's average time from
+	// grant to release, at least Config.StaleMin (ten times that before
+	// any call of the tool was released). Such a call is most likely
+	// waiting out a retry's backoff in JetStream, taking no worker's slot;
+	// counting it would leave the workers idle while the window holds
+	// calls that cannot run.
+	StaleFactor     = 4
+	StaleMinDefault = 100 * time.Millisecond
 )
 
 // Priority orders a tool's waiting calls: every waiting call of a higher
@@ -80,6 +90,10 @@ type Config struct {
 	// MaxKeys bounds the keys listed per tool in a Snapshot; the rest are
 	// summed under OtherKey. Default MaxKeysDefault.
 	MaxKeys int
+	// StaleMin is the least time after its grant a call goes stale (see
+	// StaleFactor). Default StaleMinDefault; negative: grants never go
+	// stale.
+	StaleMin time.Duration
 	// Clock is the scheduler's time. Default the system clock.
 	Clock Clock
 }
@@ -89,6 +103,7 @@ func (c Config) WithDefaults() Config {
 	c.Margin = cmp.Or(c.Margin, MarginDefault)
 	c.MinMargin = cmp.Or(c.MinMargin, MinMarginDefault)
 	c.MaxKeys = cmp.Or(c.MaxKeys, MaxKeysDefault)
+	c.StaleMin = cmp.Or(c.StaleMin, StaleMinDefault)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -150,12 +165,15 @@ type Ticket struct {
 	tool       *toolState
 	key        *keyState
 	notify     Notifier
-	prev, next *Ticket // the key's FIFO of its level
+	prev, next *Ticket // the key's FIFO of its level; once granted, the tool's list of grants
 	index      int
-	since      int64 // nanotime of Acquire
-	granted    int64 // nanotime of the grant
+	seq        uint64 // its place in its key's queue: ahead of it are about seq - head.seq
+	since      int64  // nanotime of Acquire
+	granted    int64  // nanotime of the grant
 	level      int8
 	state      uint8
+	listed     bool // in the tool's list of grants (its window counts it)
+	stale      bool // granted so long ago that the window no longer counts it
 }
 
 // Index is Request.Index.
@@ -215,6 +233,7 @@ type keyState struct {
 	tokens   float64
 	filled   int64 // nanotime of the last refill
 
+	enqueued     uint64 // tickets queued so far: their seq
 	served       uint64
 	secStart     int64 // nanotime of the current second of cur
 	cur, prev1   uint32
@@ -240,6 +259,11 @@ type toolState struct {
 	holdEWMA float64 // ns a granted call stays in flight
 	ops      int
 	busyKeys int // keys with calls waiting or in flight
+	// grants lists the calls granted under a window, oldest first, until
+	// they are released or go stale (StaleFactor); stale counts those.
+	grants     struct{ head, tail *Ticket }
+	stale      int
+	staleArmed bool // a timer will look for stale grants
 }
 
 // Scheduler holds the calls of each tool that may not be published yet
@@ -426,8 +450,16 @@ func (s *Scheduler) key(t *toolState, req *Request, now int64) *keyState {
 // its grant later. Either way the caller ends it: Release once granted,
 // Cancel while waiting.
 func (s *Scheduler) Acquire(req Request) (tk *Ticket, granted bool) {
+	tk = new(Ticket)
+	return tk, s.AcquireTicket(tk, req)
+}
+
+// AcquireTicket is Acquire into a ticket the caller holds (a field of its
+// own state, saving an allocation). tk is overwritten; it must not be in
+// use: a ticket is free again once released, or cancelled while waiting.
+func (s *Scheduler) AcquireTicket(tk *Ticket, req Request) (granted bool) {
 	t := s.tool(req.Tool)
-	tk = &Ticket{tool: t, notify: req.Notify, index: req.Index, level: req.Priority.level()}
+	*tk = Ticket{tool: t, notify: req.Notify, index: req.Index, level: req.Priority.level()}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := s.nanotime()
@@ -439,16 +471,76 @@ func (s *Scheduler) Acquire(req Request) (tk *Ticket, granted bool) {
 	if k.waiting+k.inFlight == 0 {
 		t.busyKeys++
 	}
+	if k.parked == parkedNot && !t.room() && t.grants.head != nil {
+		s.expireStale(t, now)
+	}
 	if k.parked == parkedNot && t.room() && s.check(t, k, now) {
 		s.grant(t, tk, now)
-		return tk, true
+		return true
 	}
 	s.enqueue(t, k, tk)
-	return tk, false
+	s.watchStale(t)
+	return false
 }
 
 // room reports whether the tool's window lets another call go.
-func (t *toolState) room() bool { return t.window == 0 || t.inFlight < t.window }
+func (t *toolState) room() bool { return t.window == 0 || t.inFlight-t.stale < t.window }
+
+// staleAfter is how long after its grant a call goes stale.
+func (t *toolState) staleAfter(min time.Duration) int64 {
+	if t.holdEWMA == 0 {
+		return int64(10 * min)
+	}
+	return max(int64(StaleFactor*t.holdEWMA), int64(min))
+}
+
+func (t *toolState) list(tk *Ticket) {
+	tk.listed, tk.prev, tk.next = true, t.grants.tail, nil
+	if t.grants.tail != nil {
+		t.grants.tail.next = tk
+	} else {
+		t.grants.head = tk
+	}
+	t.grants.tail = tk
+}
+
+func (t *toolState) unlist(tk *Ticket) {
+	if tk.prev != nil {
+		tk.prev.next = tk.next
+	} else {
+		t.grants.head = tk.next
+	}
+	if tk.next != nil {
+		tk.next.prev = tk.prev
+	} else {
+		t.grants.tail = tk.prev
+	}
+	tk.listed, tk.prev, tk.next = false, nil, nil
+}
+
+// expireStale takes the grants older than staleAfter out of the window's
+// count. t.mu is held.
+func (s *Scheduler) expireStale(t *toolState, now int64) {
+	if s.cfg.StaleMin < 0 {
+		return
+	}
+	cutoff := now - t.staleAfter(s.cfg.StaleMin)
+	for tk := t.grants.head; tk != nil && tk.granted <= cutoff; tk = t.grants.head {
+		t.unlist(tk)
+		tk.stale = true
+		t.stale++
+	}
+}
+
+// watchStale arms a timer for when the oldest grant goes stale, while
+// calls wait for a full window. t.mu is held.
+func (s *Scheduler) watchStale(t *toolState) {
+	if t.staleArmed || t.waiting == 0 || t.room() || t.grants.head == nil || s.cfg.StaleMin < 0 {
+		return
+	}
+	t.staleArmed = true
+	s.timers.add(t, nil, t.grants.head.granted+t.staleAfter(s.cfg.StaleMin))
+}
 
 // check parks k if it may not take a grant now, and reports whether it
 // may. t.mu is held.
@@ -485,6 +577,8 @@ func (s *Scheduler) refill(t *toolState, k *keyState, now int64) {
 
 func (s *Scheduler) enqueue(t *toolState, k *keyState, tk *Ticket) {
 	q := &k.queue[tk.level]
+	k.enqueued++
+	tk.seq = k.enqueued
 	tk.prev = q.tail
 	if q.tail != nil {
 		q.tail.next = tk
@@ -578,6 +672,9 @@ func (s *Scheduler) unpark(t *toolState, k *keyState) {
 func (s *Scheduler) grant(t *toolState, tk *Ticket, now int64) {
 	k := tk.key
 	tk.state, tk.granted = ticketGranted, now
+	if t.window > 0 {
+		t.list(tk)
+	}
 	t.inFlight++
 	k.inFlight++
 	k.served++
@@ -651,25 +748,45 @@ func (s *Scheduler) Release(tk *Ticket) {
 	}
 	tk.state = ticketDone
 	k := tk.key
-	now := s.nanotime()
 	t.inFlight--
 	k.inFlight--
-	k.lastActive = now
 	if k.waiting+k.inFlight == 0 {
 		t.busyKeys--
 	}
-	held := float64(now - tk.granted)
-	if t.holdEWMA == 0 {
-		t.holdEWMA = held
-	} else {
-		t.holdEWMA += (held - t.holdEWMA) / 16
+	stale := tk.stale
+	switch {
+	case tk.listed:
+		t.unlist(tk)
+	case stale:
+		tk.stale = false
+		t.stale--
+	}
+	t.ops++
+	// The clock is the costliest part of an uncontended release: it is
+	// read only when something waits, or for one release in eight (the
+	// run-time average that retry estimates and staleness use).
+	if t.waiting == 0 && k.parked == parkedNot && t.ops%8 != 0 {
+		return
+	}
+	now := s.nanotime()
+	if !stale { // a stale call's time says nothing of the tool's run time
+		held := float64(now - tk.granted)
+		if t.holdEWMA == 0 {
+			t.holdEWMA = held
+		} else {
+			t.holdEWMA += (held - t.holdEWMA) / 8
+		}
 	}
 	if k.parked == parkedCap && k.inFlight < t.limits.Concurrency {
 		s.unpark(t, k)
 		s.check(t, k, now)
 	}
+	if t.waiting > 0 && !t.room() {
+		s.expireStale(t, now)
+	}
 	s.pump(t, now)
-	if t.ops++; t.ops >= 4096 {
+	s.watchStale(t)
+	if t.ops >= 4096 {
 		t.ops = 0
 		s.sweep(t, now)
 	}
@@ -703,13 +820,16 @@ func (s *Scheduler) Cancel(tk *Ticket) (h Hold, granted bool) {
 func (s *Scheduler) hold(t *toolState, tk *Ticket, now int64) Hold {
 	k := tk.key
 	h := Hold{Limits: t.raw, Waited: time.Duration(now - tk.since)}
-	// Calls of the key ahead of tk, tk included.
+	// Calls of the key ahead of tk, tk included: those of higher levels,
+	// and of its own those queued before it (from the sequence numbers,
+	// not a walk of the queue: a backlog expiring at once would make that
+	// quadratic).
 	ahead := 1
 	for l := range tk.level {
 		ahead += k.waitingLevel[l]
 	}
-	for x := tk.prev; x != nil; x = x.prev {
-		ahead++
+	if head := k.queue[tk.level].head; head != nil {
+		ahead += min(int(tk.seq-head.seq), k.waitingLevel[tk.level]-1)
 	}
 	run := time.Duration(t.holdEWMA)
 	switch k.parked {
@@ -801,7 +921,8 @@ type timerEntry struct {
 	at int64
 }
 
-// add asks for a wake-up of k at at. Called with t.mu held.
+// add asks for a wake-up of k at at (k nil: of t, to look for stale
+// grants). Called with t.mu held.
 func (tm *timers) add(t *toolState, k *keyState, at int64) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
@@ -848,7 +969,12 @@ func (tm *timers) fire() {
 		t := e.t
 		t.mu.Lock()
 		k := e.k
-		if k.parked == parkedRate && k.parkedAt <= now && t.keys[k.id] == k {
+		if k == nil { // the oldest grant goes stale
+			t.staleArmed = false
+			s.expireStale(t, now)
+			s.pump(t, now)
+			s.watchStale(t)
+		} else if k.parked == parkedRate && k.parkedAt <= now && t.keys[k.id] == k {
 			s.unpark(t, k)
 			if s.check(t, k, now) {
 				s.pump(t, now)

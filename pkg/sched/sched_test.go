@@ -115,8 +115,9 @@ func (b *bundle) granted() []*Ticket {
 	}
 }
 
-// noMargin is a Config whose window is exactly the slots.
-var noMargin = Config{Margin: -1, MinMargin: -1}
+// noMargin is a Config whose window is exactly the slots, and whose
+// grants never go stale.
+var noMargin = Config{Margin: -1, MinMargin: -1, StaleMin: -1}
 
 func TestWindow(t *testing.T) {
 	t.Parallel()
@@ -163,17 +164,7 @@ func TestDRRWeights(t *testing.T) {
 			}
 		}
 	}
-	var order []string
-	cur := first
-	for range 18 {
-		b.s.Release(cur)
-		g := b.granted()
-		if len(g) != 1 {
-			t.Fatalf("a release granted %d calls, want 1", len(g))
-		}
-		cur = g[0]
-		order = append(order, fmt.Sprintf("%s%d", cur.key.id.key, cur.Index()))
-	}
+	order := b.releaseChain(t, first, 18)
 	want := []string{"a0", "a1", "a2", "b0", "c0", "c1", "a3", "a4", "a5", "b1", "c2", "c3", "a6", "a7", "a8", "b2", "c4", "c5"}
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("grant order\n got %v\nwant %v", order, want)
@@ -213,6 +204,23 @@ func TestNewKeyNotBehindBacklog(t *testing.T) {
 	}
 }
 
+// releaseChain releases cur, then n-1 times the one ticket each release
+// granted, and returns the n grants in order as key and index.
+func (b *bundle) releaseChain(t *testing.T, cur *Ticket, n int) []string {
+	t.Helper()
+	var order []string
+	for range n {
+		b.s.Release(cur)
+		g := b.granted()
+		if len(g) != 1 {
+			t.Fatalf("a release granted %d calls, want 1", len(g))
+		}
+		cur = g[0]
+		order = append(order, keysOf(g)...)
+	}
+	return order
+}
+
 func keysOf(tks []*Ticket) []string {
 	var out []string
 	for _, tk := range tks {
@@ -236,16 +244,7 @@ func TestPriorityOvertakes(t *testing.T) {
 	r := b.req("t", "low", 99)
 	r.Priority = High
 	b.s.Acquire(r)
-	var order []string
-	for range 11 {
-		b.s.Release(cur)
-		g := b.granted()
-		if len(g) != 1 {
-			t.Fatalf("a release granted %d", len(g))
-		}
-		cur = g[0]
-		order = append(order, fmt.Sprintf("%s%d", cur.key.id.key, cur.Index()))
-	}
+	order := b.releaseChain(t, cur, 11)
 	want := "[low99 normal0 normal1 normal2 normal3 normal4 low0 low1 low2 low3 low4]"
 	if fmt.Sprint(order) != want {
 		t.Errorf("order %v, want %s", order, want)
@@ -493,8 +492,8 @@ func TestIdleKeysForgotten(t *testing.T) {
 		b.s.Release(tk)
 	}
 	b.clock.Advance(IdleKeyTTL + time.Second)
-	if ts := b.s.Snapshot("i").Tools[0]; len(ts.Keys) != 0 {
-		t.Errorf("%d idle keys kept", len(ts.Keys))
+	if snap := b.s.Snapshot("i"); len(snap.Tools) != 0 {
+		t.Errorf("an idle tool kept: %+v", snap.Tools)
 	}
 }
 
@@ -506,6 +505,20 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	for b.Loop() {
 		tk, _ := s.Acquire(r)
 		s.Release(tk)
+	}
+}
+
+// BenchmarkAcquireTicket is the dispatcher's way: the ticket in the
+// caller's memory.
+func BenchmarkAcquireTicket(b *testing.B) {
+	s, _ := New(Config{})
+	defer s.Close()
+	r := Request{Tool: "echo", Key: "tenant-a", Tenant: "tenant-a", Slots: 64}
+	var tk Ticket
+	b.ReportAllocs()
+	for b.Loop() {
+		s.AcquireTicket(&tk, r)
+		s.Release(&tk)
 	}
 }
 
@@ -557,4 +570,108 @@ func BenchmarkParallel(b *testing.B) {
 			s.Release(tk)
 		}
 	})
+}
+
+func TestByTenantAndMerge(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{MaxKeys: 3})
+	b.s.Acquire(Request{Tool: "t", Tenant: "acme", Key: "s1", Slots: 1})
+	for _, r := range []Request{
+		{Tenant: "acme", Key: "s2"}, {Tenant: "acme", Key: "s2"}, {Tenant: "umbrella", Key: "x"}, {Tenant: "stray", Key: "y"}, {Tenant: "stray2", Key: "z"},
+	} {
+		r.Tool, r.Slots = "t", 1
+		b.s.Acquire(r)
+	}
+	snap := b.s.Snapshot("one")
+	rows := snap.Tools[0].ByTenant(func(tenant string) bool { return tenant == "acme" || tenant == "umbrella" })
+	var got []string
+	total := 0
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s:%d", r.Tenant, r.Waiting+r.InFlight))
+		total += r.Waiting + r.InFlight
+	}
+	if total != 6 || got[len(got)-1][:len(OtherKey)] != OtherKey {
+		t.Errorf("by tenant %v: want every call counted once, other last", got)
+	}
+	m := Merge([]Snapshot{snap, snap})
+	if m.Replicas != 2 || len(m.Tools) != 1 || m.Tools[0].Waiting != 2*snap.Tools[0].Waiting || m.Tools[0].Window != 2*snap.Tools[0].Window {
+		t.Errorf("merge %+v", m)
+	}
+	if k := m.Tools[0].Keys[0]; k.Waiting+k.InFlight != 2*(snap.Tools[0].Keys[0].Waiting+snap.Tools[0].Keys[0].InFlight) {
+		t.Errorf("merged key %+v", k)
+	}
+}
+
+// TestLoad: what admission control reads.
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	b := setup(t, noMargin)
+	if l := b.s.Load("t", "a", "a"); l.Keys != 1 || l.Waiting != 0 {
+		t.Errorf("unknown tool: %+v", l)
+	}
+	tk, _ := b.s.Acquire(b.req("t", "a", 0))
+	w, _ := b.s.Acquire(b.req("t", "a", 1))
+	if l := b.s.Load("t", "a", "a"); l != (Load{Waiting: 1, InFlight: 1, Window: 1, KeyWaiting: 1, KeyInFlight: 1, Keys: 1}) {
+		t.Errorf("key a: %+v", l)
+	}
+	if l := b.s.Load("t", "b", "b"); l.Keys != 2 || l.KeyWaiting != 0 {
+		t.Errorf("key b, new: %+v", l)
+	}
+	b.s.Cancel(w)
+	b.s.Release(tk)
+	if l := b.s.Load("t", "a", "a"); l.Keys != 1 || l.Waiting+l.InFlight != 0 {
+		t.Errorf("after everything ended: %+v", l)
+	}
+}
+
+// TestStaleGrantsLeaveTheWindow: calls granted long ago (waiting out a
+// retry's backoff, most likely) stop holding the window, so the waiting
+// calls go; they still count against their key's cap.
+func TestStaleGrantsLeaveTheWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Margin: -1, MinMargin: -1})
+	mk := func(key string, i int) Request {
+		r := b.req("t", key, i)
+		r.Slots, r.Limits = 2, Limits{Concurrency: 2}
+		return r
+	}
+	// A run time of 10 ms: stale after 100 ms (StaleMinDefault).
+	for range 8 { // a release in eight samples the run time
+		tk, _ := b.s.Acquire(mk("x", 0))
+		b.clock.Advance(10 * time.Millisecond)
+		b.s.Release(tk)
+	}
+	a0, _ := b.s.Acquire(mk("a", 0))
+	a1, _ := b.s.Acquire(mk("a", 1))
+	a2, _ := b.s.Acquire(mk("a", 2))
+	b0, _ := b.s.Acquire(mk("b", 0))
+	if g := b.granted(); len(g) != 0 {
+		t.Fatalf("granted %v with the window full", keysOf(g))
+	}
+	b.clock.Advance(50 * time.Millisecond)
+	if g := b.granted(); len(g) != 0 {
+		t.Fatalf("granted %v before the grants went stale", keysOf(g))
+	}
+	b.clock.Advance(60 * time.Millisecond)
+	g := b.granted()
+	if len(g) != 1 || g[0] != b0 {
+		t.Fatalf("after the grants went stale got %v, want b0 (a2 is held by a's cap)", keysOf(g))
+	}
+	if ts := b.s.Snapshot("i").Tools[0]; ts.InFlight != 3 || ts.Limited != 1 {
+		t.Errorf("snapshot %+v", ts)
+	}
+	b.s.Release(a0)
+	if g := b.granted(); len(g) != 1 || g[0] != a2 {
+		t.Fatalf("after a stale release got %v, want a2", keysOf(g))
+	}
+	for _, tk := range []*Ticket{a1, a2, b0} {
+		b.s.Release(tk)
+	}
+	if ts := b.s.Snapshot("i").Tools[0]; ts.InFlight != 0 || ts.Waiting != 0 {
+		t.Errorf("left over %+v", ts)
+	}
+	tt := b.s.tools["t"]
+	if tt.stale != 0 || tt.grants.head != nil {
+		t.Errorf("stale %d, grants listed %v", tt.stale, tt.grants.head != nil)
+	}
 }

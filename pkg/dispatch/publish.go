@@ -72,7 +72,13 @@ type publisher struct {
 // Config.PublishRetryFor); an error that another publish cannot cure fails
 // the turn at once.
 func (t *turn) publish() error {
-	if t.waiting == 0 {
+	n := 0
+	for i := range t.slots {
+		if sl := &t.slots[i]; sl.state == slotWaiting && !sl.held && !sl.published {
+			n++
+		}
+	}
+	if n == 0 {
 		return nil
 	}
 	d := t.d
@@ -82,10 +88,10 @@ func (t *turn) publish() error {
 		denied: d.nc.LastError(),
 	}
 	var one [1]pubWait // a turn of one call, the most common, allocates no queue
-	if t.waiting == 1 {
+	if n == 1 {
 		p.queue = one[:0]
 	} else {
-		p.queue = make([]pubWait, 0, t.waiting)
+		p.queue = make([]pubWait, 0, n)
 	}
 	if d.cfg.PublishRetryFor > 0 {
 		p.retry = true
@@ -95,9 +101,10 @@ func (t *turn) publish() error {
 	defer t.timer.Stop()
 	defer p.releaseSlots() // error paths
 	for i := range t.calls {
-		if t.slots[i].state != slotWaiting {
+		if sl := &t.slots[i]; sl.state != slotWaiting || sl.held || sl.published {
 			continue
 		}
+		t.slots[i].published = true
 		if err := p.acquire(i); err != nil {
 			return err
 		}

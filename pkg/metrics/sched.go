@@ -22,8 +22,8 @@ type SchedOptions struct {
 
 // SchedCollector exports an orchestrator's scheduler (package sched),
 // read at scrape time from a func returning its sched.Snapshot: per tool
-// and tenant the calls waiting for their turn, waiting on a per-key limit
-// and in flight, and a counter of the calls granted (served); per tool the
+// and tenant the calls waiting (for their turn or on a per-key limit), of
+// those the ones limited, and the calls in flight, and a counter of the calls granted (served); per tool the
 // fleet's slots, the scheduler's window and the per-key limits it
 // applies. Labels stay bounded: tools by name up to MaxTools, tenants by
 // name only for the configured ones (SchedOptions.Tenants), all others
@@ -68,9 +68,9 @@ func NewSchedCollector(snapshot func() sched.Snapshot, opts SchedOptions) *Sched
 	c.replicas = desc("replicas",
 		"Orchestrators this one counts as sharing the fleet-wide per-key limits, itself included.")
 	c.waiting = desc("waiting_calls",
-		"Calls held by this orchestrator's scheduler for their turn (the tool's window is full), by tool and tenant.", "tool", "tenant")
+		"Calls held by this orchestrator's scheduler (the tool's window is full, or their key is at a per-key limit), by tool and tenant.", "tool", "tenant")
 	c.limited = desc("limited_calls",
-		"Calls held because their fairness key is at its concurrency cap or out of rate (per_key), by tool and tenant.", "tool", "tenant")
+		"Of the calls held, those whose fairness key is at its concurrency cap or out of rate (per_key), by tool and tenant.", "tool", "tenant")
 	c.inFlight = desc("in_flight_calls",
 		"Calls this orchestrator published and that are not yet answered (queued in JetStream or running), by tool and tenant.", "tool", "tenant")
 	c.served = desc("served_calls_total",

@@ -37,10 +37,10 @@ func twoReplicas() []sched.Snapshot {
 	limits := sched.Limits{Concurrency: 4, Rate: 25, Per: time.Second, Burst: 25}
 	return []sched.Snapshot{
 		{Instance: "orch-b", Replicas: 2, Tools: []sched.ToolStats{
-			{Tool: "review", Slots: 64, Window: 80, InFlight: 40, Waiting: 900, Limited: 3, Limits: limits, Keys: []sched.KeyStats{
+			{Tool: "review", Slots: 64, Window: 80, InFlight: 40, Waiting: 903, Limited: 3, Limits: limits, Keys: []sched.KeyStats{
 				{Key: "team-a", Tenant: "team-a", Weight: 1, InFlight: 38, Waiting: 900, Served: 1000, PerSecond: 400,
 					ByPriority: map[string]int{"normal": 900}},
-				{Key: "team-b", Tenant: "team-b", Weight: 3, InFlight: 2, Limited: 3, Served: 20, PerSecond: 10,
+				{Key: "team-b", Tenant: "team-b", Weight: 3, InFlight: 2, Waiting: 3, Limited: 3, Served: 20, PerSecond: 10,
 					ByPriority: map[string]int{"high": 3}},
 			}},
 		}},
@@ -77,7 +77,7 @@ func TestSchedStatsSumsTheReplicas(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	r := st.Tools[1]
-	if r.Slots != 64 || r.Window != 160 || r.InFlight != 70 || r.Waiting != 1000 || r.Limited != 3 {
+	if r.Slots != 64 || r.Window != 160 || r.InFlight != 70 || r.Waiting != 1003 || r.Limited != 3 {
 		t.Errorf("review totals %+v", r)
 	}
 	if want := (sched.Limits{Concurrency: 8, Rate: 50, Per: time.Second, Burst: 50}); r.Limits != want {

@@ -21,13 +21,12 @@ import (
 	"github.com/toolpool/toolpool/pkg/worker"
 )
 
-// TestServerAnnouncesItsSlots: each worker of a Server announces its
-// concurrency as its slots, so the live catalog knows the fleet's.
-func TestServerAnnouncesItsSlots(t *testing.T) {
-	t.Parallel()
-	p := setup(t)
-	srv, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, Workers: 2,
-		Worker: worker.Config{Concurrency: 3}, Logger: natstest.Logger(t)})
+// startWorkers starts a Server of p's registry with workers workers of
+// concurrency slots each, stopped when the test ends.
+func (p *pool) startWorkers(t *testing.T, workers, concurrency int) {
+	t.Helper()
+	srv, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, Workers: workers,
+		Worker: worker.Config{Concurrency: concurrency}, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +34,14 @@ func TestServerAnnouncesItsSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+}
+
+// TestServerAnnouncesItsSlots: each worker of a Server announces its
+// concurrency as its slots, so the live catalog knows the fleet's.
+func TestServerAnnouncesItsSlots(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	p.startWorkers(t, 2, 3)
 	j, err := js.New(p.nc)
 	if err != nil {
 		t.Fatal(err)
@@ -59,15 +66,7 @@ func TestServerAnnouncesItsSlots(t *testing.T) {
 func TestSchedStatsEndToEnd(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
-	srv, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg,
-		Worker: worker.Config{Concurrency: 2}, Logger: natstest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	p.startWorkers(t, 1, 2)
 	keys, err := httpapi.ParseKeys(nil, []byte(`[{tenant: team-a, key: a-0123456789abcdef, weight: 2}]`), "keys")
 	if err != nil {
 		t.Fatal(err)

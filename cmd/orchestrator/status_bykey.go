@@ -77,7 +77,7 @@ func writeStatusByKey(env *cli.Env, st ops.SchedStatus) {
 }
 
 // windowText is a tool row's LIMITS: its slots and window.
-func windowText(t ops.SchedTool) string {
+func windowText(t sched.ToolStats) string {
 	if t.Slots == 0 {
 		return "slots unknown, no window"
 	}

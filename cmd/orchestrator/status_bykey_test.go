@@ -6,30 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/ops"
 	"github.com/toolpool/toolpool/pkg/sched"
 )
-
-// answerSchedStats makes a connection of its own answer the
-// scheduler-stats requests with snap, as an orchestrator does.
-func answerSchedStats(t *testing.T, url string, snap sched.Snapshot) {
-	t.Helper()
-	nc := natstest.Connect(t, url)
-	data, err := json.Marshal(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nc.Subscribe(jetstream.SchedStatsSubject, func(m *nats.Msg) { _ = m.Respond(data) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestStatusByKey: two orchestrators' snapshots summed per tool and key,
 // as a table and as JSON; none answering is exit 1 with a message.
@@ -43,14 +24,14 @@ func TestStatusByKey(t *testing.T) {
 	}
 
 	limits := sched.Limits{Concurrency: 4, Rate: 25, Per: time.Second, Burst: 25}
-	answerSchedStats(t, url, sched.Snapshot{Instance: "orch-1", Replicas: 2, Tools: []sched.ToolStats{{
+	natstest.RespondJSON(t, url, jetstream.SchedStatsSubject, sched.Snapshot{Instance: "orch-1", Replicas: 2, Tools: []sched.ToolStats{{
 		Tool: "review", Slots: 64, Window: 80, InFlight: 40, Waiting: 903, Limited: 3, Limits: limits,
 		Keys: []sched.KeyStats{
 			{Key: "team-a", Tenant: "team-a", Weight: 1, InFlight: 38, Waiting: 900, Served: 1000, PerSecond: 400},
 			{Key: "team-b", Tenant: "team-b", Weight: 3, InFlight: 2, Waiting: 3, Limited: 3, Served: 20, PerSecond: 10.04, ByPriority: map[string]int{"high": 3}},
 		},
 	}}})
-	answerSchedStats(t, url, sched.Snapshot{Instance: "orch-2", Replicas: 2, Tools: []sched.ToolStats{{
+	natstest.RespondJSON(t, url, jetstream.SchedStatsSubject, sched.Snapshot{Instance: "orch-2", Replicas: 2, Tools: []sched.ToolStats{{
 		Tool: "review", Slots: 64, Window: 80, InFlight: 30, Waiting: 100, Limits: limits,
 		Keys: []sched.KeyStats{{Key: "team-a", Tenant: "team-a", Weight: 1, InFlight: 29, Waiting: 100, Served: 500, PerSecond: 300}},
 	}}})

@@ -61,10 +61,15 @@ func connect(t *testing.T, url string) js.JetStream {
 
 func announce(t *testing.T, j js.JetStream, workerID string, reg *tools.Registry) *Announcer {
 	t.Helper()
-	a, err := NewAnnouncer(AnnouncerConfig{
-		JetStream: j, Registry: reg, WorkerID: workerID,
-		Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t),
-	})
+	return announceWith(t, AnnouncerConfig{JetStream: j, Registry: reg, WorkerID: workerID})
+}
+
+// announceWith starts an announcer of cfg, with the tests' bucket and
+// logger, stopped when the test ends.
+func announceWith(t *testing.T, cfg AnnouncerConfig) *Announcer {
+	t.Helper()
+	cfg.Bucket, cfg.Logger = BucketConfig{TTL: testTTL}, natstest.Logger(t)
+	a, err := NewAnnouncer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,18 +26,7 @@ func fairRegistry(t *testing.T, concurrency int, fairness string, perKey tools.K
 
 func announceSlots(t *testing.T, url, workerID string, slots int, reg *tools.Registry) *Announcer {
 	t.Helper()
-	a, err := NewAnnouncer(AnnouncerConfig{
-		JetStream: connect(t, url), Registry: reg, WorkerID: workerID, Slots: slots,
-		Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Stop(context.Background()) })
-	return a
+	return announceWith(t, AnnouncerConfig{JetStream: connect(t, url), Registry: reg, WorkerID: workerID, Slots: slots})
 }
 
 // TestLookupSlots: the fleet's slots of a tool are the sum of its live

@@ -90,41 +90,25 @@ func SchedStats(ctx context.Context, nc *nats.Conn, opts SchedStatsOptions) ([]s
 type SchedStatus struct {
 	// Orchestrators are the instances whose snapshots are summed.
 	Orchestrators []string `json:"orchestrators"`
-	// Tools are the tools any of them holds calls of, sorted by name.
-	Tools []SchedTool `json:"tools"`
-}
-
-// SchedTool is one tool of a SchedStatus.
-type SchedTool struct {
-	Tool string `json:"tool"`
-	// Slots are the fleet's slots for the tool (the largest any
-	// orchestrator saw); Window is the sum of the orchestrators' windows.
-	Slots  int `json:"slots"`
-	Window int `json:"window"`
-	// InFlight, Waiting and Limited are summed over the orchestrators
-	// (see sched.ToolStats).
-	InFlight int `json:"in_flight"`
-	Waiting  int `json:"waiting"`
-	Limited  int `json:"limited"`
-	// Limits are the per-key limits the fleet applies: the sum of the
-	// orchestrators' shares.
-	Limits sched.Limits `json:"limits"`
-	// Keys are the tool's fairness keys, busiest first (waiting, limited
-	// and in flight), sched.OtherKey last.
-	Keys []sched.KeyStats `json:"keys"`
+	// Tools are the tools any of them holds calls of, sorted by name:
+	// Slots the largest any orchestrator saw, Window and the calls summed,
+	// Limits the sum of the orchestrators' shares (the fleet's per-key
+	// limits), Keys summed per key, busiest first (waiting, limited and
+	// in flight), sched.OtherKey last.
+	Tools []sched.ToolStats `json:"tools"`
 }
 
 // SumSchedStats sums snapshots (one per orchestrator) per tool and key.
 func SumSchedStats(snaps []sched.Snapshot) SchedStatus {
-	st := SchedStatus{Orchestrators: []string{}, Tools: []SchedTool{}}
-	tools := map[string]*SchedTool{}
+	st := SchedStatus{Orchestrators: []string{}, Tools: []sched.ToolStats{}}
+	tools := map[string]*sched.ToolStats{}
 	keys := map[string]map[string]*sched.KeyStats{} // tool → key → sum
 	for _, s := range snaps {
 		st.Orchestrators = append(st.Orchestrators, s.Instance)
 		for _, ts := range s.Tools {
 			t := tools[ts.Tool]
 			if t == nil {
-				t = &SchedTool{Tool: ts.Tool}
+				t = &sched.ToolStats{Tool: ts.Tool}
 				tools[ts.Tool] = t
 				keys[ts.Tool] = map[string]*sched.KeyStats{}
 			}
@@ -141,17 +125,7 @@ func SumSchedStats(snaps []sched.Snapshot) SchedStatus {
 					keys[ts.Tool][ks.Key] = k
 				}
 				k.Weight = max(k.Weight, ks.Weight)
-				k.InFlight += ks.InFlight
-				k.Waiting += ks.Waiting
-				k.Limited += ks.Limited
-				k.Served += ks.Served
-				k.PerSecond += ks.PerSecond
-				for p, n := range ks.ByPriority {
-					if k.ByPriority == nil {
-						k.ByPriority = map[string]int{}
-					}
-					k.ByPriority[p] += n
-				}
+				k.Add(ks)
 			}
 		}
 	}

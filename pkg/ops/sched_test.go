@@ -1,35 +1,15 @@
 package ops_test
 
 import (
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/ops"
 	"github.com/toolpool/toolpool/pkg/sched"
 )
-
-// respondSched answers the scheduler-stats requests on a connection of its
-// own with snap, as an orchestrator does.
-func respondSched(t *testing.T, url string, snap sched.Snapshot) {
-	t.Helper()
-	nc := natstest.Connect(t, url)
-	data, err := json.Marshal(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nc.Subscribe(jetstream.SchedStatsSubject, func(m *nats.Msg) { _ = m.Respond(data) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // twoReplicas are the snapshots of two orchestrators sharing the limits of
 // "review" (4 calls at once and 25/s per key each: 8 and 50/s in all).
@@ -62,7 +42,7 @@ func TestSchedStatsSumsTheReplicas(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	for _, s := range twoReplicas() {
-		respondSched(t, srv.ClientURL(), s)
+		natstest.RespondJSON(t, srv.ClientURL(), jetstream.SchedStatsSubject, s)
 	}
 	nc := natstest.Connect(t, srv.ClientURL())
 	snaps, err := ops.SchedStats(t.Context(), nc, ops.SchedStatsOptions{Window: 10 * time.Second, Idle: time.Second})

@@ -230,20 +230,10 @@ func (d *Dispatcher) admit(t *turn) (done func(), err error) {
 	a := d.adm
 	var n int64
 	perTool := map[string]int64{}
-	var keys map[string]string // tool → the fairness key of the turn's first call to it
 	for i := range t.calls {
 		if t.slots[i].state == slotWaiting {
 			n++
-			tool := t.calls[i].Name
-			perTool[tool]++
-			if a.sched != nil {
-				if keys == nil {
-					keys = map[string]string{}
-				}
-				if _, ok := keys[tool]; !ok {
-					keys[tool] = t.fairKey(i)
-				}
-			}
+			perTool[t.calls[i].Name]++
 		}
 	}
 	if n == 0 {
@@ -254,7 +244,7 @@ func (d *Dispatcher) admit(t *turn) (done func(), err error) {
 		// A turn alone larger than the bound still runs when nothing else
 		// does, or it could never run; nor is a key refused that holds
 		// less than its fair share of the bound.
-		if load > a.maxInFlight && load != n && !a.belowShare(perTool, keys, t.tenant, a.maxInFlight) {
+		if load > a.maxInFlight && load != n && !a.belowShare(perTool, t, a.maxInFlight) {
 			a.inFlight.Add(-n)
 			return nil, &SaturatedError{Load: load - n, Limit: a.maxInFlight, RetryAfter: a.retryAfter}
 		}
@@ -262,7 +252,7 @@ func (d *Dispatcher) admit(t *turn) (done func(), err error) {
 		a.inFlight.Add(n)
 	}
 	if a.maxDepth > 0 || a.byWait {
-		gens, err := a.reserve(perTool, keys, t.tenant, t.deadline)
+		gens, err := a.reserve(perTool, t)
 		if err != nil {
 			a.inFlight.Add(-n)
 			return nil, err
@@ -302,9 +292,9 @@ func (a *admission) release(perTool map[string]int64, gens map[string]uint64) {
 // admitted even when the bound is reached, and the queue wait estimated
 // for it is what the round robin makes it wait (its calls ahead, times
 // the keys sharing the tool), not the whole queue.
-func (a *admission) reserve(perTool map[string]int64, keys map[string]string, tenant string, deadline time.Time) (map[string]uint64, error) {
+func (a *admission) reserve(perTool map[string]int64, t *turn) (map[string]uint64, error) {
 	now := time.Now()
-	left := deadline.Sub(now)
+	left := t.deadline.Sub(now)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for tool, n := range perTool {
@@ -313,7 +303,7 @@ func (a *admission) reserve(perTool map[string]int64, keys map[string]string, te
 		var fl sched.Load
 		var granted int64 // the calls the scheduler grants before the turn's last
 		if a.sched != nil {
-			fl = a.sched.Load(tool, tenant, keys[tool])
+			fl = a.sched.Load(tool, t.tenant, t.keyOf(tool))
 			load += int64(fl.Waiting)
 			granted = min(int64(fl.Waiting), (int64(fl.KeyWaiting)+n)*int64(fl.Keys)-n)
 		}
@@ -351,12 +341,12 @@ func fairShare(fl sched.Load, n, bound int64) bool {
 
 // belowShare reports whether, for every tool of the turn, its key stays
 // within its fair share of bound (false without fair shares).
-func (a *admission) belowShare(perTool map[string]int64, keys map[string]string, tenant string, bound int64) bool {
+func (a *admission) belowShare(perTool map[string]int64, t *turn, bound int64) bool {
 	if a.sched == nil {
 		return false
 	}
 	for tool, n := range perTool {
-		if !fairShare(a.sched.Load(tool, tenant, keys[tool]), n, bound) {
+		if !fairShare(a.sched.Load(tool, t.tenant, t.keyOf(tool)), n, bound) {
 			return false
 		}
 	}

@@ -75,50 +75,65 @@ func BenchmarkDispatchRoundTrip(b *testing.B) {
 		{"parallel-64", 32, 1},
 		{"parallel-256", 128, 1},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			tb := setup(b)
-			startEchoWorker(b, tb, "echo")
-			var n atomic.Int64
-			turn := func() []envelope.ToolUseBlock {
-				calls := make([]envelope.ToolUseBlock, bc.calls)
-				for i := range calls {
-					calls[i] = envelope.ToolUseBlock{
-						Type: "tool_use", ID: "toolu_" + strconv.FormatInt(n.Add(1), 10),
-						Name: "echo", Input: []byte(`{"text":"hello"}`),
+		for _, fm := range fairModes {
+			b.Run(bc.name+"/"+fm.name, func(b *testing.B) {
+				tb := setup(b, fm.mod)
+				startEchoWorker(b, tb, "echo")
+				var n atomic.Int64
+				turn := func() []envelope.ToolUseBlock {
+					calls := make([]envelope.ToolUseBlock, bc.calls)
+					for i := range calls {
+						calls[i] = envelope.ToolUseBlock{
+							Type: "tool_use", ID: "toolu_" + strconv.FormatInt(n.Add(1), 10),
+							Name: "echo", Input: []byte(`{"text":"hello"}`),
+						}
+					}
+					return calls
+				}
+				run := func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					res, err := tb.d.Dispatch(ctx, "bench", turn())
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if res[0].IsError {
+						b.Errorf("is_error: %s", res[0].Content.Text())
 					}
 				}
-				return calls
-			}
-			run := func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				res, err := tb.d.Dispatch(ctx, "bench", turn())
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if res[0].IsError {
-					b.Errorf("is_error: %s", res[0].Content.Text())
-				}
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			if bc.parallel == 0 {
-				for b.Loop() {
-					run()
-				}
-			} else {
-				b.SetParallelism(bc.parallel)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				if bc.parallel == 0 {
+					for b.Loop() {
 						run()
 					}
-				})
-			}
-			b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
-		})
+				} else {
+					b.SetParallelism(bc.parallel)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							run()
+						}
+					})
+				}
+				b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
+			})
+		}
 	}
+}
+
+// fairModes are the dispatcher's fair-share settings the benchmarks
+// compare: off; on, for a tool of unknown slots (no window: every call is
+// granted at once); on, with a window of 256 slots (plus the margin),
+// which the parallel cases fill.
+var fairModes = []struct {
+	name string
+	mod  func(*Config)
+}{
+	{"nofair", func(c *Config) { c.NoFairness = true }},
+	{"fair", func(*Config) {}},
+	{"fair-window", func(c *Config) { c.Catalog = fairCatalog{"echo": {Slots: 256}} }},
 }
 
 // BenchmarkRawRoundTrip is the baseline for BenchmarkDispatchRoundTrip,

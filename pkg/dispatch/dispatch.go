@@ -130,7 +130,11 @@ func New(cfg Config) (*Dispatcher, error) {
 	var sc *sched.Scheduler
 	if !cfg.NoFairness {
 		var err error
-		if sc, err = sched.New(sched.Config{Margin: cfg.WindowMargin}); err != nil {
+		sc2 := sched.Config{Margin: cfg.WindowMargin}
+		if cfg.WindowMargin < 0 {
+			sc2.MinMargin = -1 // the window is the slots
+		}
+		if sc, err = sched.New(sc2); err != nil {
 			return nil, fmt.Errorf("dispatch: Config.WindowMargin: %w", err)
 		}
 	}
@@ -465,9 +469,10 @@ type slot struct {
 	// published says the call was handed to the publisher.
 	published bool
 	// held says the call waits at the scheduler for its turn (fair.go);
-	// ticket is its place there, nil without one or once ended.
-	held   bool
-	ticket *sched.Ticket
+	// tk is its place there while ticketed (from schedule to endTicket).
+	held     bool
+	ticketed bool
+	tk       sched.Ticket
 	// info is what the catalog's Lookup said of the tool.
 	info ToolInfo
 }

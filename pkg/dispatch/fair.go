@@ -3,6 +3,7 @@ package dispatch
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -72,13 +73,13 @@ func (t *turn) schedule() {
 		if sl.state != slotWaiting {
 			continue
 		}
-		tk, ok := s.Acquire(sched.Request{
+		ok := s.AcquireTicket(&sl.tk, sched.Request{
 			Tool: t.calls[i].Name, Key: t.fairKey(i), Tenant: t.tenant,
 			Weight: weight, Priority: prio,
 			Slots: sl.info.Slots, Limits: limitsOf(sl.info.PerKey),
 			Index: i, Notify: t,
 		})
-		sl.ticket, sl.held = tk, !ok
+		sl.ticketed, sl.held = true, !ok
 		if !ok {
 			t.held++
 			t.admHold(i, -1)
@@ -104,6 +105,18 @@ func (t *turn) fairKey(i int) string {
 	case strings.HasPrefix(f, tools.FairnessInputPrefix):
 		if v, ok := topLevelField(t.calls[i].Input, f[len(tools.FairnessInputPrefix):]); ok {
 			return v
+		}
+	}
+	return t.tenant
+}
+
+// keyOf is the fairness key of the turn's first call to tool that waits
+// to be published: what admission control weighs the turn's calls to the
+// tool by.
+func (t *turn) keyOf(tool string) string {
+	for i := range t.calls {
+		if t.slots[i].state == slotWaiting && t.calls[i].Name == tool {
+			return t.fairKey(i)
 		}
 	}
 	return t.tenant
@@ -143,8 +156,14 @@ func topLevelField(input []byte, name string) (string, bool) {
 }
 
 // granted handles the grant of held call i: it is published with the
-// other grants already in, the results in meanwhile are taken.
+// other grants already in, the results in meanwhile are taken. A grant
+// at or past the deadline is not published: the call is answered as held
+// (endHeld), and a publish the deadline cut short expires the turn
+// rather than fail it.
 func (t *turn) granted(i int) error {
+	if !time.Now().Before(t.deadline) {
+		return nil // wait expires the turn next
+	}
 	t.markGranted(i)
 	for {
 		select {
@@ -159,7 +178,13 @@ func (t *turn) granted(i int) error {
 		}
 		break
 	}
-	return t.publish()
+	if err := t.publish(); err != nil {
+		if !errors.Is(err, errPublishDeadline) {
+			return err
+		}
+		t.expire()
+	}
+	return nil
 }
 
 // markGranted takes call i out of the held calls: publish publishes it.
@@ -190,11 +215,11 @@ func (t *turn) admHold(i int, delta int64) {
 // meanwhile).
 func (t *turn) endTicket(i int) {
 	sl := &t.slots[i]
-	tk := sl.ticket
-	if tk == nil {
+	if !sl.ticketed {
 		return
 	}
-	sl.ticket = nil
+	tk := &sl.tk
+	sl.ticketed = false
 	if sl.held {
 		sl.held = false
 		t.held--
@@ -210,11 +235,11 @@ func (t *turn) endTicket(i int) {
 // returns why it waited; ok is false for a call not held.
 func (t *turn) endHeld(i int) (h sched.Hold, ok bool) {
 	sl := &t.slots[i]
-	if !sl.held || sl.ticket == nil {
+	if !sl.held || !sl.ticketed {
 		return sched.Hold{}, false
 	}
-	tk := sl.ticket
-	sl.ticket, sl.held = nil, false
+	tk := &sl.tk
+	sl.ticketed, sl.held = false, false
 	t.held--
 	t.admHold(i, +1)
 	h, granted := t.d.sched.Cancel(tk)

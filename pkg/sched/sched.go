@@ -426,8 +426,16 @@ func (s *Scheduler) key(t *toolState, req *Request, now int64) *keyState {
 // its grant later. Either way the caller ends it: Release once granted,
 // Cancel while waiting.
 func (s *Scheduler) Acquire(req Request) (tk *Ticket, granted bool) {
+	tk = new(Ticket)
+	return tk, s.AcquireTicket(tk, req)
+}
+
+// AcquireTicket is Acquire into a ticket the caller holds (a field of its
+// own state, saving an allocation). tk is overwritten; it must not be in
+// use: a ticket is free again once released, or cancelled while waiting.
+func (s *Scheduler) AcquireTicket(tk *Ticket, req Request) (granted bool) {
 	t := s.tool(req.Tool)
-	tk = &Ticket{tool: t, notify: req.Notify, index: req.Index, level: req.Priority.level()}
+	*tk = Ticket{tool: t, notify: req.Notify, index: req.Index, level: req.Priority.level()}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := s.nanotime()
@@ -441,10 +449,10 @@ func (s *Scheduler) Acquire(req Request) (tk *Ticket, granted bool) {
 	}
 	if k.parked == parkedNot && t.room() && s.check(t, k, now) {
 		s.grant(t, tk, now)
-		return tk, true
+		return true
 	}
 	s.enqueue(t, k, tk)
-	return tk, false
+	return false
 }
 
 // room reports whether the tool's window lets another call go.
@@ -651,25 +659,31 @@ func (s *Scheduler) Release(tk *Ticket) {
 	}
 	tk.state = ticketDone
 	k := tk.key
-	now := s.nanotime()
 	t.inFlight--
 	k.inFlight--
-	k.lastActive = now
 	if k.waiting+k.inFlight == 0 {
 		t.busyKeys--
 	}
+	t.ops++
+	// The clock is the costliest part of an uncontended release: it is
+	// read only when something waits, or for one release in eight (the
+	// run-time average that retry estimates use).
+	if t.waiting == 0 && k.parked == parkedNot && t.ops%8 != 0 {
+		return
+	}
+	now := s.nanotime()
 	held := float64(now - tk.granted)
 	if t.holdEWMA == 0 {
 		t.holdEWMA = held
 	} else {
-		t.holdEWMA += (held - t.holdEWMA) / 16
+		t.holdEWMA += (held - t.holdEWMA) / 8
 	}
 	if k.parked == parkedCap && k.inFlight < t.limits.Concurrency {
 		s.unpark(t, k)
 		s.check(t, k, now)
 	}
 	s.pump(t, now)
-	if t.ops++; t.ops >= 4096 {
+	if t.ops >= 4096 {
 		t.ops = 0
 		s.sweep(t, now)
 	}

@@ -509,6 +509,20 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
+// BenchmarkAcquireTicket is the dispatcher's way: the ticket in the
+// caller's memory.
+func BenchmarkAcquireTicket(b *testing.B) {
+	s, _ := New(Config{})
+	defer s.Close()
+	r := Request{Tool: "echo", Key: "tenant-a", Tenant: "tenant-a", Slots: 64}
+	var tk Ticket
+	b.ReportAllocs()
+	for b.Loop() {
+		s.AcquireTicket(&tk, r)
+		s.Release(&tk)
+	}
+}
+
 func BenchmarkAcquireReleaseLimited(b *testing.B) {
 	s, _ := New(Config{})
 	defer s.Close()

@@ -25,7 +25,7 @@ func statusCommand() *cli.Command {
 	)
 	return &cli.Command{
 		Name:    "status",
-		Summary: "per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers",
+		Summary: "per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers (--by-key: fair shares per key)",
 		Help: "Per tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers.\n\n" +
 			"With --by-key: the orchestrators' fair-share schedulers, summed over every\norchestrator that answers, per tool and fairness key: weight, calls waiting for\ntheir turn, waiting on a per-key limit, in flight, served per second, and the\nper-key limits the fleet applies.",
 		Flags: func(fs *flag.FlagSet) {

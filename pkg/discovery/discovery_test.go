@@ -50,7 +50,7 @@ func registry(t *testing.T, names ...string) *tools.Registry {
 
 // connect opens a JetStream context on a connection of its own (one per
 // simulated process), closed when the test ends.
-func connect(t *testing.T, url string) js.JetStream {
+func connect(t testing.TB, url string) js.JetStream {
 	t.Helper()
 	j, err := js.New(natstest.Connect(t, url))
 	if err != nil {

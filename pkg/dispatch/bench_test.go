@@ -102,22 +102,7 @@ func BenchmarkDispatchRoundTrip(b *testing.B) {
 						b.Errorf("is_error: %s", res[0].Content.Text())
 					}
 				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				start := time.Now()
-				if bc.parallel == 0 {
-					for b.Loop() {
-						run()
-					}
-				} else {
-					b.SetParallelism(bc.parallel)
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							run()
-						}
-					})
-				}
-				b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
+				runBench(b, bc.parallel, &n, run)
 			})
 		}
 	}
@@ -211,22 +196,28 @@ func BenchmarkRawRoundTrip(b *testing.B) {
 					b.Error("no result")
 				}
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			if bc.parallel == 0 {
-				for b.Loop() {
-					run()
-				}
-			} else {
-				b.SetParallelism(bc.parallel)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						run()
-					}
-				})
-			}
-			b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
+			runBench(b, bc.parallel, &n, run)
 		})
 	}
+}
+
+// runBench runs run b.N times, from parallel goroutines per GOMAXPROCS
+// (0: one caller), and reports the calls per second n counted.
+func runBench(b *testing.B, parallel int, n *atomic.Int64, run func()) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	if parallel == 0 {
+		for b.Loop() {
+			run()
+		}
+	} else {
+		b.SetParallelism(parallel)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				run()
+			}
+		})
+	}
+	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
 }

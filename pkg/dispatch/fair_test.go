@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -135,7 +136,13 @@ func TestFairShareServesOtherTenant(t *testing.T) {
 	}
 	results = append(results, dispatchAsync(t, b.d, ctx, "B", "b_0", "slow"))
 	eventually(t, "B's call waiting", func() bool { return toolStats(b.d, "slow").Waiting == backlog-1 })
-	g.open(backlog + 1)
+	// One call ends at a time, so the calls reach the worker in the order
+	// the scheduler grants them (each grant is published by its own turn).
+	for n := 3; n <= backlog+1; n++ {
+		g.open(1)
+		eventually(t, "the next call at the worker", func() bool { return len(g.arrived()) == n })
+	}
+	g.open(2)
 	for _, ch := range results {
 		if r := <-ch; r.IsError || !strings.HasPrefix(r.Content.Text(), "done ") {
 			t.Errorf("result %+v", r)
@@ -383,5 +390,62 @@ func TestFairKey(t *testing.T) {
 		if got := tr.fairKey(0); got != c.want {
 			t.Errorf("fairKey(%q, session %q, %s) = %q, want %q", c.fairness, c.session, c.input, got, c.want)
 		}
+	}
+}
+
+// A key flooding a tool is refused at MaxQueueDepth, counting the calls
+// the scheduler holds; another key, below its fair share of the bound, is
+// still admitted, and runs before the flood drains.
+func TestFairShareAdmissionKeepsOtherKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t, noMargin, func(c *Config) {
+		c.Catalog = fairCatalog{"slow": {Slots: 1}}
+		c.MaxQueueDepth = 10
+	})
+	g := startGateWorker(t, b, "slow")
+	ctx := timeout(t, 30*time.Second)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	refused := 0
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := b.d.Dispatch(WithTenant(ctx, "A"), "", []envelope.ToolUseBlock{use(fmt.Sprintf("a_%02d", i), "slow", `{}`)})
+			var se *SaturatedError
+			if errors.As(err, &se) && se.Tool == "slow" {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			} else if err != nil {
+				t.Errorf("turn %d: %v", i, err)
+			}
+		}()
+		// Each turn is held (or running) or refused before the next.
+		eventually(t, "the turn admitted or refused", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			ts := toolStats(b.d, "slow")
+			return ts.Waiting+ts.InFlight+refused == i+1
+		})
+	}
+	mu.Lock()
+	if refused == 0 {
+		t.Error("no call of the flooding key refused at MaxQueueDepth")
+	}
+	mu.Unlock()
+	ts := toolStats(b.d, "slow")
+	if ts.Waiting > 10 {
+		t.Errorf("%d calls held, the bound is 10", ts.Waiting)
+	}
+	other := dispatchAsync(t, b.d, ctx, "B", "b_0", "slow")
+	eventually(t, "B's call held, not refused", func() bool { return toolStats(b.d, "slow").Waiting == ts.Waiting+1 })
+	g.open(100)
+	if r := <-other; r.IsError {
+		t.Errorf("B's result %+v", r)
+	}
+	wg.Wait()
+	if pos := slices.Index(g.arrived(), "b_0"); pos < 0 || pos > 2 {
+		t.Errorf("B's call ran %dth: %v", pos+1, g.arrived())
 	}
 }

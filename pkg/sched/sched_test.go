@@ -163,17 +163,7 @@ func TestDRRWeights(t *testing.T) {
 			}
 		}
 	}
-	var order []string
-	cur := first
-	for range 18 {
-		b.s.Release(cur)
-		g := b.granted()
-		if len(g) != 1 {
-			t.Fatalf("a release granted %d calls, want 1", len(g))
-		}
-		cur = g[0]
-		order = append(order, fmt.Sprintf("%s%d", cur.key.id.key, cur.Index()))
-	}
+	order := b.releaseChain(t, first, 18)
 	want := []string{"a0", "a1", "a2", "b0", "c0", "c1", "a3", "a4", "a5", "b1", "c2", "c3", "a6", "a7", "a8", "b2", "c4", "c5"}
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("grant order\n got %v\nwant %v", order, want)
@@ -213,6 +203,23 @@ func TestNewKeyNotBehindBacklog(t *testing.T) {
 	}
 }
 
+// releaseChain releases cur, then n-1 times the one ticket each release
+// granted, and returns the n grants in order as key and index.
+func (b *bundle) releaseChain(t *testing.T, cur *Ticket, n int) []string {
+	t.Helper()
+	var order []string
+	for range n {
+		b.s.Release(cur)
+		g := b.granted()
+		if len(g) != 1 {
+			t.Fatalf("a release granted %d calls, want 1", len(g))
+		}
+		cur = g[0]
+		order = append(order, keysOf(g)...)
+	}
+	return order
+}
+
 func keysOf(tks []*Ticket) []string {
 	var out []string
 	for _, tk := range tks {
@@ -236,16 +243,7 @@ func TestPriorityOvertakes(t *testing.T) {
 	r := b.req("t", "low", 99)
 	r.Priority = High
 	b.s.Acquire(r)
-	var order []string
-	for range 11 {
-		b.s.Release(cur)
-		g := b.granted()
-		if len(g) != 1 {
-			t.Fatalf("a release granted %d", len(g))
-		}
-		cur = g[0]
-		order = append(order, fmt.Sprintf("%s%d", cur.key.id.key, cur.Index()))
-	}
+	order := b.releaseChain(t, cur, 11)
 	want := "[low99 normal0 normal1 normal2 normal3 normal4 low0 low1 low2 low3 low4]"
 	if fmt.Sprint(order) != want {
 		t.Errorf("order %v, want %s", order, want)
@@ -571,4 +569,56 @@ func BenchmarkParallel(b *testing.B) {
 			s.Release(tk)
 		}
 	})
+}
+
+func TestByTenantAndMerge(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{MaxKeys: 3})
+	b.s.Acquire(Request{Tool: "t", Tenant: "acme", Key: "s1", Slots: 1})
+	for _, r := range []Request{
+		{Tenant: "acme", Key: "s2"}, {Tenant: "acme", Key: "s2"}, {Tenant: "umbrella", Key: "x"}, {Tenant: "stray", Key: "y"}, {Tenant: "stray2", Key: "z"},
+	} {
+		r.Tool, r.Slots = "t", 1
+		b.s.Acquire(r)
+	}
+	snap := b.s.Snapshot("one")
+	rows := snap.Tools[0].ByTenant(func(tenant string) bool { return tenant == "acme" || tenant == "umbrella" })
+	var got []string
+	total := 0
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s:%d", r.Tenant, r.Waiting+r.InFlight))
+		total += r.Waiting + r.InFlight
+	}
+	if total != 6 || got[len(got)-1][:len(OtherKey)] != OtherKey {
+		t.Errorf("by tenant %v: want every call counted once, other last", got)
+	}
+	m := Merge([]Snapshot{snap, snap})
+	if m.Replicas != 2 || len(m.Tools) != 1 || m.Tools[0].Waiting != 2*snap.Tools[0].Waiting || m.Tools[0].Window != 2*snap.Tools[0].Window {
+		t.Errorf("merge %+v", m)
+	}
+	if k := m.Tools[0].Keys[0]; k.Waiting+k.InFlight != 2*(snap.Tools[0].Keys[0].Waiting+snap.Tools[0].Keys[0].InFlight) {
+		t.Errorf("merged key %+v", k)
+	}
+}
+
+// TestLoad: what admission control reads.
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	b := setup(t, noMargin)
+	if l := b.s.Load("t", "a", "a"); l.Keys != 1 || l.Waiting != 0 {
+		t.Errorf("unknown tool: %+v", l)
+	}
+	tk, _ := b.s.Acquire(b.req("t", "a", 0))
+	w, _ := b.s.Acquire(b.req("t", "a", 1))
+	if l := b.s.Load("t", "a", "a"); l != (Load{Waiting: 1, InFlight: 1, Window: 1, KeyWaiting: 1, KeyInFlight: 1, Keys: 1}) {
+		t.Errorf("key a: %+v", l)
+	}
+	if l := b.s.Load("t", "b", "b"); l.Keys != 2 || l.KeyWaiting != 0 {
+		t.Errorf("key b, new: %+v", l)
+	}
+	b.s.Cancel(w)
+	b.s.Release(tk)
+	if l := b.s.Load("t", "a", "a"); l.Keys != 1 || l.Waiting+l.InFlight != 0 {
+		t.Errorf("after everything ended: %+v", l)
+	}
 }

@@ -97,10 +97,13 @@ func (c *SchedCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// known reports whether tenant is labelled by name.
+func (c *SchedCollector) known(tenant string) bool { return c.tenants[tenant] }
+
 // tenantLabel is the label of tenant: its name when configured, else
 // sched.OtherKey.
 func (c *SchedCollector) tenantLabel(tenant string) string {
-	if c.tenants[tenant] {
+	if c.known(tenant) {
 		return tenant
 	}
 	return sched.OtherKey
@@ -114,7 +117,7 @@ func (c *SchedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.replicas, float64(max(snap.Replicas, 1)))
 
-	byLabel := map[schedLabel]*schedCounts{}
+	byLabel := map[schedLabel]*sched.KeyStats{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last := make(map[schedKey]uint64, len(c.last))
@@ -138,39 +141,36 @@ func (c *SchedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.last = last
 	for l, n := range byLabel {
-		gauge(c.waiting, float64(n.waiting), l.tool, l.tenant)
-		gauge(c.limited, float64(n.limited), l.tool, l.tenant)
-		gauge(c.inFlight, float64(n.inFlight), l.tool, l.tenant)
+		gauge(c.waiting, float64(n.Waiting), l.tool, l.tenant)
+		gauge(c.limited, float64(n.Limited), l.tool, l.tenant)
+		gauge(c.inFlight, float64(n.InFlight), l.tool, l.tenant)
 	}
 	for l, v := range c.totals {
 		ch <- prometheus.MustNewConstMetric(c.served, prometheus.CounterValue, v, l.tool, l.tenant)
 	}
 }
 
-// schedCounts are the gauges of one tool and tenant label.
-type schedCounts struct{ waiting, limited, inFlight int }
-
-// collectKeys adds the keys of t (labelled tool) to byLabel and their
-// served calls to the counters, recording each key's served count in
-// last; c.mu is held.
-func (c *SchedCollector) collectKeys(t sched.ToolStats, tool string, byLabel map[schedLabel]*schedCounts, last map[schedKey]uint64) {
+// collectKeys adds the keys of t (labelled tool) to gauges, summed by
+// tenant label (sched.ToolStats.ByTenant), and their served calls to the
+// counters, recording each key's served count in last; c.mu is held.
+func (c *SchedCollector) collectKeys(t sched.ToolStats, tool string, gauges map[schedLabel]*sched.KeyStats, last map[schedKey]uint64) {
+	for _, r := range t.ByTenant(c.known) {
+		l := schedLabel{tool, r.Tenant}
+		if g := gauges[l]; g != nil {
+			g.Add(r) // another tool past MaxTools
+			continue
+		}
+		gauges[l] = &r
+		c.totals[l] += 0 // the counter exists from the tenant's first calls
+	}
+	// The served counter grows by what each key served since the last
+	// scrape; a key the scheduler forgot (idle) and took up again counts
+	// from zero.
 	for _, k := range t.Keys {
 		l := schedLabel{tool, c.tenantLabel(k.Tenant)}
 		if k.Key == sched.OtherKey {
 			l.tenant = sched.OtherKey
 		}
-		n := byLabel[l]
-		if n == nil {
-			n = &schedCounts{}
-			byLabel[l] = n
-			c.totals[l] += 0 // the counter exists from the tenant's first calls
-		}
-		n.waiting += k.Waiting
-		n.limited += k.Limited
-		n.inFlight += k.InFlight
-		// The served counter grows by what each key served since the last
-		// scrape; a key the scheduler forgot (idle) and took up again
-		// counts from zero.
 		sk := schedKey{t.Tool, k.Key}
 		if prev, seen := c.last[sk]; seen && k.Served >= prev {
 			c.totals[l] += float64(k.Served - prev)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -90,73 +89,38 @@ func SchedStats(ctx context.Context, nc *nats.Conn, opts SchedStatsOptions) ([]s
 type SchedStatus struct {
 	// Orchestrators are the instances whose snapshots are summed.
 	Orchestrators []string `json:"orchestrators"`
-	// Tools are the tools any of them holds calls of, sorted by name:
-	// Slots the largest any orchestrator saw, Window and the calls summed,
-	// Limits the sum of the orchestrators' shares (the fleet's per-key
-	// limits), Keys summed per key, busiest first (waiting, limited and
-	// in flight), sched.OtherKey last.
+	// Tools are the tools any of them holds calls of, sorted by name, as
+	// sched.Merge sums them (Window and the calls summed, Keys summed per
+	// tenant and key, busiest first, sched.OtherKey last), with Slots the
+	// largest any orchestrator saw and Limits the sum of the
+	// orchestrators' shares: the per-key limits the fleet applies.
 	Tools []sched.ToolStats `json:"tools"`
 }
 
 // SumSchedStats sums snapshots (one per orchestrator) per tool and key.
 func SumSchedStats(snaps []sched.Snapshot) SchedStatus {
-	st := SchedStatus{Orchestrators: []string{}, Tools: []sched.ToolStats{}}
-	tools := map[string]*sched.ToolStats{}
-	keys := map[string]map[string]*sched.KeyStats{} // tool → key → sum
+	st := SchedStatus{Orchestrators: []string{}, Tools: sched.Merge(snaps).Tools}
+	if st.Tools == nil {
+		st.Tools = []sched.ToolStats{}
+	}
+	fleet := map[string]*sched.ToolStats{} // tool → its slots and limits over the orchestrators
 	for _, s := range snaps {
 		st.Orchestrators = append(st.Orchestrators, s.Instance)
 		for _, ts := range s.Tools {
-			t := tools[ts.Tool]
-			if t == nil {
-				t = &sched.ToolStats{Tool: ts.Tool}
-				tools[ts.Tool] = t
-				keys[ts.Tool] = map[string]*sched.KeyStats{}
+			f := fleet[ts.Tool]
+			if f == nil {
+				f = &sched.ToolStats{}
+				fleet[ts.Tool] = f
 			}
-			t.Slots = max(t.Slots, ts.Slots)
-			t.Window += ts.Window
-			t.InFlight += ts.InFlight
-			t.Waiting += ts.Waiting
-			t.Limited += ts.Limited
-			t.Limits = addLimits(t.Limits, ts.Limits)
-			for _, ks := range ts.Keys {
-				k := keys[ts.Tool][ks.Key]
-				if k == nil {
-					k = &sched.KeyStats{Key: ks.Key, Tenant: ks.Tenant}
-					keys[ts.Tool][ks.Key] = k
-				}
-				k.Weight = max(k.Weight, ks.Weight)
-				k.Add(ks)
-			}
+			f.Slots = max(f.Slots, ts.Slots)
+			f.Limits = addLimits(f.Limits, ts.Limits)
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(tools)) {
-		t := tools[name]
-		t.Keys = make([]sched.KeyStats, 0, len(keys[name]))
-		for _, k := range keys[name] {
-			t.Keys = append(t.Keys, *k)
-		}
-		slices.SortFunc(t.Keys, compareKeys)
-		st.Tools = append(st.Tools, *t)
+	for i := range st.Tools {
+		f := fleet[st.Tools[i].Tool]
+		st.Tools[i].Slots, st.Tools[i].Limits = f.Slots, f.Limits
 	}
 	return st
-}
-
-// compareKeys orders keys busiest first, sched.OtherKey last, then by
-// name.
-func compareKeys(a, b sched.KeyStats) int {
-	if (a.Key == sched.OtherKey) != (b.Key == sched.OtherKey) {
-		if a.Key == sched.OtherKey {
-			return 1
-		}
-		return -1
-	}
-	if c := cmp.Compare(b.Waiting+b.Limited+b.InFlight, a.Waiting+a.Limited+a.InFlight); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(b.PerSecond, a.PerSecond); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Key, b.Key)
 }
 
 // addLimits adds one orchestrator's share of the per-key limits to the

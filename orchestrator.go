@@ -21,7 +21,6 @@ import (
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/mcpfront"
 	"github.com/toolpool/toolpool/pkg/metrics"
-	"github.com/toolpool/toolpool/pkg/sched"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -157,13 +156,11 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 	if o.d, err = dispatch.New(dc); err != nil {
 		return nil, err
 	}
-	if s, ok := any(o.d).(schedSource); ok {
-		// The scheduler's state at scrape time, tenants labelled by the
-		// API keys' (the rest summed as "other").
-		sc := metrics.NewSchedCollector(s.SchedSnapshot, metrics.SchedOptions{Tenants: cfg.API.Keys.Tenants()})
-		if err := cfg.Metrics.Register(sc); err != nil {
-			return nil, err
-		}
+	// The scheduler's state at scrape time, tenants labelled by the API
+	// keys' (the rest summed as "other").
+	sc := metrics.NewSchedCollector(o.d.SchedSnapshot, metrics.SchedOptions{Tenants: cfg.API.Keys.Tenants()})
+	if err := cfg.Metrics.Register(sc); err != nil {
+		return nil, err
 	}
 	ac := cfg.API
 	ac.Dispatcher, ac.Metrics, ac.Logger = o.d, o.front, cfg.Logger
@@ -185,13 +182,6 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 		return nil, err
 	}
 	return o, nil
-}
-
-// schedSource is a dispatcher with a scheduler of fair shares, whose
-// state the metrics export: *dispatch.Dispatcher once it holds one
-// (Dispatcher.SchedSnapshot).
-type schedSource interface {
-	SchedSnapshot() sched.Snapshot
 }
 
 // mcpTools are the live tools for the MCP server, with the hints the

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
+	tpjs "github.com/toolpool/toolpool/jetstream"
 )
 
 // A Server's tools change while it runs: Serve before Start registers a
@@ -126,5 +129,56 @@ func waitListed(t *testing.T, listed func() []string, want ...string) {
 			t.Fatalf("the live catalog lists %v, want %v", got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A Server's readiness checks the consumers of the tools it serves at the
+// time of the probe: a tool served after the handler was made is checked,
+// one withdrawn by Unserve is not.
+func TestServerReadinessFollowsServedTools(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	srv, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, NoHistory: true, NoAnnounce: true, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	h := srv.Handler() // made before the tools change
+	ready := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := ready(); code != 200 {
+		t.Fatalf("/readyz at start: %d %s", code, body)
+	}
+	js, err := jetstream.New(p.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := toolpool.Tool{
+		Name: "late", Description: "Echoes.", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Handler: func(context.Context, json.RawMessage) (toolpool.Output, error) { return toolpool.Text("late"), nil },
+	}
+	if err := srv.Serve(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	// The pull loop of late ends when its consumer goes; readiness says so.
+	if err := js.DeleteConsumer(ctx, tpjs.StreamCalls, tpjs.ConsumerName("late")); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := ready(); code != 503 || !strings.Contains(body, tpjs.ConsumerName("late")) {
+		t.Fatalf("/readyz without the consumer of a served tool: %d %s, want 503 naming %s", code, body, tpjs.ConsumerName("late"))
+	}
+	if err := srv.Unserve(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := ready(); code != 200 {
+		t.Fatalf("/readyz after Unserve of the tool without a consumer: %d %s, want 200", code, body)
 	}
 }

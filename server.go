@@ -135,9 +135,13 @@ type Server struct {
 	workers    []*worker.Worker
 	announcers []*discovery.Announcer
 	withheld   map[string]bool // tools of the registry not served (Unserve)
-	stopOnce   sync.Once
-	stopped    chan struct{}
-	stopErr    error
+	// served are servedNames as of the last Start, Serve or Unserve: what
+	// the readiness probe checks, without waiting for s.mu (held by Serve
+	// while it binds consumers).
+	served   atomic.Pointer[[]string]
+	stopOnce sync.Once
+	stopped  chan struct{}
+	stopErr  error
 }
 
 // NewServer returns a Server for cfg, with defaults applied. It does not
@@ -160,7 +164,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolpool: worker metrics: %w", err)
 	}
-	return &Server{cfg: cfg, js: j, metrics: m, stopped: make(chan struct{})}, nil
+	s := &Server{cfg: cfg, js: j, metrics: m, stopped: make(chan struct{})}
+	s.noteServed()
+	return s, nil
 }
 
 // Start opens the attempt history, starts the workers and announces their
@@ -232,6 +238,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 		s.announcers = append(s.announcers, a)
 	}
+	s.noteServed()
 	s.ready.Store(true)
 	s.cfg.Logger.Info("workers started", "workers", s.cfg.Workers, "tools", served)
 	return nil
@@ -246,6 +253,17 @@ func (s *Server) servedNames() []string {
 	}
 	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return s.withheld[n] })
 }
+
+// noteServed records servedNames for servedNow; s.mu is held (or s is
+// not shared yet).
+func (s *Server) noteServed() {
+	names := s.servedNames()
+	s.served.Store(&names)
+}
+
+// servedNow are the tools served (or to be served by Start) as of the
+// last change.
+func (s *Server) servedNow() []string { return *s.served.Load() }
 
 // Serve makes every worker of the Server serve the tools ts from now on
 // (an MCP server added them, or came up late: catalog.MCPOptions), and
@@ -282,6 +300,7 @@ func (s *Server) Serve(ctx context.Context, ts ...tools.Tool) error {
 		s.cfg.Worker.Tools = append(slices.DeleteFunc(s.cfg.Worker.Tools, func(n string) bool { return slices.Contains(names, n) }), names...)
 	}
 	s.metrics.AddTools(names...)
+	defer s.noteServed() // also after an error: the tools before it are served
 	for _, w := range s.workers {
 		if err := w.Serve(ctx, names...); err != nil {
 			return fmt.Errorf("toolpool: serve: %w", err)
@@ -313,6 +332,7 @@ func (s *Server) Unserve(ctx context.Context, names ...string) error {
 	for _, n := range names {
 		s.withheld[n] = true
 	}
+	s.noteServed()
 	var errs []error
 	for _, a := range s.announcers {
 		errs = append(errs, a.Withdraw(ctx, names...))
@@ -398,13 +418,14 @@ func (s *Server) Workers() []*worker.Worker {
 // Conn is the connection the Server's workers use.
 func (s *Server) Conn() *nats.Conn { return s.cfg.Conn }
 
-// Checks are the Server's readiness checks: its tools' consumers exist,
+// Checks are the Server's readiness checks: the consumers of the tools it
+// serves at the time of the probe exist (not those Unserve withdrew),
 // and the workers are started and not draining. Handler serves them with
 // the connection's; an Orchestrator in the same process adds them to its
 // own (OrchestratorConfig.Checks).
 func (s *Server) Checks() []health.Check {
 	return []health.Check{
-		health.Consumers(s.js, s.cfg.Registry.Names()),
+		health.ConsumersOf(s.js, s.servedNow),
 		health.Flag("worker", &s.ready, "the worker is starting or draining"),
 	}
 }

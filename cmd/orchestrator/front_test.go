@@ -58,8 +58,8 @@ const echoTurn = `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_
 // No web page can run tools through a local serve: a browser's
 // cross-origin request, a body that is not JSON (what a page sends without
 // a preflight) and a Host that is not loopback (DNS rebinding) are refused
-// (issue 12, finding 7). Ids and bodies of other APIs are refused with 400
-// (findings 10, 11).
+// (issue 12, finding 7). Bad ids, and a body of one API with ?format=
+// naming another, are refused with 400 (findings 10, 11).
 func TestServeRefusesWhatItShouldNotRun(t *testing.T) {
 	t.Parallel()
 	base := startServe(t)
@@ -85,13 +85,13 @@ func TestServeRefusesWhatItShouldNotRun(t *testing.T) {
 		{"a long id", `{"role":"assistant","content":[{"type":"tool_use","id":"` + strings.Repeat("i", 100_000) + `","name":"echo","input":{"text":"x"}}]}`,
 			[]string{"Content-Type", "application/json"}, 400, "content[0].id: is 100000 bytes"},
 		{"a long session", echoTurn, []string{"Content-Type", "application/json", "Toolpool-Session", strings.Repeat("s", 5000)}, 400, "Toolpool-Session header is 5000 bytes"},
-		{"responses items", `[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{\"text\":\"x\"}"}]`,
-			[]string{"Content-Type", "application/json"}, 400, "Responses API"},
+		{"responses items as chat", `[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{\"text\":\"x\"}"}]`,
+			[]string{"Content-Type", "application/json"}, 400, "the body looks like OpenAI Responses API output"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, q := range []string{"", "?format=openai"} {
-				if c.name != "responses items" && q != "" {
+				if (c.name == "responses items as chat") != (q != "") {
 					continue
 				}
 				status, _, body := httpDo(t, "POST", base+"/v1/tool_calls"+q, c.body, c.hdr...)

@@ -13,7 +13,7 @@ import (
 
 // fairRegistry holds one tool, "review", with the fair-share settings
 // given.
-func fairRegistry(t *testing.T, concurrency int, fairness string, perKey tools.KeyLimits) *tools.Registry {
+func fairRegistry(t testing.TB, concurrency int, fairness string, perKey tools.KeyLimits) *tools.Registry {
 	t.Helper()
 	reg := tools.NewRegistry()
 	reg.MustRegister(tools.Tool{
@@ -26,18 +26,7 @@ func fairRegistry(t *testing.T, concurrency int, fairness string, perKey tools.K
 
 func announceSlots(t *testing.T, url, workerID string, slots int, reg *tools.Registry) *Announcer {
 	t.Helper()
-	a, err := NewAnnouncer(AnnouncerConfig{
-		JetStream: connect(t, url), Registry: reg, WorkerID: workerID, Slots: slots,
-		Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Stop(context.Background()) })
-	return a
+	return announceWith(t, AnnouncerConfig{JetStream: connect(t, url), Registry: reg, WorkerID: workerID, Slots: slots})
 }
 
 // TestLookupSlots: the fleet's slots of a tool are the sum of its live
@@ -107,5 +96,37 @@ func TestAnnouncementCarriesFairShares(t *testing.T) {
 	}
 	if _, err := NewAnnouncer(AnnouncerConfig{JetStream: fakeJS{}, Registry: tools.NewRegistry(), WorkerID: "w", Slots: -1}); err == nil {
 		t.Error("Slots -1 accepted")
+	}
+}
+
+// BenchmarkLookup: a lookup on the dispatch path reads the tool's summary
+// made when its announcements changed (no allocation, no sort).
+func BenchmarkLookup(b *testing.B) {
+	srv := natstest.Start(b)
+	j := connect(b, srv.ClientURL())
+	for _, id := range []string{"worker-a", "worker-b", "worker-c"} {
+		a, err := NewAnnouncer(AnnouncerConfig{JetStream: j, Registry: fairRegistry(b, 100, "", tools.KeyLimits{}), WorkerID: id, Slots: 16})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Start(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = a.Stop(context.Background()) })
+	}
+	c, err := NewCatalog(CatalogConfig{JetStream: j})
+	if err == nil {
+		err = c.Start(b.Context())
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Stop(context.Background()) })
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		if info, ok := c.Lookup(ctx, "review"); !ok || info.Slots != 48 {
+			b.Fatalf("Lookup = %+v, %v", info, ok)
+		}
 	}
 }

@@ -225,8 +225,15 @@ func StoreWritable(j js.JetStream) Check {
 // Consumers holds while the durable consumer tool_<tool> of each tool
 // exists on TOOL_CALLS: the consumers a worker serving tools pulls from.
 func Consumers(j js.JetStream, tools []string) Check {
+	return ConsumersOf(j, func() []string { return tools })
+}
+
+// ConsumersOf is Consumers of the tools names returns at each probe: a
+// process whose tools change while it runs (an MCP server's list_changed)
+// checks the consumers of the tools it serves now.
+func ConsumersOf(j js.JetStream, names func() []string) Check {
 	return Check{Name: "consumers", Func: func(ctx context.Context) error {
-		for _, tool := range tools {
+		for _, tool := range names() {
 			name := jetstream.ConsumerName(tool)
 			if _, err := j.Consumer(ctx, jetstream.StreamCalls, name); err != nil {
 				return fmt.Errorf("consumer %s unavailable: %w", name, cleanErr(err))

@@ -30,17 +30,7 @@ func TestIDsAreCheckedAtTheBoundary(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			f := &fakeDispatcher{}
-			w := do(newTestHandler(t, f), "POST", "/v1/tool_calls"+c.query, c.body, c.hdr...)
-			if w.Code != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400; body %.300s", w.Code, w.Body)
-			}
-			if e := decodeError(t, w); e.Type != ErrorInvalidRequest || !strings.Contains(e.Message, c.want) {
-				t.Errorf("error %.300s; want a message with %q", e.Message, c.want)
-			}
-			if n := len(f.dispatched()); n != 0 {
-				t.Errorf("%d dispatches for a refused request", n)
-			}
+			refused(t, c.query, c.body, c.want, c.hdr...)
 		})
 	}
 	// The ids the model APIs make pass.
@@ -56,20 +46,24 @@ func TestIDsAreCheckedAtTheBoundary(t *testing.T) {
 	}
 }
 
-// A body of an API this one does not speak gets a 400 that says what it
-// expected, not 200 with an empty answer (issue 12, finding 11).
-func TestOtherAPIsAreRefused(t *testing.T) {
+// A body of one format with ?format= naming another gets a 400 that says
+// what that format expects and what the body looks like, not an empty
+// answer (issue 12, finding 11; issue 15).
+func TestFormatMismatchIsRefused(t *testing.T) {
 	t.Parallel()
 	responses := `[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{\"text\":\"x\"}"}]`
-	cases := []struct{ name, query, body, want string }{
-		{"responses items", "", responses, "OpenAI Responses API"},
-		{"responses items, format=openai", "?format=openai", responses, "OpenAI Responses API"},
-		{"responses items, format=anthropic", "?format=anthropic", responses, "OpenAI Responses API"},
-		{"responses items after a reasoning item", "", `[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"function_call","call_id":"call_1","name":"echo","arguments":"{}"}]`, "OpenAI Responses API"},
-		{"one responses item", "", `{"type":"function_call","call_id":"call_1","name":"echo","arguments":"{}"}`, "OpenAI Responses API"},
-		{"a whole response", "", `{"id":"resp_1","object":"response","output":[{"type":"function_call","call_id":"call_1","name":"echo","arguments":"{}"}]}`, "OpenAI Responses API response"},
-		{"gemini content", "", `{"role":"model","parts":[{"functionCall":{"name":"echo","args":{"text":"x"}}}]}`, "Gemini"},
-		{"gemini parts", "", `[{"functionCall":{"name":"echo","args":{}}}]`, "Gemini"},
+	cases := []struct{ name, query, body, expected, seen string }{
+		{"responses items, format=openai", "?format=openai", responses, "OpenAI Chat Completions", "OpenAI Responses API output"},
+		{"responses items, format=anthropic", "?format=anthropic", responses, "Anthropic Messages", "OpenAI Responses API output"},
+		{"responses items, format=gemini", "?format=gemini", responses, "Gemini Content", "OpenAI Responses API output"},
+		{"a whole response, format=openai", "?format=openai", `{"id":"resp_1","object":"response","output":[]}`, "OpenAI Chat Completions", "OpenAI Responses API response"},
+		{"gemini content, format=responses", "?format=responses", `{"role":"model","parts":[{"functionCall":{"name":"echo","args":{"text":"x"}}}]}`, "OpenAI Responses API", "Gemini Content"},
+		{"gemini response, format=anthropic", "?format=anthropic", `{"candidates":[{"content":{"role":"model","parts":[]}}]}`, "Anthropic Messages", "Gemini GenerateContentResponse"},
+		{"gemini parts, format=openai", "?format=openai", `[{"text":"hi"},{"functionCall":{"name":"echo","args":{}}}]`, "OpenAI Chat Completions", "Gemini parts"},
+		{"anthropic content, format=openai", "?format=openai", `{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"echo"}]}`, "OpenAI Chat Completions", "Anthropic Messages"},
+		{"anthropic blocks, format=gemini", "?format=gemini", `[{"type":"tool_use","id":"a","name":"echo"}]`, "Gemini", "Anthropic content blocks"},
+		{"chat tool calls, format=responses", "?format=responses", `{"role":"assistant","tool_calls":[]}`, "OpenAI Responses API", "OpenAI Chat Completions"},
+		{"chat tool call array, format=anthropic", "?format=anthropic", `[{"id":"c","type":"function","function":{"name":"echo"}}]`, "Anthropic Messages", "OpenAI Chat Completions tool calls"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -80,13 +74,44 @@ func TestOtherAPIsAreRefused(t *testing.T) {
 				t.Fatalf("status %d, want 400; body %s", w.Code, w.Body)
 			}
 			e := decodeError(t, w)
-			if !strings.Contains(e.Message, c.want) || !strings.Contains(e.Message, "not support") ||
-				!strings.Contains(e.Message, "Chat Completions") || !strings.Contains(e.Message, "Anthropic Messages") {
-				t.Errorf("message %q; want one naming %q, that it is not supported and the formats accepted", e.Message, c.want)
+			expects, looks, ok := strings.Cut(e.Message, "; the body looks like ")
+			if !ok || !strings.Contains(expects, c.expected) || !strings.Contains(looks, c.seen) || !strings.Contains(e.Message, "Drop ?format=") {
+				t.Errorf("message %q; want one saying it expects %q and the body looks like %q", e.Message, c.expected, c.seen)
 			}
-			if strings.Contains(e.Message, "fc_1") {
-				t.Errorf("message %q names the item's id", e.Message)
+			if n := len(f.dispatched()); n != 0 {
+				t.Errorf("%d dispatches for a refused request", n)
 			}
 		})
+	}
+	// One item or one part alone is refused, whatever ?format= says: the
+	// answer to it would not be what the agent appends.
+	for body, want := range map[string]string{
+		`{"type":"function_call","call_id":"call_1","name":"echo","arguments":"{}"}`: "one OpenAI Responses API item",
+		`{"functionCall":{"name":"echo","args":{}}}`:                                 "one Gemini part",
+	} {
+		for _, q := range []string{"", "?format=responses", "?format=gemini"} {
+			w := do(newTestHandler(t, &fakeDispatcher{}), "POST", "/v1/tool_calls"+q, body)
+			if w.Code != http.StatusBadRequest || !strings.Contains(decodeError(t, w).Message, want) {
+				t.Errorf("%s %s: status %d body %s; want 400 naming %q", q, body, w.Code, w.Body, want)
+			}
+		}
+	}
+}
+
+// refused posts body with query and checks that it is refused with a 400
+// invalid_request whose message holds want, and that nothing was
+// dispatched.
+func refused(t *testing.T, query, body, want string, hdr ...string) {
+	t.Helper()
+	f := &fakeDispatcher{}
+	w := do(newTestHandler(t, f), "POST", "/v1/tool_calls"+query, body, hdr...)
+	if w.Code != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400; body %.300s", w.Code, w.Body)
+	}
+	if e := decodeError(t, w); e.Type != ErrorInvalidRequest || !strings.Contains(e.Message, want) {
+		t.Errorf("error %.300s; want a message with %q", e.Message, want)
+	}
+	if n := len(f.dispatched()); n != 0 {
+		t.Errorf("%d dispatches for a refused request", n)
 	}
 }

@@ -316,3 +316,50 @@ func TestE2EUnavailableThenRecovers(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A Gemini turn through the pool: a call with an id, calls without, a
+// transient failure retried to success, a permanent one under
+// response.error and an unknown tool; posting the turn again (a retry)
+// answers the same, the calls keyed by the turn.
+func TestE2EGeminiMixedResults(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	id := uid("g_")
+	body := `{"responseId":"` + uid("resp_") + `","candidates":[{"content":{"role":"model","parts":[
+		{"text":"Calling."},
+		{"functionCall":{"id":"` + id + `","name":"echo","args":{"text":"hi there"}}},
+		{"functionCall":{"name":"flaky","args":{"fail":"503","times":1}}},
+		{"functionCall":{"name":"flaky","args":{"fail":"404"}}},
+		{"functionCall":{"name":"nope","args":{}}}]}}]}`
+	var first []byte
+	for range 2 {
+		a := b.post(t, "", body)
+		if a.status != 200 || a.header.Get(httpapi.HeaderFormat) != "gemini" || a.header.Get(httpapi.HeaderErrorIndexes) != "2,3" {
+			t.Fatalf("status %d headers %v body %s", a.status, a.header, a.body)
+		}
+		if first != nil {
+			if string(a.body) != string(first) {
+				t.Errorf("the same turn again: %s, first %s", a.body, first)
+			}
+			break
+		}
+		first = a.body
+	}
+	var c httpapi.GeminiContent
+	if err := json.Unmarshal(first, &c); err != nil || c.Role != "user" || len(c.Parts) != 4 {
+		t.Fatalf("answer %s: %v", first, err)
+	}
+	p := c.Parts
+	if fr := p[0].FunctionResponse; fr.ID != id || fr.Name != "echo" || fr.Response.Output == nil || *fr.Response.Output != "hi there" {
+		t.Errorf("echo: %+v", fr)
+	}
+	if fr := p[1].FunctionResponse; fr.ID != "" || fr.Response.Output == nil || *fr.Response.Output != "ok after 2 attempts" {
+		t.Errorf("flaky 503 once: %+v", fr)
+	}
+	if fr := p[2].FunctionResponse; fr.ID != "" || fr.Response.Error == nil || !strings.Contains(*fr.Response.Error, "HTTP 404") {
+		t.Errorf("flaky 404: %+v", fr)
+	}
+	if fr := p[3].FunctionResponse; fr.Name != "nope" || fr.Response.Error == nil || !strings.Contains(*fr.Response.Error, "echo") {
+		t.Errorf("unknown tool: %+v (want the available tools named)", fr)
+	}
+}

@@ -9,9 +9,8 @@ import (
 )
 
 // FuzzToolCalls: no body, query or session header makes the handler panic
-// or answer 500, every 200 is a well-formed answer in the format it names,
-// with one result per call, and every id it answers passed the boundary's
-// checks.
+// or answer 500, every 200 is a well-formed answer in the format it names
+// (all four), and every id it answers passed the boundary's checks.
 func FuzzToolCalls(f *testing.F) {
 	seeds := []struct{ query, body string }{
 		{"", `{"role":"assistant","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"a","name":"echo","input":{"text":"x"}}]}`},
@@ -30,6 +29,14 @@ func FuzzToolCalls(f *testing.F) {
 		{"", `{"role":"model","parts":[{"functionCall":{"name":"echo"}}]}`},
 		{"", `[{"type":"tool_use","id":"toolu 1","name":"echo"}]`},
 		{"", `[{"type":"tool_use","id":"\u00e9","name":"echo"}]`},
+		{"", `{"object":"response","output":[{"type":"reasoning","summary":[]},{"type":"function_call","call_id":"call_2","name":"fail","arguments":"{\"a\""},{"type":"custom_tool_call","call_id":"c3","name":"g","input":"x"}]}`},
+		{"?format=responses", `[{"type":"function_call","call_id":"call_1","name":"echo"},{"type":"function_call_output","call_id":"call_1","output":"x"},{"type":"function_call","call_id":"call_9","name":"echo","arguments":7}]`},
+		{"", `{"responseId":"r1","candidates":[{"content":{"role":"model","parts":[{"text":"t","thought":true},{"functionCall":{"id":"g1","name":"echo","args":{"text":"x"}}},{"functionCall":{"name":"fail"}}]}}]}`},
+		{"?format=gemini", `[{"functionCall":{"name":"echo","args":[]}},{"functionCall":{"name":"echo","id":""}}]`},
+		{"", `{"candidates":[{"finishReason":"SAFETY"}],"promptFeedback":{}}`},
+		{"?format=gemini", `{"role":"model","parts":[{"functionCall":{"name":"echo","args":{"n":1e999}}}]}`},
+		{"?format=anthropic", `{"role":"model","parts":[{"functionCall":{"name":"echo"}}]}`},
+		{"?format=responses", `{"role":"assistant","content":"x"}`},
 	}
 	for i, s := range seeds {
 		session := ""
@@ -87,6 +94,27 @@ func FuzzToolCalls(f *testing.F) {
 			for _, m := range msgs {
 				if m.Role != "tool" || m.ToolCallID == "" || checkID(m.ToolCallID) != "" {
 					t.Fatalf("message %+v in %q", m, w.Body)
+				}
+			}
+		case FormatResponses:
+			var items []FunctionCallOutput
+			if err := json.Unmarshal(w.Body.Bytes(), &items); err != nil || items == nil {
+				t.Fatalf("responses answer %q: %v", w.Body, err)
+			}
+			for _, it := range items {
+				if !strings.HasSuffix(it.Type, "_call_output") || it.CallID == "" || checkID(it.CallID) != "" {
+					t.Fatalf("item %+v in %q", it, w.Body)
+				}
+			}
+		case FormatGemini:
+			var c GeminiContent
+			if err := json.Unmarshal(w.Body.Bytes(), &c); err != nil || c.Role != "user" || c.Parts == nil {
+				t.Fatalf("gemini answer %q: %v", w.Body, err)
+			}
+			for _, p := range c.Parts {
+				fr := p.FunctionResponse
+				if fr.Name == "" || checkID(fr.ID) != "" && fr.ID != "" || (fr.Response.Output == nil) == (fr.Response.Error == nil) {
+					t.Fatalf("part %+v in %q", p, w.Body)
 				}
 			}
 		default:

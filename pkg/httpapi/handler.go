@@ -192,13 +192,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	if idx := errorIndexes(results); idx != "" {
 		w.Header().Set(HeaderErrorIndexes, idx)
 	}
-	var out any
-	if t.format == FormatOpenAI {
-		out = toolMessages(t.calls, results)
-	} else {
-		out = userMessage(t.calls, results)
-	}
-	h.write(w, r, status, out)
+	h.write(w, r, status, answerOf(t, results))
 	h.log.DebugContext(r.Context(), "tool calls",
 		slog.String("format", string(t.format)), slog.Int("calls", len(t.calls)), slog.Int("status", status),
 		slog.String("tenant", tenant), slog.String("session", session), slog.Duration("elapsed", time.Since(start)))
@@ -287,6 +281,19 @@ func notAllowedResult(id, tool string, allowed []string) *envelope.Result {
 	return r
 }
 
+// answerOf is the answer to t in its format, one result per call.
+func answerOf(t *turn, results []envelope.Result) any {
+	switch t.format {
+	case FormatOpenAI:
+		return toolMessages(t.calls, results)
+	case FormatResponses:
+		return functionCallOutputs(t.wire, results)
+	case FormatGemini:
+		return geminiContent(t.calls, t.wire, results)
+	}
+	return userMessage(t.calls, results)
+}
+
 // userMessage is the Anthropic answer: one tool_result per tool_use block.
 func userMessage(calls []envelope.ToolUseBlock, results []envelope.Result) UserMessage {
 	msg := UserMessage{Role: "user", Content: make([]envelope.ToolResultBlock, len(results))}
@@ -304,25 +311,59 @@ func userMessage(calls []envelope.ToolUseBlock, results []envelope.Result) UserM
 func toolMessages(calls []envelope.ToolUseBlock, results []envelope.Result) []ToolMessage {
 	out := make([]ToolMessage, len(results))
 	for i := range results {
-		text := contentText(results[i].Content)
-		if results[i].IsError {
-			text = ErrorPrefix + text
-		}
-		out[i] = ToolMessage{Role: "tool", ToolCallID: calls[i].ID, Content: text}
+		out[i] = ToolMessage{Role: "tool", ToolCallID: calls[i].ID, Content: flaggedText(&results[i], "OpenAI tool messages")}
 	}
 	return out
 }
 
+// functionCallOutputs is the Responses answer: one function_call_output
+// item per call, keyed by its call_id, its output the result's text
+// prefixed with ErrorPrefix for an error, as in tool messages.
+func functionCallOutputs(wire []wireCall, results []envelope.Result) []FunctionCallOutput {
+	out := make([]FunctionCallOutput, len(results))
+	for i := range results {
+		out[i] = FunctionCallOutput{Type: wire[i].outputType, CallID: wire[i].id, Output: flaggedText(&results[i], "function_call_output items")}
+	}
+	return out
+}
+
+// geminiContent is the Gemini answer: one functionResponse part per
+// functionCall, with the call's id when it had one; a result's text goes
+// under response.output, an error's under response.error.
+func geminiContent(calls []envelope.ToolUseBlock, wire []wireCall, results []envelope.Result) GeminiContent {
+	out := GeminiContent{Role: "user", Parts: make([]GeminiPart, len(results))}
+	for i := range results {
+		text := contentText(results[i].Content, "Gemini function responses")
+		resp := GeminiResponse{Output: &text}
+		if results[i].IsError {
+			resp = GeminiResponse{Error: &text}
+		}
+		out.Parts[i] = GeminiPart{FunctionResponse: GeminiFunctionResponse{ID: wire[i].id, Name: calls[i].Name, Response: resp}}
+	}
+	return out
+}
+
+// flaggedText is a result's text for a format without an error flag:
+// prefixed with ErrorPrefix for an error. carrier names what carries it.
+func flaggedText(r *envelope.Result, carrier string) string {
+	text := contentText(r.Content, carrier)
+	if r.IsError {
+		return ErrorPrefix + text
+	}
+	return text
+}
+
 // contentText joins the content's text blocks with "\n" and names the other
-// blocks in brackets, e.g. "[image block omitted]".
-func contentText(c envelope.Content) string {
+// blocks in brackets, e.g. "[image block omitted: OpenAI tool messages
+// carry text only]"; carrier names what carries the text.
+func contentText(c envelope.Content, carrier string) string {
 	var parts []string
 	for _, b := range c {
 		switch {
 		case b.Type == "text" && b.Text != "":
 			parts = append(parts, b.Text)
 		case b.Type != "text":
-			parts = append(parts, "["+b.Type+" block omitted: OpenAI tool messages carry text only]")
+			parts = append(parts, "["+b.Type+" block omitted: "+carrier+" carry text only]")
 		}
 	}
 	return strings.Join(parts, "\n")
@@ -366,27 +407,47 @@ func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
 		defs = slices.DeleteFunc(defs, func(d tools.Definition) bool { return !k.Allows(d.Name) })
 	}
 	slices.SortFunc(defs, func(a, b tools.Definition) int { return strings.Compare(a.Name, b.Name) })
-	if format == FormatOpenAI {
+	h.write(w, r, http.StatusOK, toolsIn(format, defs))
+}
+
+// toolsIn is the answer to GET /v1/tools in format ("" is Anthropic's).
+func toolsIn(format Format, defs []tools.Definition) any {
+	switch format {
+	case FormatOpenAI:
 		out := make([]OpenAITool, len(defs))
 		for i, d := range defs {
 			out[i] = OpenAITool{Type: "function", Function: OpenAIFunction{Name: d.Name, Description: d.Description, Parameters: d.InputSchema}}
 		}
-		h.write(w, r, http.StatusOK, out)
-		return
+		return out
+	case FormatResponses:
+		out := make([]ResponsesTool, len(defs))
+		for i, d := range defs {
+			out[i] = ResponsesTool{Type: "function", Name: d.Name, Description: d.Description, Parameters: d.InputSchema}
+		}
+		return out
+	case FormatGemini:
+		if len(defs) == 0 {
+			return []GeminiTool{}
+		}
+		decls := make([]GeminiFunctionDeclaration, len(defs))
+		for i, d := range defs {
+			decls[i] = GeminiFunctionDeclaration{Name: d.Name, Description: d.Description, ParametersJSONSchema: d.InputSchema}
+		}
+		return []GeminiTool{{FunctionDeclarations: decls}}
 	}
 	if defs == nil {
 		defs = []tools.Definition{}
 	}
-	h.write(w, r, http.StatusOK, ToolsResponse{Tools: defs})
+	return ToolsResponse{Tools: defs}
 }
 
 // parseFormat reads the format query parameter: "" lets the body decide.
 func parseFormat(s string) (Format, error) {
-	switch f := Format(strings.ToLower(s)); f {
-	case "", FormatAnthropic, FormatOpenAI:
+	f := Format(strings.ToLower(s))
+	if f == "" || slices.Contains(Formats, f) {
 		return f, nil
 	}
-	return "", fmt.Errorf("format %q: want anthropic or openai", s)
+	return "", fmt.Errorf("format %q: want anthropic, openai, responses or gemini", s)
 }
 
 // timeout reads the timeout query parameter: a Go duration ("90s", "2m")

@@ -150,12 +150,14 @@ func TestBadRequests(t *testing.T) {
 		{"tool call without id", `{"tool_calls":[{"type":"function","function":{"name":"echo","arguments":"{}"}}]}`, "", "tool_calls[0].id: missing"},
 		{"tool call without function", `{"tool_calls":[{"id":"c","type":"function"}]}`, "", "tool_calls[0].function: missing"},
 		{"tool call without name", `{"tool_calls":[{"id":"c","type":"function","function":{"arguments":"{}"}}]}`, "", "tool_calls[0].function.name: missing"},
-		{"bad format", `[]`, "?format=xml", `format "xml"`},
+		{"bad format", `[]`, "?format=xml", `format "xml": want anthropic, openai, responses or gemini`},
 		{"bad timeout", `[]`, "?timeout=soon", `timeout "soon"`},
 		{"negative timeout", `[]`, "?timeout=-1s", "must be positive"},
 		{"zero timeout", `[]`, "?timeout=0", "must be positive"},
 		{"session with newline", `[]`, "?session=a%0Ab", "session parameter has the character"},
-		{"forced openai on content", `{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"echo"}]}`, "?format=openai", ""},
+		{"forced openai on text content", `{"role":"assistant","content":"Done."}`, "?format=openai", ""},
+		{"forced openai on text parts", `{"role":"assistant","content":[{"type":"text","text":"Done."}]}`, "?format=openai", ""},
+		{"forced openai on content", `{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"echo"}]}`, "?format=openai", "the body looks like an Anthropic Messages assistant message"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/toolpool/toolpool/pkg/httpapi"
 )
@@ -254,6 +255,77 @@ func TestToolsSDKShapes(t *testing.T) {
 	for _, tool := range ot {
 		if tool.OfFunction == nil || tool.OfFunction.Function.Name == "" || tool.OfFunction.Function.Parameters["type"] != "object" {
 			t.Errorf("tool %+v is not a complete function tool", tool.OfFunction)
+		}
+	}
+}
+
+// An agent on openai-go's Responses API posts the response (its raw JSON,
+// or its output items') and appends the answer to the next
+// request's input: each item must be a function_call_output input item,
+// and the tools a FunctionToolParam.
+func TestResponsesSDKShapes(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	okID, errID := uid("call_rsdk_ok_"), uid("call_rsdk_err_")
+	var resp responses.Response
+	if err := json.Unmarshal([]byte(`{
+		"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-x",
+		"output":[
+			{"type":"reasoning","id":"rs_1","summary":[]},
+			{"type":"function_call","id":"fc_1","call_id":"`+okID+`","name":"echo","arguments":"{\"text\":\"from responses\"}","status":"completed"},
+			{"type":"function_call","id":"fc_2","call_id":"`+errID+`","name":"flaky","arguments":"{\"fail\":\"404\"}","status":"completed"}
+		],
+		"parallel_tool_calls":true,"tool_choice":"auto","tools":[]
+	}`), &resp); err != nil {
+		t.Fatal(err)
+	}
+	// (json.Marshal of a decoded Response does not give its JSON back:
+	// openai-go's unions, e.g. a function_call's arguments, have no
+	// MarshalJSON. Agents in Go post RawJSON.)
+	var output []string
+	for _, item := range resp.Output {
+		output = append(output, item.RawJSON())
+	}
+	var first []byte
+	for name, body := range map[string]string{"RawJSON": resp.RawJSON(), "Output": "[" + strings.Join(output, ",") + "]"} {
+		a := b.post(t, "", body)
+		if a.status != 200 || a.header.Get(httpapi.HeaderFormat) != "responses" || a.header.Get(httpapi.HeaderErrorIndexes) != "1" {
+			t.Fatalf("%s: status %d headers %v body %s", name, a.status, a.header, a.body)
+		}
+		if first == nil {
+			first = a.body
+		} else if !sameJSON(t, first, a.body) {
+			t.Errorf("%s: answer %s differs from %s", name, a.body, first)
+		}
+	}
+	var items responses.ResponseInputParam
+	if err := json.Unmarshal(first, &items); err != nil || len(items) != 2 {
+		t.Fatalf("ResponseInputParam from %s: %v", first, err)
+	}
+	for i, w := range []struct{ id, prefix string }{{okID, "from responses"}, {errID, "Error: The tool flaky"}} {
+		out := items[i].OfFunctionCallOutput
+		if out == nil || out.CallID.Value != w.id || !strings.HasPrefix(out.Output.OfString.Value, w.prefix) {
+			t.Errorf("item %d = %+v; want a function_call_output for %s starting %q", i, out, w.id, w.prefix)
+		}
+	}
+	back, err := json.Marshal(items)
+	if err != nil || !sameJSON(t, first, back) {
+		t.Errorf("round trip through openai-go lost something (%v):\n got %s\nwant %s", err, back, first)
+	}
+
+	r, err := http.Get(b.srv.URL + "/v1/tools?format=responses")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rt []responses.ToolUnionParam
+	err = json.NewDecoder(r.Body).Decode(&rt)
+	r.Body.Close()
+	if err != nil || len(rt) != 3 {
+		t.Fatalf("responses tools: %v (%d)", err, len(rt))
+	}
+	for _, tool := range rt {
+		if f := tool.OfFunction; f == nil || f.Name == "" || f.Parameters["type"] != "object" || !f.Strict.Valid() || f.Strict.Value {
+			t.Errorf("tool %+v is not a complete, non-strict function tool", tool.OfFunction)
 		}
 	}
 }

@@ -22,8 +22,8 @@ type SchedOptions struct {
 
 // SchedCollector exports an orchestrator's scheduler (package sched),
 // read at scrape time from a func returning its sched.Snapshot: per tool
-// and tenant the calls waiting for their turn, waiting on a per-key limit
-// and in flight, and a counter of the calls granted (served); per tool the
+// and tenant the calls waiting (for their turn or on a per-key limit), of
+// those the ones limited, and the calls in flight, and a counter of the calls granted (served); per tool the
 // fleet's slots, the scheduler's window and the per-key limits it
 // applies. Labels stay bounded: tools by name up to MaxTools, tenants by
 // name only for the configured ones (SchedOptions.Tenants), all others
@@ -68,9 +68,9 @@ func NewSchedCollector(snapshot func() sched.Snapshot, opts SchedOptions) *Sched
 	c.replicas = desc("replicas",
 		"Orchestrators this one counts as sharing the fleet-wide per-key limits, itself included.")
 	c.waiting = desc("waiting_calls",
-		"Calls held by this orchestrator's scheduler for their turn (the tool's window is full), by tool and tenant.", "tool", "tenant")
+		"Calls held by this orchestrator's scheduler (the tool's window is full, or their key is at a per-key limit), by tool and tenant.", "tool", "tenant")
 	c.limited = desc("limited_calls",
-		"Calls held because their fairness key is at its concurrency cap or out of rate (per_key), by tool and tenant.", "tool", "tenant")
+		"Of the calls held, those whose fairness key is at its concurrency cap or out of rate (per_key), by tool and tenant.", "tool", "tenant")
 	c.inFlight = desc("in_flight_calls",
 		"Calls this orchestrator published and that are not yet answered (queued in JetStream or running), by tool and tenant.", "tool", "tenant")
 	c.served = desc("served_calls_total",
@@ -97,10 +97,13 @@ func (c *SchedCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// known reports whether tenant is labelled by name.
+func (c *SchedCollector) known(tenant string) bool { return c.tenants[tenant] }
+
 // tenantLabel is the label of tenant: its name when configured, else
 // sched.OtherKey.
 func (c *SchedCollector) tenantLabel(tenant string) string {
-	if c.tenants[tenant] {
+	if c.known(tenant) {
 		return tenant
 	}
 	return sched.OtherKey
@@ -114,7 +117,7 @@ func (c *SchedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.replicas, float64(max(snap.Replicas, 1)))
 
-	byLabel := map[schedLabel]*schedCounts{}
+	byLabel := map[schedLabel]*sched.KeyStats{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last := make(map[schedKey]uint64, len(c.last))
@@ -138,39 +141,36 @@ func (c *SchedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.last = last
 	for l, n := range byLabel {
-		gauge(c.waiting, float64(n.waiting), l.tool, l.tenant)
-		gauge(c.limited, float64(n.limited), l.tool, l.tenant)
-		gauge(c.inFlight, float64(n.inFlight), l.tool, l.tenant)
+		gauge(c.waiting, float64(n.Waiting), l.tool, l.tenant)
+		gauge(c.limited, float64(n.Limited), l.tool, l.tenant)
+		gauge(c.inFlight, float64(n.InFlight), l.tool, l.tenant)
 	}
 	for l, v := range c.totals {
 		ch <- prometheus.MustNewConstMetric(c.served, prometheus.CounterValue, v, l.tool, l.tenant)
 	}
 }
 
-// schedCounts are the gauges of one tool and tenant label.
-type schedCounts struct{ waiting, limited, inFlight int }
-
-// collectKeys adds the keys of t (labelled tool) to byLabel and their
-// served calls to the counters, recording each key's served count in
-// last; c.mu is held.
-func (c *SchedCollector) collectKeys(t sched.ToolStats, tool string, byLabel map[schedLabel]*schedCounts, last map[schedKey]uint64) {
+// collectKeys adds the keys of t (labelled tool) to gauges, summed by
+// tenant label (sched.ToolStats.ByTenant), and their served calls to the
+// counters, recording each key's served count in last; c.mu is held.
+func (c *SchedCollector) collectKeys(t sched.ToolStats, tool string, gauges map[schedLabel]*sched.KeyStats, last map[schedKey]uint64) {
+	for _, r := range t.ByTenant(c.known) {
+		l := schedLabel{tool, r.Tenant}
+		if g := gauges[l]; g != nil {
+			g.Add(r) // another tool past MaxTools
+			continue
+		}
+		gauges[l] = &r
+		c.totals[l] += 0 // the counter exists from the tenant's first calls
+	}
+	// The served counter grows by what each key served since the last
+	// scrape; a key the scheduler forgot (idle) and took up again counts
+	// from zero.
 	for _, k := range t.Keys {
 		l := schedLabel{tool, c.tenantLabel(k.Tenant)}
 		if k.Key == sched.OtherKey {
 			l.tenant = sched.OtherKey
 		}
-		n := byLabel[l]
-		if n == nil {
-			n = &schedCounts{}
-			byLabel[l] = n
-			c.totals[l] += 0 // the counter exists from the tenant's first calls
-		}
-		n.waiting += k.Waiting
-		n.limited += k.Limited
-		n.inFlight += k.InFlight
-		// The served counter grows by what each key served since the last
-		// scrape; a key the scheduler forgot (idle) and took up again
-		// counts from zero.
 		sk := schedKey{t.Tool, k.Key}
 		if prev, seen := c.last[sk]; seen && k.Served >= prev {
 			c.totals[l] += float64(k.Served - prev)

@@ -18,7 +18,7 @@ type snapshots struct {
 }
 
 func (s *snapshots) set(snap sched.Snapshot) { s.mu.Lock(); s.snap = snap; s.mu.Unlock() }
-func (s *snapshots) get() sched.Snapshot   { s.mu.Lock(); defer s.mu.Unlock(); return s.snap }
+func (s *snapshots) get() sched.Snapshot     { s.mu.Lock(); defer s.mu.Unlock(); return s.snap }
 
 // TestSchedCollectorBoundsTenants: configured tenants are labelled by
 // name, every other one (and the snapshot's own rest) is summed as

@@ -1,6 +1,11 @@
 package tools
 
-import "context"
+import (
+	"context"
+	"math"
+	"strings"
+	"unicode/utf8"
+)
 
 // Progress is how far a call has come, as a tool reports it: Progress out
 // of Total (Total 0: unknown), with an optional Message for the caller.
@@ -9,6 +14,37 @@ type Progress struct {
 	Progress float64 `json:"progress"`
 	Total    float64 `json:"total,omitempty"`
 	Message  string  `json:"message,omitempty"`
+}
+
+// MaxProgressMessageBytes bounds a Progress's Message as it travels to
+// the caller: a longer message is cut at a character boundary and ends
+// with "…" (see Progress.Bounded).
+const MaxProgressMessageBytes = 1024
+
+// Bounded is p as the worker sends it: a Message longer than
+// MaxProgressMessageBytes is cut at a character boundary (invalid UTF-8
+// replaced) and ends with "…", and a Progress or Total that is not a
+// finite number, which JSON cannot carry, becomes 0.
+func (p Progress) Bounded() Progress {
+	finite := func(f float64) float64 {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0
+		}
+		return f
+	}
+	p.Progress, p.Total = finite(p.Progress), finite(p.Total)
+	if !utf8.ValidString(p.Message) {
+		p.Message = strings.ToValidUTF8(p.Message, "\uFFFD")
+	}
+	if len(p.Message) > MaxProgressMessageBytes {
+		const ellipsis = "…"
+		cut := MaxProgressMessageBytes - len(ellipsis)
+		for cut > 0 && !utf8.RuneStart(p.Message[cut]) {
+			cut--
+		}
+		p.Message = p.Message[:cut] + ellipsis
+	}
+	return p
 }
 
 // A ProgressReporter receives the progress reports of one call: the

@@ -115,7 +115,7 @@ func (j *job) endProgress() {
 // replaced by the next one). j.mu held.
 func (j *job) sendProgress(st *progressState, now time.Time) {
 	st.has, st.sent = false, now
-	data, err := json.Marshal(st.pending)
+	data, err := json.Marshal(st.pending.Bounded())
 	if err != nil {
 		return
 	}

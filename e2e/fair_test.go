@@ -225,15 +225,20 @@ type fairPool struct {
 }
 
 // newFairPool starts the server and the orchestrator and writes the
-// catalog of tool (entry is its YAML, as fairTool writes it).
-func newFairPool(t *testing.T, tool, entry string) *fairPool {
+// catalog of tool (entry is its YAML, as fairTool writes it); mods may
+// change the dispatcher's config.
+func newFairPool(t *testing.T, tool, entry string, mods ...func(*dispatch.Config)) *fairPool {
 	t.Helper()
 	srv, nc, j := natstest.StartProvisioned(t)
 	file := filepath.Join(t.TempDir(), "tools.yaml")
 	if err := os.WriteFile(file, []byte("version: 1\ntools:\n"+entry), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := pooltest.StartOrchestrator(t, nc, nil) // nil: the live catalog
+	o := pooltest.StartOrchestrator(t, nc, nil, func(c *toolpool.OrchestratorConfig) { // nil: the live catalog
+		for _, m := range mods {
+			m(&c.Dispatch)
+		}
+	})
 	return &fairPool{t: t, url: srv.ClientURL(), js: j, d: o.Dispatcher(), o: o, tools: file, tool: tool}
 }
 
@@ -357,11 +362,14 @@ func (p *fairPool) warmUp(slots int) {
 
 // startFairFleet starts a pool of workers worker processes of perWorker
 // slots each serving the hook's tool, whose fleet-wide concurrency is
-// their slots, and makes a call for each slot.
+// their slots, and makes a call for each slot. Its calls never go stale
+// (dispatch.Config.StaleAfter): frozenCall holds running calls at the hook
+// for as long as the machine takes, and a call held past a few run times
+// would stop counting against the window, which would then grow.
 func startFairFleet(t *testing.T, tool string, workers, perWorker int) (*fairHook, *fairPool) {
 	t.Helper()
 	hook := newFairHook(t)
-	p := newFairPool(t, tool, hook.fairTool(tool, workers*perWorker, ""))
+	p := newFairPool(t, tool, hook.fairTool(tool, workers*perWorker, ""), func(c *dispatch.Config) { c.StaleAfter = -1 })
 	for i := range workers {
 		p.startWorker(fmt.Sprintf("%s-worker-%d", tool, i), perWorker)
 	}

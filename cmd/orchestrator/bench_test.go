@@ -169,7 +169,7 @@ func TestBenchNoisyNeighbourJSON(t *testing.T) {
 		t.Errorf("settings %+v", s)
 	}
 	for name, p := range map[string]backlogPhase{"a_alone": rep.AAlone, "a_with_b": rep.WithB} {
-		if p.Calls != 300 || p.Errors != 0 || p.CallsPerSec <= 0 {
+		if p.Calls != 600 || p.Errors != 0 || p.CallsPerSec <= 0 { // twice the backlog
 			t.Errorf("%s: %+v", name, p)
 		}
 	}

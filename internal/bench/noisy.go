@@ -214,15 +214,17 @@ type TricklePhase struct {
 	// Slowest are the slowest calls (at most slowestShown), slowest
 	// first: when in the phase each was sent, and its latency.
 	Slowest []TrickleCall `json:"slowest"`
-	// IntakeMillis is when the dispatcher had taken in all of A's
-	// backlog (from its start; 0: not seen, e.g. without a scheduler);
-	// AfterIntake is the latency of the AfterIntakeCalls calls of B sent
-	// from then on.
-	IntakeMillis     float64 `json:"intake_ms"`
-	AfterIntake      Latency `json:"after_intake_latency_ms"`
-	AfterIntakeCalls int     `json:"after_intake_calls"`
+	// Intakes are, for each phase with B, when the dispatcher had taken
+	// in all of A's backlog (from its start; 0: not seen, e.g. without a
+	// scheduler); AfterIntake is the latency of the AfterIntakeCalls calls
+	// of B sent from then on.
+	Intakes          []float64 `json:"intake_ms"`
+	AfterIntake      Latency   `json:"after_intake_latency_ms"`
+	AfterIntakeCalls int       `json:"after_intake_calls"`
 
-	all []TrickleCall
+	// Of one phase (backlog): its intake, and every call.
+	IntakeMillis float64       `json:"-"`
+	all          []TrickleCall // slowest first once merged
 }
 
 // TrickleCall is one of B's calls: when it was sent, from the start of
@@ -317,12 +319,7 @@ func RunNoisyNeighbour(ctx context.Context, cfg NoisyConfig) (*NoisyReport, erro
 		Rate: cfg.Rate, Offered: cfg.Offered, RateForSeconds: cfg.RateFor.Seconds(),
 		Admission: "calls in flight and queue depth unbounded, queue-wait refusal off: the whole backlog is admitted",
 	}}
-	// With B first: the first phase of a run is the slowest (caches,
-	// the store's files), so A alone, the reference, does not lose by it.
-	if rep.WithB, rep.B, err = n.backlog(ctx, true); err != nil {
-		return nil, err
-	}
-	if rep.AAlone, _, err = n.backlog(ctx, false); err != nil {
+	if rep.AAlone, rep.WithB, rep.B, err = n.backlogs(ctx); err != nil {
 		return nil, err
 	}
 	if rep.Cap, err = n.capPhase(ctx); err != nil {
@@ -515,6 +512,55 @@ func (np *noisyPool) burst(ctx context.Context, tenant string, calls int, timeou
 	return time.Since(start), int(errs.Load())
 }
 
+// backlogs runs A's backlog with B's trickle and alone, twice, in the
+// order with, alone, alone, with: the first phase of a run is the slowest
+// (caches, the store's files) and the machine's speed drifts (other
+// processes), and the order weighs both on the two modes alike. Each
+// mode's figures are over its two runs.
+func (n *noisyRun) backlogs(ctx context.Context) (alone, withB BacklogPhase, b TricklePhase, err error) {
+	var trickles []TricklePhase
+	for _, with := range []bool{true, false, false, true} {
+		a, t, err := n.backlog(ctx, with)
+		if err != nil {
+			return alone, withB, b, err
+		}
+		sum := &alone
+		if with {
+			sum = &withB
+			trickles = append(trickles, t)
+		}
+		sum.Calls += a.Calls
+		sum.Errors += a.Errors
+		sum.Seconds += a.Seconds
+		sum.CallsPerSec = float64(sum.Calls) / sum.Seconds
+	}
+	return alone, withB, mergeTrickles(trickles), nil
+}
+
+// mergeTrickles sums B's calls of several phases: their latencies, the
+// slowest of them, and those sent after each phase's intake.
+func mergeTrickles(ts []TricklePhase) TricklePhase {
+	var out TricklePhase
+	var lats, after []time.Duration
+	for _, t := range ts {
+		out.Calls += t.Calls
+		out.Errors += t.Errors
+		out.Intakes = append(out.Intakes, t.IntakeMillis)
+		for _, c := range t.all {
+			d := time.Duration(c.LatencyMillis * float64(time.Millisecond))
+			lats = append(lats, d)
+			if t.IntakeMillis > 0 && c.SentMillis >= t.IntakeMillis {
+				after = append(after, d)
+			}
+		}
+		out.all = append(out.all, t.all...)
+	}
+	out.Latency, out.AfterIntake, out.AfterIntakeCalls = latencyOf(lats), latencyOf(after), len(after)
+	slices.SortFunc(out.all, func(a, b TrickleCall) int { return cmp.Compare(b.LatencyMillis, a.LatencyMillis) })
+	out.Slowest = out.all[:min(len(out.all), slowestShown)]
+	return out
+}
+
 // backlog is A's backlog, alone or with B's trickle.
 func (n *noisyRun) backlog(ctx context.Context, withB bool) (BacklogPhase, TricklePhase, error) {
 	name := "a_alone"
@@ -542,14 +588,6 @@ func (n *noisyRun) backlog(ctx context.Context, withB bool) (BacklogPhase, Trick
 		intake := np.intake(tenantA, n.cfg.Backlog, &answered, aDone)
 		b = n.trickle(ctx, np, aDone)
 		b.IntakeMillis = ms(<-intake)
-		var after []time.Duration
-		for _, c := range b.all {
-			if b.IntakeMillis > 0 && c.SentMillis >= b.IntakeMillis {
-				after = append(after, time.Duration(c.LatencyMillis*float64(time.Millisecond)))
-			}
-		}
-		b.AfterIntake = latencyOf(after)
-		b.AfterIntakeCalls = len(after)
 	}
 	<-aDone
 	runtime.GC()
@@ -596,7 +634,6 @@ func (np *noisyPool) intake(tenant string, calls int, answered *atomic.Int64, do
 func (n *noisyRun) trickle(ctx context.Context, np *noisyPool, done <-chan struct{}) TricklePhase {
 	var (
 		mu    sync.Mutex
-		lats  []time.Duration
 		calls []TrickleCall
 		errs  int
 		wg    sync.WaitGroup
@@ -611,7 +648,6 @@ func (n *noisyRun) trickle(ctx context.Context, np *noisyPool, done <-chan struc
 			lat := time.Since(t0)
 			mu.Lock()
 			defer mu.Unlock()
-			lats = append(lats, lat)
 			calls = append(calls, TrickleCall{SentMillis: ms(t0.Sub(start)), LatencyMillis: ms(lat)})
 			if !ok {
 				errs++
@@ -626,8 +662,7 @@ func (n *noisyRun) trickle(ctx context.Context, np *noisyPool, done <-chan struc
 		break
 	}
 	wg.Wait()
-	slices.SortFunc(calls, func(a, b TrickleCall) int { return cmp.Compare(b.LatencyMillis, a.LatencyMillis) })
-	return TricklePhase{Calls: len(lats), Errors: errs, Latency: latencyOf(lats), Slowest: calls[:min(len(calls), slowestShown)], all: calls}
+	return TricklePhase{Calls: len(calls), Errors: errs, all: calls}
 }
 
 // latencyOf is the exact distribution of ds.

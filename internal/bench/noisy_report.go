@@ -27,8 +27,8 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 	backlog := func(name string, p BacklogPhase) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\t\t\t\n", name, p.Calls, p.Errors, p.Seconds, thousands(p.CallsPerSec))
 	}
-	backlog(fmt.Sprintf("A alone: %d at once", s.Backlog), r.AAlone)
-	backlog("A with B", r.WithB)
+	backlog(fmt.Sprintf("A alone: %d at once, twice", s.Backlog), r.AAlone)
+	backlog("A with B, twice", r.WithB)
 	fmt.Fprintf(tw, "B: 1 per %gms, with A\t%d\t%d\t\t\t%.1f\t%.1f\t%.1f\t\n", s.IntervalMillis, r.B.Calls, r.B.Errors,
 		r.B.Latency.P50, r.B.Latency.P99, r.B.Latency.Max)
 	fmt.Fprintf(tw, "cap %d per key: A and C\t%d\t%d\t%.2f\t\t\t\t\t\n", r.Cap.Cap, r.Cap.Calls, r.Cap.Errors, r.Cap.Seconds)
@@ -51,12 +51,13 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, " %.0fms→%.0fms", c.SentMillis, c.LatencyMillis)
 		}
 	}
-	if r.B.IntakeMillis > 0 {
-		fmt.Fprintf(&b, "\nthe dispatcher had taken in all of A's calls %.0f ms after they were sent; B's %d calls sent from then on: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-			r.B.IntakeMillis, r.B.AfterIntakeCalls, r.B.AfterIntake.P50, r.B.AfterIntake.P99, r.B.AfterIntake.Max)
+	if len(r.B.Intakes) > 0 && !slices.Contains(r.B.Intakes, 0) {
+		fmt.Fprintf(&b, "\nthe dispatcher had taken in all of A's calls %s ms after they were sent; B's %d calls sent from then on: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+			joinFloats(r.B.Intakes, "%.0f", " and "), r.B.AfterIntakeCalls, r.B.AfterIntake.P50, r.B.AfterIntake.P99, r.B.AfterIntake.Max)
 	}
+	fmt.Fprintf(&b, "\nA's backlog ran with B, alone, alone, with B, each on a fresh pool")
 	fmt.Fprintf(&b, "\nfairness off and on: %d calls each, in %d parts each, run in pairs (off, on), (on, off), ..., each part on a fresh pool; on/off by pair: %s; CPU per call off %.0f µs, on %.0f µs; allocations per call off %.0f, on %.0f\nrate phase: %d of %d calls ran by the offer's end, served/s counted from 1 s after it began (past the first burst) to its end; the %d unanswered then were cancelled\n\n",
-		s.Calls, singleSlices/2, pairRatios(r.FairnessPairRatios), r.FairnessOff.CPUPerCallMicros, r.FairnessOn.CPUPerCallMicros,
+		s.Calls, singleSlices/2, joinFloats(r.FairnessPairRatios, "%.2f", " "), r.FairnessOff.CPUPerCallMicros, r.FairnessOn.CPUPerCallMicros,
 		r.FairnessOff.AllocsPerCall, r.FairnessOn.AllocsPerCall, r.Rate.Served, r.Rate.Calls, r.Rate.Cancelled)
 
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -76,13 +77,13 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// pairRatios lists ratios as "0.98 1.01 …".
-func pairRatios(rs []float64) string {
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = fmt.Sprintf("%.2f", r)
+// joinFloats formats each of xs with format and joins them with sep.
+func joinFloats(xs []float64, format, sep string) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf(format, x)
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, sep)
 }
 
 func unitSuffix(u string) string {

@@ -164,6 +164,12 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 	if o.d, err = dispatch.New(dc); err != nil {
 		return nil, err
 	}
+	// The scheduler's state at scrape time, tenants labelled by the API
+	// keys' (the rest summed as "other").
+	sc := metrics.NewSchedCollector(o.d.SchedSnapshot, metrics.SchedOptions{Tenants: cfg.API.Keys.Tenants()})
+	if err := cfg.Metrics.Register(sc); err != nil {
+		return nil, err
+	}
 	ac := cfg.API
 	ac.Dispatcher, ac.Metrics, ac.Logger = o.d, o.front, cfg.Logger
 	ac.Definitions = httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {

@@ -228,6 +228,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 		a, err := discovery.NewAnnouncer(discovery.AnnouncerConfig{
 			JetStream: s.js, Registry: s.cfg.Registry, Tools: served, WorkerID: w.ID(), Bucket: s.cfg.Discovery, Logger: s.cfg.Logger,
+			Slots: wc.WithDefaults().Concurrency, // the fleet's slots, for the orchestrators' fair-share window
 		})
 		if err != nil {
 			return err

@@ -28,8 +28,9 @@ func benchCommand() *cli.Command {
 		cfg                                                bench.Config
 		fail, storage, cpuProfile, baseProfile, memProfile string
 		httpProfile, mcpProfile                            string
-		fronts                                             string
+		fronts, scenario                                   string
 		baseline, asJSON                                   bool
+		noisy                                              bench.NoisyConfig
 	)
 	return &cli.Command{
 		Name:    "bench",
@@ -40,7 +41,16 @@ come back. In the same run, against the same server, a raw-JetStream
 baseline (nats.go only) carries messages of the same sizes over streams
 with the same settings; the pool's figures are printed as ratios of it.
 Without --nats-url an embedded server with file storage in a temporary
-directory is used.`,
+directory is used.
+
+--scenario noisy-neighbour measures fair shares and per-key limits
+instead (issue 15), on an embedded server with in-process workers (2 × 32
+slots unless --workers and --worker-concurrency say otherwise) and a
+sleep tool of 20ms unless --sleep is given: tenant A queues --backlog
+calls at once, alone and then with tenant B sending one call every
+--b-interval; a per-key cap of --key-cap; a per-key rate limit of
+--key-rate/s offered four times as much; one tenant's --calls calls with
+the scheduler off and on. It prints each figure next to its target.`,
 		Flags: func(fs *flag.FlagSet) {
 			natsFlags.Register(fs)
 			logFlags.Register(fs)
@@ -63,6 +73,11 @@ directory is used.`,
 			fs.StringVar(&storage, "storage", "file", "embedded server: stream storage, file or memory")
 			fs.DurationVar(&cfg.TurnTimeout, "turn-timeout", bench.TurnTimeoutDefault, "how long a turn waits for its results")
 			fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+			fs.StringVar(&scenario, "scenario", bench.ScenarioThroughput, "what to measure: throughput (the pool against raw JetStream) or noisy-neighbour (fair shares and per-key limits)")
+			fs.IntVar(&noisy.Backlog, "backlog", bench.NoisyBacklogDefault, "noisy-neighbour: calls tenant A queues at once")
+			fs.DurationVar(&noisy.Interval, "b-interval", bench.NoisyIntervalDefault, "noisy-neighbour: tenant B sends one call this often")
+			fs.IntVar(&noisy.Cap, "key-cap", bench.NoisyCapDefault, "noisy-neighbour: the per-key concurrency cap of the cap phase")
+			fs.IntVar(&noisy.Rate, "key-rate", bench.NoisyRateDefault, "noisy-neighbour: the per-key rate limit (calls/s) of the rate phase; the key offers four times as much")
 			fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the measured pool phase to this file")
 			fs.StringVar(&httpProfile, "http-cpuprofile", "", "write a CPU profile of the measured HTTP API front phase (--front http) to this file")
 			fs.StringVar(&mcpProfile, "mcp-cpuprofile", "", "write a CPU profile of the measured MCP front phase (--front mcp) to this file")
@@ -76,6 +91,18 @@ directory is used.`,
 			fs.Lookup("log-level").DefValue = "warn"
 		},
 		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
+			switch scenario {
+			case bench.ScenarioThroughput:
+			case bench.ScenarioNoisyNeighbour:
+				return runNoisyBench(ctx, env, noisy, cfg, storage, asJSON, &logFlags)
+			default:
+				return cli.Usagef("--scenario %q: want %s or %s", scenario, bench.ScenarioThroughput, bench.ScenarioNoisyNeighbour)
+			}
+			for _, name := range noisyOnlyFlags {
+				if env.Given(name) {
+					return cli.Usagef("--%s applies to --scenario %s only", name, bench.ScenarioNoisyNeighbour)
+				}
+			}
 			var err error
 			if cfg.Fail, err = bench.ParseFailMix(fail); err != nil {
 				return cli.Usagef("--fail %s", err)
@@ -93,13 +120,8 @@ directory is used.`,
 			case cfg.Workers == 0:
 				cfg.ExternalWorkers = true
 			}
-			switch strings.ToLower(storage) {
-			case "file":
-				cfg.Storage = js.FileStorage
-			case "memory":
-				cfg.Storage = js.MemoryStorage
-			default:
-				return cli.Usagef("--storage %q: want file or memory", storage)
+			if cfg.Storage, err = parseStorage(storage); err != nil {
+				return err
 			}
 			if cfg.Calls < 0 || cfg.Duration < 0 || cfg.Concurrency < 1 || cfg.WorkerConcurrency < 1 || cfg.Batch < 1 || cfg.Rounds < 1 || cfg.Rate < 0 {
 				return cli.Usagef("--calls, --duration and --rate must not be negative; --concurrency, --worker-concurrency, --batch and --rounds must be at least 1")
@@ -141,10 +163,90 @@ directory is used.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return rep.WriteJSON(env.Stdout)
-			}
-			return rep.WriteText(env.Stdout)
+			return writeBenchReport(env, rep, asJSON)
 		},
 	}
+}
+
+// The flags of the noisy-neighbour scenario only, and those of the
+// throughput scenario that it does not take.
+var (
+	noisyOnlyFlags  = []string{"backlog", "b-interval", "key-cap", "key-rate"}
+	noisyNoneOfThem = []string{
+		"nats-url", "duration", "warmup", "rate", "batch", "tool", "payload", "front", "fail", "transient-delay",
+		"baseline", "rounds", "turn-timeout", "cpuprofile", "http-cpuprofile", "mcp-cpuprofile", "baseline-cpuprofile", "memprofile",
+	}
+)
+
+// runNoisyBench is "orchestrator bench --scenario noisy-neighbour": the
+// flags it shares with the throughput scenario (workers, worker
+// concurrency, sleep, calls, concurrency, storage) keep the scenario's
+// own defaults unless given.
+func runNoisyBench(ctx context.Context, env *cli.Env, noisy bench.NoisyConfig, cfg bench.Config, storage string, asJSON bool, logFlags *cli.LogFlags) error {
+	for _, name := range noisyNoneOfThem {
+		if env.Given(name) {
+			return cli.Usagef("--%s does not apply to --scenario %s", name, bench.ScenarioNoisyNeighbour)
+		}
+	}
+	for _, f := range []struct {
+		name     string
+		from, to *int
+	}{
+		{"workers", &cfg.Workers, &noisy.Workers}, {"worker-concurrency", &cfg.WorkerConcurrency, &noisy.WorkerConcurrency},
+		{"calls", &cfg.Calls, &noisy.Calls}, {"concurrency", &cfg.Concurrency, &noisy.Concurrency},
+	} {
+		if env.Given(f.name) {
+			if *f.from < 1 {
+				return cli.Usagef("--%s must be at least 1", f.name)
+			}
+			*f.to = *f.from
+		}
+	}
+	if env.Given("sleep") {
+		noisy.Sleep = cfg.Sleep
+	}
+	switch {
+	case noisy.Backlog < 1 || noisy.Cap < 1 || noisy.Rate < 1:
+		return cli.Usagef("--backlog, --key-cap and --key-rate must be at least 1")
+	case noisy.Interval <= 0 || noisy.Sleep < 0:
+		return cli.Usagef("--b-interval must be positive and --sleep not negative")
+	}
+	noisy.Offered = 4 * float64(noisy.Rate)
+	var err error
+	if noisy.Storage, err = parseStorage(storage); err != nil {
+		return err
+	}
+	log, err := logFlags.Logger(env.Stderr)
+	if err != nil {
+		return err
+	}
+	noisy.Logger = log
+	noisy.Progress = progress.Terminal(env.Stderr)
+	rep, err := bench.RunNoisyNeighbour(ctx, noisy)
+	if err != nil {
+		return err
+	}
+	return writeBenchReport(env, rep, asJSON)
+}
+
+// writeBenchReport prints a bench report as a table, or as JSON.
+func writeBenchReport(env *cli.Env, rep interface {
+	WriteJSON(io.Writer) error
+	WriteText(io.Writer) error
+}, asJSON bool) error {
+	if asJSON {
+		return rep.WriteJSON(env.Stdout)
+	}
+	return rep.WriteText(env.Stdout)
+}
+
+// parseStorage reads --storage.
+func parseStorage(s string) (js.StorageType, error) {
+	switch strings.ToLower(s) {
+	case "file":
+		return js.FileStorage, nil
+	case "memory":
+		return js.MemoryStorage, nil
+	}
+	return js.FileStorage, cli.Usagef("--storage %q: want file or memory", s)
 }

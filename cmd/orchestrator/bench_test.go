@@ -107,10 +107,87 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--calls", "10", "--duration", "1s"}, "not both"},
 		{[]string{"--storage", "tape"}, "--storage"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--scenario", "chaos"}, "--scenario"},
+		{[]string{"--key-cap", "4"}, "--key-cap applies to --scenario noisy-neighbour only"},
+		{[]string{"--scenario", "noisy-neighbour", "--front", "http"}, "--front does not apply"},
+		{[]string{"--scenario", "noisy-neighbour", "--backlog", "0"}, "--backlog"},
 	} {
 		code, _, stderr := runBench(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("bench %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
 		}
+	}
+}
+
+// backlogPhase is a backlog phase of the noisy-neighbour report.
+type backlogPhase struct {
+	Calls       int     `json:"calls"`
+	Errors      int     `json:"errors"`
+	CallsPerSec float64 `json:"calls_per_s"`
+}
+
+// The noisy-neighbour scenario, small: every phase runs and reports its
+// figures and its target (whether a target is met is the scheduler's
+// business and the machine's, not this test's).
+func TestBenchNoisyNeighbourJSON(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runBench(t, "--scenario", "noisy-neighbour", "--backlog", "300", "--calls", "400",
+		"--concurrency", "32", "--workers", "2", "--worker-concurrency", "4", "--b-interval", "20ms", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	var rep struct {
+		Settings struct {
+			Scenario  string  `json:"scenario"`
+			Slots     int     `json:"slots"`
+			SleepMS   float64 `json:"sleep_ms"`
+			Admission string  `json:"admission"`
+		} `json:"settings"`
+		AAlone backlogPhase `json:"a_alone"`
+		WithB  backlogPhase `json:"a_with_b"`
+		B      struct {
+			Calls   int                `json:"calls"`
+			Latency map[string]float64 `json:"latency_ms"`
+		} `json:"b"`
+		Cap struct {
+			MaxRunning map[string]int `json:"max_running"`
+		} `json:"cap"`
+		Rate struct {
+			Calls, Served int
+		} `json:"rate"`
+		FairnessOff benchPhase `json:"fairness_off"`
+		FairnessOn  benchPhase `json:"fairness_on"`
+		Targets     []struct {
+			Name string `json:"name"`
+			Goal string `json:"goal"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+	}
+	if s := rep.Settings; s.Scenario != "noisy-neighbour" || s.Slots != 8 || s.SleepMS != 20 || s.Admission == "" {
+		t.Errorf("settings %+v", s)
+	}
+	for name, p := range map[string]backlogPhase{"a_alone": rep.AAlone, "a_with_b": rep.WithB} {
+		if p.Calls != 600 || p.Errors != 0 || p.CallsPerSec <= 0 { // twice the backlog
+			t.Errorf("%s: %+v", name, p)
+		}
+	}
+	if rep.B.Calls < 1 || rep.B.Latency["p99"] <= 0 {
+		t.Errorf("b: %+v", rep.B)
+	}
+	if rep.Cap.MaxRunning["A"] < 1 || rep.Cap.MaxRunning["C"] < 1 {
+		t.Errorf("cap: %+v", rep.Cap)
+	}
+	if rep.Rate.Calls != 1000 || rep.Rate.Served < 1 {
+		t.Errorf("rate: %+v", rep.Rate)
+	}
+	for name, p := range map[string]benchPhase{"fairness_off": rep.FairnessOff, "fairness_on": rep.FairnessOn} {
+		if p.Calls != 400 || p.ErrorCalls != 0 || p.CallsPerSec <= 0 {
+			t.Errorf("%s: %+v", name, p)
+		}
+	}
+	if len(rep.Targets) != 5 {
+		t.Errorf("targets: %+v", rep.Targets)
 	}
 }

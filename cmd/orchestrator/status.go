@@ -14,22 +14,29 @@ import (
 
 // statusCommand is "orchestrator status": per tool, the calls pending, in
 // flight and redelivered, the dead letters, whether the tool is paused,
-// and its live workers. Exit 0, 1 when the state cannot be read, 2 on
-// usage or connection errors.
+// and its live workers; with --by-key, the orchestrators' schedulers per
+// tool and fairness key (statusByKey). Exit 0, 1 when the state cannot be
+// read, 2 on usage or connection errors.
 func statusCommand() *cli.Command {
 	var (
 		lf     liveFlags
 		asJSON bool
+		byKey  bool
 	)
 	return &cli.Command{
 		Name:    "status",
-		Summary: "per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers",
-		Help:    "Per tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers.",
+		Summary: "per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers (--by-key: fair shares per key)",
+		Help: "Per tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers.\n\n" +
+			"With --by-key: the orchestrators' fair-share schedulers, summed over every\norchestrator that answers, per tool and fairness key: weight, calls waiting for\ntheir turn, waiting on a per-key limit, in flight, served per second, and the\nper-key limits the fleet applies.",
 		Flags: func(fs *flag.FlagSet) {
 			lf.register(fs)
-			fs.BoolVar(&asJSON, "json", false, "print a JSON array")
+			fs.BoolVar(&asJSON, "json", false, "print JSON")
+			fs.BoolVar(&byKey, "by-key", false, "per tool and fairness key, from every orchestrator's scheduler")
 		},
 		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
+			if byKey {
+				return statusByKey(ctx, env, &lf, asJSON)
+			}
 			live, err := lf.open(ctx, env)
 			if err != nil {
 				return err

@@ -275,7 +275,7 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 				return Phase{}, err
 			}
 		}
-		p, err := startPool(ctx, r.cfg, r.url, r.reg)
+		p, err := startPool(ctx, r.cfg, r.url, r.reg, poolOptions{})
 		if err != nil {
 			return Phase{}, err
 		}
@@ -352,6 +352,13 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 	peak := PeakRSS()
 	r.peakRSS = max(r.peakRSS, peak)
 
+	return phaseOf(name, round, res, cpu, objs1-objs0, bytes1-bytes0, peak), nil
+}
+
+// phaseOf is what a load run measured, as a Phase: cpu is the process's
+// CPU time during the run, objs and bytes its heap allocations, peak its
+// peak RSS.
+func phaseOf(name string, round int, res loadResult, cpu time.Duration, objs, bytes, peak uint64) Phase {
 	p := Phase{
 		Name: name, Round: round, Calls: res.calls, Turns: res.turns,
 		Seconds: res.elapsed.Seconds(), Errors: res.errs,
@@ -368,10 +375,10 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 		p.CallsPerSec = float64(res.calls) / res.elapsed.Seconds()
 		p.AttemptsPerCall = float64(res.attempts) / float64(res.calls)
 		p.CPUPerCallMicros = float64(cpu) / float64(time.Microsecond) / float64(res.calls)
-		p.AllocsPerCall = float64(objs1-objs0) / float64(res.calls)
-		p.AllocBytesPerCall = float64(bytes1-bytes0) / float64(res.calls)
+		p.AllocsPerCall = float64(objs) / float64(res.calls)
+		p.AllocBytesPerCall = float64(bytes) / float64(res.calls)
 	}
-	return p, nil
+	return p
 }
 
 // label names a phase on the progress bar.

@@ -197,3 +197,19 @@ type ticket struct {
 	seq uint64
 	due time.Time
 }
+
+// add sums o into r: the histograms merged, the counts and the elapsed
+// times added.
+func (r *loadResult) add(o *loadResult) {
+	r.hist.merge(&o.hist)
+	r.calls += o.calls
+	r.turns += o.turns
+	r.attempts += o.attempts
+	r.elapsed += o.elapsed
+	if r.errs == nil {
+		r.errs = map[string]uint64{}
+	}
+	for c, n := range o.errs {
+		r.errs[c] += n
+	}
+}

@@ -119,8 +119,17 @@ type pool struct {
 	conns  []*nats.Conn
 }
 
+// poolOptions change how startPool assembles a pool.
+type poolOptions struct {
+	// catalog replaces the dispatcher's catalog (default: the registry's,
+	// or the static list of the loaded tools with external workers).
+	catalog dispatch.Catalog
+	// dispatch, when set, changes the dispatcher's configuration.
+	dispatch func(*dispatch.Config)
+}
+
 // startPool starts the workers and the dispatcher.
-func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry) (_ *pool, err error) {
+func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry, opt poolOptions) (_ *pool, err error) {
 	p := &pool{}
 	promReg := metrics.NewRegistry()
 	defer func() {
@@ -162,14 +171,20 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry)
 		}
 		catalog = dispatch.RegistryCatalog(reg)
 	}
+	if opt.catalog != nil {
+		catalog = opt.catalog
+	}
 	onc, err := connect("toolpool-bench-orchestrator")
 	if err != nil {
 		return nil, err
 	}
+	dc := dispatch.Config{Instance: "bench-" + nuidShort(), DefaultTimeout: cfg.TurnTimeout}
+	if opt.dispatch != nil {
+		opt.dispatch(&dc)
+	}
 	p.orch, err = toolpool.NewOrchestrator(toolpool.OrchestratorConfig{
 		Conn: onc, NoPoisonWatcher: true, Catalog: catalog,
-		Dispatch: dispatch.Config{Instance: "bench-" + nuidShort(), DefaultTimeout: cfg.TurnTimeout},
-		Metrics:  promReg, Logger: cfg.Logger,
+		Dispatch: dc, Metrics: promReg, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ package natstest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -62,6 +63,25 @@ func Connect(t testing.TB, url string) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// RespondJSON answers every request on subject with v as JSON, on a
+// connection of its own to url (a stand-in for a peer that serves the
+// subject, such as an orchestrator answering jetstream.SchedStatsSubject).
+// The connection closes when the test ends.
+func RespondJSON(t testing.TB, url, subject string, v any) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := Connect(t, url)
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // StartProvisioned starts a server as Start does, connects to it and

@@ -20,6 +20,8 @@ func (e *Entry) tool(opts Options) (tools.Tool, error) {
 		Idempotent:  e.Idempotent,
 		Hints:       e.Hints,
 		Concurrency: e.Concurrency,
+		Fairness:    e.Fairness,
+		PerKey:      e.PerKey,
 
 		PauseOn429Above: e.PauseOn429Above,
 	}
@@ -48,6 +50,12 @@ func (e *Entry) overlay(t tools.Tool) tools.Tool {
 	}
 	if e.PauseOn429Above > 0 {
 		t.PauseOn429Above = e.PauseOn429Above
+	}
+	if e.Fairness != "" {
+		t.Fairness = e.Fairness
+	}
+	if !e.PerKey.IsZero() {
+		t.PerKey = e.PerKey
 	}
 	r := e.Retry
 	if r.MaxAttempts > 0 {

@@ -90,6 +90,15 @@ type Entry struct {
 	// answers 429 with a longer Retry-After (tools.Tool.PauseOn429Above);
 	// 0 when not set.
 	PauseOn429Above time.Duration
+
+	// Fairness is the key the tool's free slots are shared between
+	// (tools.Tool.Fairness: tenant, session or input.<field>); "" when
+	// not set.
+	Fairness string
+	// PerKey are the limits of each fairness key (tools.Tool.PerKey:
+	// per_key's concurrency, rate, per and burst), as the file gives
+	// them; zero fields are not set.
+	PerKey tools.KeyLimits
 }
 
 // WebhookConfig is the settings of a webhook tool.

@@ -168,6 +168,27 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 		e.PauseOn429Above = d
 	}
 
+	if s.Fairness != nil {
+		if reason := tools.CheckFairness(*s.Fairness); reason != "" || *s.Fairness == "" {
+			if reason == "" {
+				reason = "is empty; leave it out to share between tenants"
+			}
+			return nil, bad("fairness", "%s", reason)
+		}
+		e.Fairness = *s.Fairness
+	}
+
+	if s.PerKey != nil {
+		l, field, err := checkPerKey(s.PerKey)
+		if err != nil {
+			if field != "" {
+				field = "." + field
+			}
+			return nil, bad("per_key"+field, "%v", err)
+		}
+		e.PerKey = l
+	}
+
 	switch e.Backend {
 	case BackendWebhook:
 		wh, field, err := p.checkWebhook(s.Webhook)
@@ -220,6 +241,52 @@ func registerField(err error) (field, msg string) {
 		return re.Field, re.Reason
 	}
 	return "", err.Error()
+}
+
+// checkPerKey checks the per_key limits field by field: each number given
+// at least 1 (leaving it out sets no limit), per a positive duration, and
+// per and burst only with rate. It returns the limits as given (the
+// registry fills per and burst in) and the field at fault, "" for the
+// mapping as a whole.
+func checkPerKey(s *perKeySpec) (tools.KeyLimits, string, error) {
+	var l tools.KeyLimits
+	for _, n := range []struct {
+		field string
+		value *int
+		dst   *int
+		none  string
+	}{
+		{"concurrency", s.Concurrency, &l.Concurrency, "no cap"},
+		{"rate", s.Rate, &l.Rate, "no rate limit"},
+		{"burst", s.Burst, &l.Burst, "a burst of rate"},
+	} {
+		if n.value == nil {
+			continue
+		}
+		if *n.value < 1 {
+			return l, n.field, fmt.Errorf("must be at least 1, got %d (leave it out for %s)", *n.value, n.none)
+		}
+		*n.dst = *n.value
+	}
+	if s.Per != nil {
+		d, err := parseDuration(*s.Per)
+		switch {
+		case err != nil:
+			return l, "per", err
+		case d <= 0:
+			return l, "per", fmt.Errorf("must be positive, got %s", *s.Per)
+		}
+		l.Per = d
+	}
+	switch {
+	case l.Rate == 0 && l.Per > 0:
+		return l, "per", errors.New("is the period of rate, which is not set: give rate too (calls per period)")
+	case l.Rate == 0 && l.Burst > 0:
+		return l, "burst", errors.New("is the burst of rate, which is not set: give rate too")
+	case l.IsZero():
+		return l, "", errors.New("sets no limit: give concurrency (calls of one key at once) or rate (calls of one key per period), or leave per_key out")
+	}
+	return l, "", nil
 }
 
 // parseDuration reads a Go duration ("10s", "1m30s") with a message a

@@ -1,8 +1,10 @@
 // Package catalog reads a tool catalog file: a YAML (or JSON) list of tools
 // that turns any HTTP endpoint or command into a tool of the pool, without
 // writing Go. Each entry gives the tool's name, description and input
-// schema for the model, its timeout, retry policy, idempotency and
-// fleet-wide concurrency, and a backend:
+// schema for the model, its timeout, retry policy, idempotency,
+// fleet-wide concurrency, fair shares (fairness: tenant, session or
+// input.<field>) and limits per fairness key (per_key: concurrency, rate
+// per period, burst), and a backend:
 //
 //   - webhook: the call's input is POSTed as JSON to a URL; a 2xx body is
 //     the result, any other status is classified (429 and 5xx are retried,
@@ -34,6 +36,8 @@
 //	    timeout: 10s
 //	    retry: {max_attempts: 4, base_delay: 500ms}
 //	    idempotent: true
+//	    fairness: input.city     # share the slots between cities, within each tenant
+//	    per_key: {concurrency: 8, rate: 50, per: 1s}
 //	    backend: webhook
 //	    webhook:
 //	      url: https://weather.example.com/v1/now

@@ -166,8 +166,8 @@ func (p *parser) checkMCP(s *mcpSpec) (*MCPConfig, string, error) {
 
 // MCPBackend is the configuration of the mcpback.Backend that serves e,
 // an mcp entry: its server, and the entry's timeout, retry policy,
-// concurrency, idempotency and pause_on_rate_limit_above for every tool
-// of the server. The caller adds Logger, Metrics and OnChange.
+// concurrency, idempotency, pause_on_rate_limit_above, fairness and
+// per_key for every tool of the server. The caller adds Logger, Metrics and OnChange.
 func (e *Entry) MCPBackend() (mcpback.Config, error) {
 	m := e.MCP
 	if e.Backend != BackendMCP || m == nil {
@@ -180,7 +180,7 @@ func (e *Entry) MCPBackend() (mcpback.Config, error) {
 		Tools: slices.Clone(m.Tools), Prefix: m.Prefix, Sessions: m.Sessions,
 		Template: tools.Tool{
 			Timeout: e.Timeout, Retry: e.Retry, Concurrency: e.Concurrency, PauseOn429Above: e.PauseOn429Above,
-			Hints: e.Hints,
+			Hints: e.Hints, Fairness: e.Fairness, PerKey: e.PerKey,
 		},
 		Idempotent: m.idempotent,
 	}, nil

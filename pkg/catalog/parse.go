@@ -31,6 +31,8 @@ type toolSpec struct {
 	Hints       *hintsSpec   `yaml:"hints"`
 	Concurrency *int         `yaml:"concurrency"`
 	PauseAbove  *string      `yaml:"pause_on_rate_limit_above"`
+	Fairness    *string      `yaml:"fairness"`
+	PerKey      *perKeySpec  `yaml:"per_key"`
 	Backend     string       `yaml:"backend"`
 	Webhook     *webhookSpec `yaml:"webhook"`
 	Exec        *execSpec    `yaml:"exec"`
@@ -41,6 +43,13 @@ type hintsSpec struct {
 	ReadOnly    *bool `yaml:"read_only"`
 	Destructive *bool `yaml:"destructive"`
 	OpenWorld   *bool `yaml:"open_world"`
+}
+
+type perKeySpec struct {
+	Concurrency *int    `yaml:"concurrency"`
+	Rate        *int    `yaml:"rate"`
+	Per         *string `yaml:"per"`
+	Burst       *int    `yaml:"burst"`
 }
 
 type retrySpec struct {

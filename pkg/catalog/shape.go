@@ -65,6 +65,12 @@ var (
 		fieldShape{"max_delay", stringShape},
 		fieldShape{"jitter", floatShape},
 	)
+	perKeyShape = mappingShape(
+		fieldShape{"concurrency", intShape},
+		fieldShape{"rate", intShape},
+		fieldShape{"per", stringShape},
+		fieldShape{"burst", intShape},
+	)
 	webhookShape = mappingShape(
 		fieldShape{"url", stringShape},
 		fieldShape{"headers", &shape{kind: shapeStringMap, words: "a mapping of names to strings", elem: stringShape}},
@@ -98,6 +104,8 @@ var (
 		fieldShape{"hints", hintsShape},
 		fieldShape{"concurrency", intShape},
 		fieldShape{"pause_on_rate_limit_above", stringShape},
+		fieldShape{"fairness", stringShape},
+		fieldShape{"per_key", perKeyShape},
 		fieldShape{"backend", stringShape},
 		fieldShape{"webhook", webhookShape},
 		fieldShape{"exec", execShape},

@@ -19,6 +19,7 @@ func TestShapesMatchSpec(t *testing.T) {
 		{"file", fileShape, reflect.TypeFor[fileSpec]()},
 		{"tool", toolShape, reflect.TypeFor[toolSpec]()},
 		{"retry", retryShape, reflect.TypeFor[retrySpec]()},
+		{"per_key", perKeyShape, reflect.TypeFor[perKeySpec]()},
 		{"hints", hintsShape, reflect.TypeFor[hintsSpec]()},
 		{"webhook", webhookShape, reflect.TypeFor[webhookSpec]()},
 		{"exec", execShape, reflect.TypeFor[execSpec]()},

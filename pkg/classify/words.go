@@ -214,3 +214,111 @@ const (
 	// text, the server's own text is the cause.)
 	MCPCauseNoText = "its MCP server reported an error without saying what went wrong"
 )
+
+// Codes of the is_error result of a call that waited at the orchestrator's
+// scheduler until its deadline (HeldMessage); all are transient.
+const (
+	// CodeFairShare: the tool was busy with other callers' calls.
+	CodeFairShare = "fair_share_wait"
+	// CodeKeyConcurrency: the caller's key had its concurrency cap of
+	// calls of the tool in flight.
+	CodeKeyConcurrency = "key_concurrency_limit"
+	// CodeKeyRate: the caller's key had used its rate of calls of the
+	// tool.
+	CodeKeyRate = "key_rate_limit"
+)
+
+// HeldReason says why a call waited at the scheduler.
+type HeldReason uint8
+
+// The reasons of Held.
+const (
+	// HeldBusy: the tool's workers were busy and its free slots went to
+	// other callers' calls in turn (fair share).
+	HeldBusy HeldReason = iota
+	// HeldConcurrency: the caller's key had Held.Concurrency calls of the
+	// tool in flight.
+	HeldConcurrency
+	// HeldRate: the caller's key had started Held.Rate calls per Held.Per.
+	HeldRate
+)
+
+// Held describes a call the orchestrator held for its turn until its
+// deadline: the input of HeldMessage.
+type Held struct {
+	Tool   string
+	Reason HeldReason
+	// Key names what the limit applies to, as the model knows it: "your
+	// session", "your account", "calls with this repo" ("" is "this caller").
+	Key string
+	// Concurrency, Rate and Per are the per-key limits of the tool
+	// (fleet-wide).
+	Concurrency int
+	Rate        float64
+	Per         time.Duration
+	// Waited is how long the call waited; RetryAfter when a new call
+	// would likely pass (rounded as RetryAfterSeconds does).
+	Waited, RetryAfter time.Duration
+}
+
+// Code is the result code of the held call.
+func (h Held) Code() string {
+	switch h.Reason {
+	case HeldConcurrency:
+		return CodeKeyConcurrency
+	case HeldRate:
+		return CodeKeyRate
+	}
+	return CodeFairShare
+}
+
+// HeldMessage is the content of the is_error result (Held.Code, transient,
+// with a RetryAfter) of a call that waited at the orchestrator until its
+// deadline without its turn to run: over its key's concurrency cap or
+// rate limit, or behind other callers' calls of a busy tool.
+func HeldMessage(h Held) string {
+	again := FormatDuration(time.Duration(RetryAfterSeconds(h.RetryAfter)) * time.Second)
+	who := cmpOr(h.Key, "this caller")
+	switch h.Reason {
+	case HeldConcurrency:
+		return "The call to " + h.Tool + " was not run: " + who + " may have at most " + calls(float64(h.Concurrency)) +
+			" to " + h.Tool + " running at once (a concurrency limit), and it had that many for the " +
+			FormatDuration(h.Waited) + " the call waited. The limit is temporary: try the call again in " + again +
+			", or make fewer calls to " + h.Tool + " at once."
+	case HeldRate:
+		return "The call to " + h.Tool + " was not run: " + who + " may start at most " +
+			calls(h.Rate) + " to " + h.Tool + " " + perText(h.Per) + " (a rate limit), and had used them up for the " + FormatDuration(h.Waited) +
+			" the call waited. The limit is temporary: try the call again in " + again + ", or make fewer calls to " + h.Tool + "."
+	}
+	return "The call to " + h.Tool + " was not run: the tool was busy with other callers' calls for the " +
+		FormatDuration(h.Waited) + " it waited for its turn. This is temporary: try the call again in " + again +
+		", or use a different approach."
+}
+
+// perText is a rate's period: "per second", "per minute", "per 5s".
+func perText(per time.Duration) string {
+	switch per {
+	case 0, time.Second:
+		return "per second"
+	case time.Minute:
+		return "per minute"
+	case time.Hour:
+		return "per hour"
+	}
+	return "per " + FormatDuration(per)
+}
+
+// calls is "1 call", "8 calls", "0.5 calls".
+func calls(n float64) string {
+	if n == 1 {
+		return "1 call"
+	}
+	return strconv.FormatFloat(n, 'f', -1, 64) + " calls"
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

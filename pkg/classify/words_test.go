@@ -81,6 +81,20 @@ func TestWords(t *testing.T) {
 			"The call to echo was not run: the tool pool is saturated (too many calls are waiting for slow). Try the call again in 1s, or answer from what you know."},
 		{"saturated, queue wait", SaturatedMessage(Saturation{Tool: "echo", Busy: "slow", Wait: 42 * time.Second, Left: 5 * time.Second, RetryAfter: 37 * time.Second}),
 			"The call to echo was not run: the tool pool is saturated: slow is busy, with about 42s of queued work, more than this call's timeout (5s). Try the call again in 37s, or use another approach."},
+		{"held by the cap", HeldMessage(Held{Tool: "search", Reason: HeldConcurrency, Key: "your account", Concurrency: 8, Waited: 30 * time.Second, RetryAfter: 2500 * time.Millisecond}),
+			"The call to search was not run: your account may have at most 8 calls to search running at once (a concurrency limit), and it had that many for the 30s the call waited. " +
+				"The limit is temporary: try the call again in 3s, or make fewer calls to search at once."},
+		{"held by the rate", HeldMessage(Held{Tool: "search", Reason: HeldRate, Rate: 50, Per: time.Second, Waited: 10 * time.Second, RetryAfter: time.Second}),
+			"The call to search was not run: this caller may start at most 50 calls to search per second (a rate limit), and had used them up for the 10s the call waited. " +
+				"The limit is temporary: try the call again in 1s, or make fewer calls to search."},
+		{"held by a cap of 1", HeldMessage(Held{Tool: "deploy", Reason: HeldConcurrency, Key: "this session", Concurrency: 1, Waited: 5 * time.Second, RetryAfter: 20 * time.Second}),
+			"The call to deploy was not run: this session may have at most 1 call to deploy running at once (a concurrency limit), and it had that many for the 5s the call waited. " +
+				"The limit is temporary: try the call again in 20s, or make fewer calls to deploy at once."},
+		{"held by a rate per minute", HeldMessage(Held{Tool: "search", Reason: HeldRate, Key: "calls with this repo", Rate: 1, Per: time.Minute, Waited: 2 * time.Second, RetryAfter: 58 * time.Second}),
+			"The call to search was not run: calls with this repo may start at most 1 call to search per minute (a rate limit), and had used them up for the 2s the call waited. " +
+				"The limit is temporary: try the call again in 58s, or make fewer calls to search."},
+		{"held by fair share", HeldMessage(Held{Tool: "search", Waited: 30 * time.Second, RetryAfter: 4 * time.Second}),
+			"The call to search was not run: the tool was busy with other callers' calls for the 30s it waited for its turn. This is temporary: try the call again in 4s, or use a different approach."},
 		{"missing id", MissingIDMessage("echo"),
 			"The call to echo has no tool_use id, so it was not run: every tool_use block needs a unique id."},
 		{"refused field", RefusedFieldMessage("echo", "id", "is 300 bytes; the limit is 256"),

@@ -34,6 +34,12 @@ type AnnouncerConfig struct {
 	Tools []string
 	// WorkerID is the worker's id, as in its results. Required.
 	WorkerID string
+	// Slots is how many calls the worker runs at once over all its tools
+	// (worker.Config.Concurrency), announced with each tool
+	// (Announcement.Slots) so that orchestrators know the fleet's slots.
+	// Default 0: not known (orchestrators then publish the tool's calls
+	// without a fair-share window).
+	Slots int
 	// Bucket names the bucket and how to create it.
 	Bucket BucketConfig
 	// PutTimeout bounds each write. Default PutTimeoutDefault.
@@ -87,8 +93,17 @@ func (c AnnouncerConfig) Validate() error {
 		return errors.New("discovery: AnnouncerConfig.Registry is required")
 	case c.WorkerID == "":
 		return errors.New("discovery: AnnouncerConfig.WorkerID is required")
+	case c.Slots < 0:
+		return fmt.Errorf("discovery: AnnouncerConfig.Slots must be >= 0, got %d", c.Slots)
 	}
 	return c.Bucket.withDefaults().validate()
+}
+
+// announcementOf is the announcement of rt by this worker, with its slots.
+func (c AnnouncerConfig) announcementOf(rt *tools.Registered, startedAt time.Time) Announcement {
+	a := AnnouncementOf(rt, c.WorkerID, startedAt)
+	a.Slots = c.Slots
+	return a
 }
 
 // NewAnnouncer checks cfg and returns an announcer. It does not touch the
@@ -109,7 +124,7 @@ func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
 		if !ok {
 			return nil, fmt.Errorf("discovery: AnnouncerConfig.Tools names %q, which is not in the registry", name)
 		}
-		anns[Key(name, cfg.WorkerID)] = AnnouncementOf(rt, cfg.WorkerID, startedAt)
+		anns[Key(name, cfg.WorkerID)] = cfg.announcementOf(rt, startedAt)
 	}
 	a := &Announcer{cfg: cfg, anns: anns, liveness: LivenessPrefix + nuid.Next(), done: make(chan struct{}), stoppedCh: make(chan struct{})}
 	if _, err := a.encode(""); err != nil {
@@ -236,7 +251,7 @@ func (a *Announcer) Update(ctx context.Context, rts ...*tools.Registered) error 
 		if !ok {
 			continue
 		}
-		ann := AnnouncementOf(rt, a.cfg.WorkerID, old.StartedAt)
+		ann := a.cfg.announcementOf(rt, old.StartedAt)
 		a.anns[key] = ann
 		if a.values == nil {
 			continue // not started: Start encodes anns

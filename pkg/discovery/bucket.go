@@ -166,18 +166,25 @@ func validLiveness(subject string) bool {
 	return ok && natssubject.ValidToken(token)
 }
 
-// AnnouncementOf describes a registered tool served by workerID.
+// AnnouncementOf describes a registered tool served by workerID. Its
+// Slots are left 0: the Announcer sets them (AnnouncerConfig.Slots).
 func AnnouncementOf(rt *tools.Registered, workerID string, startedAt time.Time) Announcement {
-	return Announcement{
+	a := Announcement{
 		Tool:        rt.Definition(),
 		WorkerID:    workerID,
 		Timeout:     rt.Timeout,
 		MaxAttempts: rt.Retry.MaxAttempts,
 		Concurrency: rt.Concurrency,
+		Fairness:    rt.Fairness,
 		Idempotent:  rt.Idempotent,
 		Hints:       hintsOf(rt.Hints),
 		StartedAt:   startedAt,
 	}
+	if !rt.PerKey.IsZero() {
+		limits := rt.PerKey
+		a.PerKey = &limits
+	}
+	return a
 }
 
 // Key is the bucket key of tool served by workerID: "<tool>.<worker>", the

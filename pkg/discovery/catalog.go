@@ -92,6 +92,10 @@ type Catalog struct {
 	live    map[string]map[string]entry // tool → key → entry
 	known   map[string]struct{}         // tools ever announced
 	unheard map[string]*unheard         // liveness subject → since when no one subscribes
+	// infos are the tools' Lookup answers, made when their announcements
+	// or their workers' liveness change (summarize), so that Lookup reads
+	// one map entry.
+	infos map[string]toolSummary
 
 	// Change notifications (Subscribe): changed is signalled by every
 	// update and probe; the notify loop compares the live tools with those
@@ -128,6 +132,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 	c := &Catalog{
 		cfg: cfg, done: make(chan struct{}), now: time.Now,
 		live: map[string]map[string]entry{}, known: map[string]struct{}{}, unheard: map[string]*unheard{},
+		infos:      map[string]toolSummary{},
 		probesDone: make(chan struct{}), stopped: make(chan struct{}),
 		changed: make(chan struct{}, 1), notifyDone: make(chan struct{}), subs: map[chan struct{}]struct{}{},
 	}
@@ -288,6 +293,9 @@ func (c *Catalog) probe(ctx context.Context) {
 				"worker_id", workers[subject], "for", now.Sub(u.since).Round(time.Millisecond))
 		}
 	}
+	for tool := range c.live {
+		c.infos[tool] = c.summarize(tool, now)
+	}
 }
 
 // run applies the bucket's updates until the watch ends.
@@ -316,6 +324,7 @@ func (c *Catalog) apply(e js.KeyValueEntry) {
 				delete(c.live, tool)
 			}
 		}
+		c.infos[tool] = c.summarize(tool, c.now())
 		return
 	}
 	ann, err := decodeAnnouncement(e.Value())
@@ -328,8 +337,61 @@ func (c *Catalog) apply(e js.KeyValueEntry) {
 		byKey = map[string]entry{}
 		c.live[tool] = byKey
 	}
-	byKey[e.Key()] = entry{ann: ann, seen: c.now()}
+	now := c.now()
+	byKey[e.Key()] = entry{ann: ann, seen: now}
 	c.known[tool] = struct{}{}
+	c.infos[tool] = c.summarize(tool, now)
+}
+
+// toolSummary is what Lookup answers for a tool with live workers, good
+// until one of the announcements it counts expires.
+type toolSummary struct {
+	info    dispatch.ToolInfo
+	workers int       // live workers counted
+	until   time.Time // the first expiry among them
+}
+
+// summarize sums up the live workers of tool at now; c.mu is held. The
+// tool's settings (concurrency, fairness, per-key limits) are those of
+// its most recently started worker, as in Tools; its slots are the sum of
+// its live workers' (Announcement.Slots), capped by its concurrency, or 0
+// (not known) when a worker announced none.
+func (c *Catalog) summarize(tool string, now time.Time) toolSummary {
+	var (
+		s      = toolSummary{info: dispatch.ToolInfo{Name: tool}}
+		newest Announcement
+		slots  int
+		noSlot bool
+	)
+	for _, e := range c.live[tool] {
+		if !c.alive(e, now) {
+			continue
+		}
+		if s.workers == 0 || e.ann.StartedAt.After(newest.StartedAt) ||
+			e.ann.StartedAt.Equal(newest.StartedAt) && e.ann.WorkerID > newest.WorkerID {
+			newest = e.ann
+		}
+		if exp := e.seen.Add(c.ttl); s.workers == 0 || exp.Before(s.until) {
+			s.until = exp
+		}
+		s.workers++
+		slots += e.ann.Slots
+		noSlot = noSlot || e.ann.Slots <= 0
+	}
+	if s.workers == 0 {
+		return s
+	}
+	if !noSlot {
+		s.info.Slots = slots
+		if newest.Concurrency > 0 {
+			s.info.Slots = min(slots, newest.Concurrency)
+		}
+	}
+	s.info.Fairness = newest.Fairness
+	if newest.PerKey != nil {
+		s.info.PerKey = *newest.PerKey
+	}
+	return s
 }
 
 // Stop stops watching the bucket and probing the workers. It has nothing
@@ -394,17 +456,23 @@ func (c *Catalog) liveWorkers(tool string, now time.Time) []Announcement {
 	return out
 }
 
-// Lookup reports whether at least one live worker serves name. When none
-// does but the tool is known (see CatalogConfig.Known), it answers false
-// with ToolInfo.NoWorker set.
+// Lookup reports whether at least one live worker serves name, with the
+// tool's fleet slots (the sum of its live workers' Announcement.Slots,
+// capped by its concurrency; 0 when a worker did not announce its slots),
+// fairness key and per-key limits, as its most recently started worker
+// announced them. When no worker serves it but the tool is known (see
+// CatalogConfig.Known), it answers false with ToolInfo.NoWorker set.
 func (c *Catalog) Lookup(ctx context.Context, name string) (dispatch.ToolInfo, bool) {
 	now := c.now()
 	c.mu.RLock()
-	n := len(c.liveWorkers(name, now))
+	s, ok := c.infos[name]
+	if !ok || !now.Before(s.until) {
+		s = c.summarize(name, now) // an announcement expired since: count again
+	}
 	_, seen := c.known[name]
 	c.mu.RUnlock()
-	if n > 0 {
-		return dispatch.ToolInfo{Name: name}, true
+	if s.workers > 0 {
+		return s.info, true
 	}
 	if seen {
 		return dispatch.ToolInfo{Name: name, NoWorker: true}, false

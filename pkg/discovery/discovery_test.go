@@ -50,7 +50,7 @@ func registry(t *testing.T, names ...string) *tools.Registry {
 
 // connect opens a JetStream context on a connection of its own (one per
 // simulated process), closed when the test ends.
-func connect(t *testing.T, url string) js.JetStream {
+func connect(t testing.TB, url string) js.JetStream {
 	t.Helper()
 	j, err := js.New(natstest.Connect(t, url))
 	if err != nil {
@@ -61,10 +61,15 @@ func connect(t *testing.T, url string) js.JetStream {
 
 func announce(t *testing.T, j js.JetStream, workerID string, reg *tools.Registry) *Announcer {
 	t.Helper()
-	a, err := NewAnnouncer(AnnouncerConfig{
-		JetStream: j, Registry: reg, WorkerID: workerID,
-		Bucket: BucketConfig{TTL: testTTL}, Logger: natstest.Logger(t),
-	})
+	return announceWith(t, AnnouncerConfig{JetStream: j, Registry: reg, WorkerID: workerID})
+}
+
+// announceWith starts an announcer of cfg, with the tests' bucket and
+// logger, stopped when the test ends.
+func announceWith(t *testing.T, cfg AnnouncerConfig) *Announcer {
+	t.Helper()
+	cfg.Bucket, cfg.Logger = BucketConfig{TTL: testTTL}, natstest.Logger(t)
+	a, err := NewAnnouncer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

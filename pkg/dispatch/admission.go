@@ -15,6 +15,7 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/sched"
 )
 
 // Defaults of the admission fields of Config.
@@ -126,6 +127,10 @@ type admission struct {
 	js          js.JetStream
 	log         *slog.Logger
 	stopped     <-chan struct{} // the dispatcher's: ends reads in progress
+	// sched is the dispatcher's scheduler (nil with NoFairness): the calls
+	// it holds count in their tool's queue, and a key below its fair share
+	// of a bound is admitted even when the bound is reached.
+	sched *sched.Scheduler
 
 	inFlight atomic.Int64
 
@@ -184,10 +189,10 @@ func (q *queueDepth) sample(pending, working int64, delivered uint64, at time.Ti
 
 // wait is the estimated time until the last of n calls published now
 // would be done: the deliveries up to it (the calls queued, those
-// published since the read, the n) over the drain rate, plus its own run
-// time, which while the
-// workers are saturated is the calls they hold over the rate (Little's
-// law: each of them is held for its run time). ok is false when
+// published since the read, the n — which with fair shares include the
+// calls the scheduler grants before the last of them) over the drain rate, plus its own run time, which
+// while the workers are saturated is the calls they hold over the rate
+// (Little's law: each of them is held for its run time). ok is false when
 // there is no estimate: the rate is unknown (the tool was never seen
 // saturated, or it never delivered while saturated), the queue was empty
 // at the last read, or that read is older than maxAge.
@@ -203,8 +208,9 @@ func (q *queueDepth) wait(now time.Time, maxAge time.Duration, n int64) (d time.
 	return time.Duration(secs * float64(time.Second)), true
 }
 
-func newAdmission(cfg Config, stopped <-chan struct{}) *admission {
+func newAdmission(cfg Config, sc *sched.Scheduler, stopped <-chan struct{}) *admission {
 	return &admission{
+		sched:       sc,
 		stopped:     stopped,
 		maxInFlight: int64(cfg.MaxCallsInFlight),
 		maxDepth:    int64(cfg.MaxQueueDepth),
@@ -236,8 +242,9 @@ func (d *Dispatcher) admit(t *turn) (done func(), err error) {
 	if a.maxInFlight > 0 {
 		load := a.inFlight.Add(n)
 		// A turn alone larger than the bound still runs when nothing else
-		// does, or it could never run.
-		if load > a.maxInFlight && load != n {
+		// does, or it could never run; nor is a key refused that holds
+		// less than its fair share of the bound.
+		if load > a.maxInFlight && load != n && !a.belowShare(perTool, t, a.maxInFlight) {
 			a.inFlight.Add(-n)
 			return nil, &SaturatedError{Load: load - n, Limit: a.maxInFlight, RetryAfter: a.retryAfter}
 		}
@@ -245,11 +252,12 @@ func (d *Dispatcher) admit(t *turn) (done func(), err error) {
 		a.inFlight.Add(n)
 	}
 	if a.maxDepth > 0 || a.byWait {
-		gens, err := a.reserve(perTool, t.deadline)
+		gens, err := a.reserve(perTool, t)
 		if err != nil {
 			a.inFlight.Add(-n)
 			return nil, err
 		}
+		t.admGens = gens
 		return func() {
 			a.inFlight.Add(-n)
 			a.release(perTool, gens)
@@ -276,21 +284,49 @@ func (a *admission) release(perTool map[string]int64, gens map[string]uint64) {
 // than the turn has time left for (deadline), and otherwise counts its
 // calls into the tools' estimates and returns the tools' read generations,
 // for release.
-func (a *admission) reserve(perTool map[string]int64, deadline time.Time) (map[string]uint64, error) {
+//
+// With fair shares, the calls the scheduler holds count in their tool's
+// queue (they are not in JetStream's), and the key of the turn's calls
+// to a tool is weighed by its own share: a key below its fair share of
+// MaxQueueDepth (the bound over the keys with calls of the tool) is
+// admitted even when the bound is reached, and the queue wait estimated
+// for it is what the round robin makes it wait (its calls ahead, times
+// the keys sharing the tool), not the whole queue.
+func (a *admission) reserve(perTool map[string]int64, t *turn) (map[string]uint64, error) {
 	now := time.Now()
-	left := deadline.Sub(now)
+	left := t.deadline.Sub(now)
+	// The scheduler's loads are read before a.mu is taken: its locks are
+	// the tools', and every turn's admission and release take a.mu.
+	var loadsBuf [4]toolLoad
+	loads := loadsBuf[:0]
+	if a.sched != nil {
+		for tool := range perTool {
+			loads = append(loads, toolLoad{tool, a.sched.Load(tool, t.tenant, t.keyOf(tool))})
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for tool := range perTool {
+	for tool, n := range perTool {
 		q := a.observe(tool, now)
-		load := q.pending + q.since
-		if a.maxDepth > 0 && load >= a.maxDepth {
+		load := q.pending + q.since // in JetStream, or published since the read
+		var fl sched.Load
+		var granted int64 // the calls the scheduler grants before the turn's last
+		if a.sched != nil {
+			for _, l := range loads {
+				if l.tool == tool {
+					fl = l.load
+				}
+			}
+			load += int64(fl.Waiting)
+			granted = min(int64(fl.Waiting), (int64(fl.KeyWaiting)+n)*int64(fl.Keys)-n)
+		}
+		if a.maxDepth > 0 && load >= a.maxDepth && (a.sched == nil || !fairShare(fl, n, a.maxDepth)) {
 			return nil, &SaturatedError{Tool: tool, Load: load, Limit: a.maxDepth, RetryAfter: a.retryAfter}
 		}
 		if !a.byWait {
 			continue
 		}
-		if wait, ok := q.wait(now, staleSamples*a.refresh, perTool[tool]); ok && wait > left {
+		if wait, ok := q.wait(now, staleSamples*a.refresh, n+granted); ok && wait > left {
 			retry := min(max(wait-left, a.retryAfter), SaturatedRetryAfterMax)
 			return nil, &SaturatedError{Tool: tool, Load: load, Wait: wait, Left: max(left, 0), RetryAfter: retry}
 		}
@@ -302,6 +338,50 @@ func (a *admission) reserve(perTool map[string]int64, deadline time.Time) (map[s
 		gens[tool] = q.gen
 	}
 	return gens, nil
+}
+
+// toolLoad is what the scheduler holds of a tool, for reserve.
+type toolLoad struct {
+	tool string
+	load sched.Load
+}
+
+// fairShare reports whether a key whose scheduler load is fl stays within
+// its fair share of bound with n calls more: the bound divided among the
+// keys with calls of the tool. A key alone has no share to defend: the
+// bound is all its own.
+func fairShare(fl sched.Load, n, bound int64) bool {
+	if fl.Keys < 2 {
+		return false
+	}
+	share := bound / int64(fl.Keys)
+	return int64(fl.KeyWaiting+fl.KeyInFlight)+n <= share
+}
+
+// belowShare reports whether, for every tool of the turn, its key stays
+// within its fair share of bound (false without fair shares).
+func (a *admission) belowShare(perTool map[string]int64, t *turn, bound int64) bool {
+	if a.sched == nil {
+		return false
+	}
+	for tool, n := range perTool {
+		if !fairShare(a.sched.Load(tool, t.tenant, t.keyOf(tool)), n, bound) {
+			return false
+		}
+	}
+	return true
+}
+
+// hold takes a call admitted under read generation gen of tool out of
+// the calls counted as published since the read (delta -1: the
+// scheduler holds it and counts it itself), or puts it back (+1: granted
+// or cancelled). A read started since counts it as it finds it.
+func (a *admission) hold(tool string, gen uint64, delta int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if q := a.depths[tool]; q != nil && q.gen == gen {
+		q.since += delta
+	}
 }
 
 // observe returns tool's estimate, starting a read of its consumer when

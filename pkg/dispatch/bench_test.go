@@ -75,50 +75,50 @@ func BenchmarkDispatchRoundTrip(b *testing.B) {
 		{"parallel-64", 32, 1},
 		{"parallel-256", 128, 1},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			tb := setup(b)
-			startEchoWorker(b, tb, "echo")
-			var n atomic.Int64
-			turn := func() []envelope.ToolUseBlock {
-				calls := make([]envelope.ToolUseBlock, bc.calls)
-				for i := range calls {
-					calls[i] = envelope.ToolUseBlock{
-						Type: "tool_use", ID: "toolu_" + strconv.FormatInt(n.Add(1), 10),
-						Name: "echo", Input: []byte(`{"text":"hello"}`),
+		for _, fm := range fairModes {
+			b.Run(bc.name+"/"+fm.name, func(b *testing.B) {
+				tb := setup(b, fm.mod)
+				startEchoWorker(b, tb, "echo")
+				var n atomic.Int64
+				turn := func() []envelope.ToolUseBlock {
+					calls := make([]envelope.ToolUseBlock, bc.calls)
+					for i := range calls {
+						calls[i] = envelope.ToolUseBlock{
+							Type: "tool_use", ID: "toolu_" + strconv.FormatInt(n.Add(1), 10),
+							Name: "echo", Input: []byte(`{"text":"hello"}`),
+						}
+					}
+					return calls
+				}
+				run := func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					res, err := tb.d.Dispatch(ctx, "bench", turn())
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if res[0].IsError {
+						b.Errorf("is_error: %s", res[0].Content.Text())
 					}
 				}
-				return calls
-			}
-			run := func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				res, err := tb.d.Dispatch(ctx, "bench", turn())
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if res[0].IsError {
-					b.Errorf("is_error: %s", res[0].Content.Text())
-				}
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			if bc.parallel == 0 {
-				for b.Loop() {
-					run()
-				}
-			} else {
-				b.SetParallelism(bc.parallel)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						run()
-					}
-				})
-			}
-			b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
-		})
+				runBench(b, bc.parallel, &n, run)
+			})
+		}
 	}
+}
+
+// fairModes are the dispatcher's fair-share settings the benchmarks
+// compare: off; on, for a tool of unknown slots (no window: every call is
+// granted at once); on, with a window of 256 slots (plus the margin),
+// which the parallel cases fill.
+var fairModes = []struct {
+	name string
+	mod  func(*Config)
+}{
+	{"nofair", func(c *Config) { c.NoFairness = true }},
+	{"fair", func(*Config) {}},
+	{"fair-window", func(c *Config) { c.Catalog = fairCatalog{"echo": {Slots: 256}} }},
 }
 
 // BenchmarkRawRoundTrip is the baseline for BenchmarkDispatchRoundTrip,
@@ -196,22 +196,28 @@ func BenchmarkRawRoundTrip(b *testing.B) {
 					b.Error("no result")
 				}
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			if bc.parallel == 0 {
-				for b.Loop() {
-					run()
-				}
-			} else {
-				b.SetParallelism(bc.parallel)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						run()
-					}
-				})
-			}
-			b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
+			runBench(b, bc.parallel, &n, run)
 		})
 	}
+}
+
+// runBench runs run b.N times, from parallel goroutines per GOMAXPROCS
+// (0: one caller), and reports the calls per second n counted.
+func runBench(b *testing.B, parallel int, n *atomic.Int64, run func()) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	if parallel == 0 {
+		for b.Loop() {
+			run()
+		}
+	} else {
+		b.SetParallelism(parallel)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				run()
+			}
+		})
+	}
+	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "calls/s")
 }

@@ -23,16 +23,34 @@ const CatalogTTLDefault = 2 * time.Second
 const catalogListTimeout = 2 * time.Second
 
 // RegistryCatalog is the Catalog of the tools registered in reg, for a pool
-// whose workers serve exactly those tools (the in-process setup).
-func RegistryCatalog(reg *tools.Registry) Catalog { return registryCatalog{reg} }
+// whose workers serve exactly those tools (the in-process setup). A tool's
+// ToolInfo carries its fairness key and per-key limits, and its
+// Concurrency as its Slots (see RegistryCatalogWithSlots).
+func RegistryCatalog(reg *tools.Registry) Catalog { return registryCatalog{reg: reg} }
 
-type registryCatalog struct{ reg *tools.Registry }
+// RegistryCatalogWithSlots is RegistryCatalog for a pool whose workers run
+// slots calls at once in all (the sum of their worker.Config.Concurrency):
+// a tool's Slots are the lesser of its Concurrency and slots. slots <= 0
+// is RegistryCatalog.
+func RegistryCatalogWithSlots(reg *tools.Registry, slots int) Catalog {
+	return registryCatalog{reg: reg, slots: max(slots, 0)}
+}
+
+type registryCatalog struct {
+	reg   *tools.Registry
+	slots int // the workers' slots in all; 0: not known
+}
 
 func (c registryCatalog) Lookup(_ context.Context, name string) (ToolInfo, bool) {
-	if _, ok := c.reg.Lookup(name); !ok {
+	rt, ok := c.reg.Lookup(name)
+	if !ok {
 		return ToolInfo{}, false
 	}
-	return ToolInfo{Name: name}, true
+	slots := rt.Concurrency
+	if c.slots > 0 {
+		slots = min(slots, c.slots)
+	}
+	return ToolInfo{Name: name, Slots: slots, Fairness: rt.Fairness, PerKey: rt.PerKey}, true
 }
 
 func (c registryCatalog) Names(context.Context) []string { return c.reg.Names() }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/sched"
 )
 
 // Defaults of Config. DefaultTimeoutDefault is declared in dispatch.go.
@@ -57,6 +59,13 @@ const (
 	// RecentMaxBytesDefault caps the bytes of cached results kept for
 	// settled calls.
 	RecentMaxBytesDefault = 64 << 20
+	// PresenceIntervalDefault is how often an orchestrator announces
+	// itself to the others on jetstream.SchedPresenceSubject; one not
+	// heard from for PresenceMissed intervals is gone.
+	PresenceIntervalDefault = time.Second
+	// PresenceMissed is how many presence intervals without a word make a
+	// replica count as gone.
+	PresenceMissed = 3
 )
 
 // Config configures a Dispatcher. The zero value of every field but JS/NC and
@@ -156,6 +165,38 @@ type Config struct {
 	// over the rate at which the tool's workers drained it while they were
 	// saturated) is refused at once, like one past MaxQueueDepth.
 	NoQueueWaitAdmission bool
+
+	// NoFairness turns the fair-share scheduler off. By default (false)
+	// the dispatcher lets at most a window of each tool's calls be in
+	// flight — the tool's fleet slots (ToolInfo.Slots) plus WindowMargin;
+	// a tool of unknown slots has no window — and holds the rest: a free
+	// place goes to the waiting call of the highest priority, among those
+	// to the fairness keys in weighted round robin, FIFO within a key; and
+	// each key's calls are bounded by the tool's per-key limits
+	// (ToolInfo.PerKey), this dispatcher applying its share of them among
+	// the live orchestrators (PresenceInterval). With NoFairness calls are
+	// published as they come, and no per-key limit applies.
+	NoFairness bool
+	// WindowMargin is a tool's window beyond its slots, as a fraction of
+	// them (at least sched.MinMarginDefault calls): enough for the workers
+	// to find their next calls queued, little enough that a new key's call
+	// waits behind at most that many. Default sched.MarginDefault;
+	// negative: no margin.
+	WindowMargin float64
+	// StaleAfter is the least time after its publish a call stops
+	// counting against its tool's window, so that calls waiting out a
+	// retry's backoff in JetStream do not leave the workers idle: a call
+	// goes stale after four times the tool's average time from publish to
+	// result, at least StaleAfter (ten times StaleAfter before any call of
+	// the tool was answered). It still counts against its key's
+	// concurrency cap. Default sched.StaleMinDefault; negative: calls
+	// never go stale.
+	StaleAfter time.Duration
+	// PresenceInterval is how often the dispatcher announces itself to
+	// the other orchestrators (jetstream.SchedPresenceSubject); one not
+	// heard from for PresenceMissed intervals no longer shares the per-key
+	// limits. Default PresenceIntervalDefault.
+	PresenceInterval time.Duration
 }
 
 // WithDefaults returns c with zero fields set to their defaults. A missing
@@ -180,6 +221,8 @@ func (c Config) WithDefaults() Config {
 	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, MaxQueueDepthDefault)
 	c.QueueDepthRefresh = cmp.Or(max(c.QueueDepthRefresh, 0), QueueDepthRefreshDefault)
 	c.SaturatedRetryAfter = cmp.Or(max(c.SaturatedRetryAfter, 0), SaturatedRetryAfterDefault)
+	c.WindowMargin = cmp.Or(c.WindowMargin, sched.MarginDefault)
+	c.PresenceInterval = cmp.Or(max(c.PresenceInterval, 0), PresenceIntervalDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -220,6 +263,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("dispatch: Config.RecentMax must be positive, got %d", c.RecentMax)
 	case c.RecentMaxBytes <= 0:
 		return fmt.Errorf("dispatch: Config.RecentMaxBytes must be positive, got %d", c.RecentMaxBytes)
+	case math.IsNaN(c.WindowMargin) || math.IsInf(c.WindowMargin, 0):
+		return fmt.Errorf("dispatch: Config.WindowMargin must be a finite number, got %v", c.WindowMargin)
 	case c.Logger == nil:
 		return errors.New("dispatch: Config.Logger is nil")
 	case c.Metrics == nil:

@@ -19,6 +19,7 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/sched"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -86,8 +87,10 @@ type Dispatcher struct {
 	endLife     context.CancelFunc
 	calls       *callTable
 	sessions    *sessionTracker
-	inflight    chan struct{} // publish slots: MaxPublishInFlight
-	adm         *admission    // admission control: admission.go
+	inflight    chan struct{}    // publish slots: MaxPublishInFlight
+	adm         *admission       // admission control: admission.go
+	sched       *sched.Scheduler // fair shares (fair.go); nil with NoFairness
+	presence    *presence        // the other replicas and the stats requests (presence.go); nil with NoFairness
 
 	mu      sync.Mutex
 	started bool
@@ -124,9 +127,21 @@ func New(cfg Config) (*Dispatcher, error) {
 		}
 		cfg.JS = j
 	}
+	var sc *sched.Scheduler
+	if !cfg.NoFairness {
+		var err error
+		sc2 := sched.Config{Margin: cfg.WindowMargin, StaleMin: cfg.StaleAfter}
+		if cfg.WindowMargin < 0 {
+			sc2.MinMargin = -1 // the window is the slots
+		}
+		if sc, err = sched.New(sc2); err != nil {
+			return nil, fmt.Errorf("dispatch: Config.WindowMargin: %w", err)
+		}
+	}
 	life, endLife := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	return &Dispatcher{
+		sched:    sc,
 		life:     life,
 		endLife:  endLife,
 		cfg:      cfg,
@@ -138,7 +153,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		calls:    newCallTable(cfg.RecentTTL, cfg.RecentMax, cfg.RecentMaxBytes),
 		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
-		adm:      newAdmission(cfg, stopped),
+		adm:      newAdmission(cfg, sc, stopped),
 		stopped:  stopped,
 		done:     make(chan struct{}),
 		idle:     make(chan struct{}, 1),
@@ -189,9 +204,20 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err := d.subscribeProgress(); err != nil {
 		return fmt.Errorf("dispatch: start: progress reports: %w: %w", ErrUnavailable, err)
 	}
+	if d.sched != nil {
+		p, err := d.startPresence()
+		if err != nil {
+			_ = d.progressSub.Unsubscribe()
+			return fmt.Errorf("dispatch: start: scheduler presence: %w: %w", ErrUnavailable, err)
+		}
+		d.presence = p
+	}
 	s, err := d.subscribeResults(ctx, info.State.LastSeq+1)
 	if err != nil {
 		_ = d.progressSub.Unsubscribe()
+		if d.presence != nil {
+			d.presence.stop()
+		}
 		return fmt.Errorf("dispatch: start: %w: %w", ErrUnavailable, err)
 	}
 	d.sub.Store(s)
@@ -257,6 +283,12 @@ func (d *Dispatcher) stop() {
 		defer d.watches.Wait() // they end on stopped
 		if d.progressSub != nil {
 			_ = d.progressSub.Unsubscribe()
+		}
+		if d.presence != nil {
+			d.presence.stop()
+		}
+		if d.sched != nil {
+			d.sched.Close()
 		}
 		if watchDone != nil {
 			<-watchDone // every wait of the watchdog is bounded; it may have swapped d.sub
@@ -397,6 +429,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envel
 		return nil, err
 	}
 	defer admitted()
+	t.schedule() // fair shares: fair.go
 	if err := t.publish(); err != nil {
 		return nil, err
 	}
@@ -432,6 +465,15 @@ type slot struct {
 	state uint8
 	epoch uint32 // the call's cancellations before: its Nats-Msg-Id is callMsgID(key, epoch)
 	seq   uint64 // the call message's sequence in TOOL_CALLS, once this turn stored it; 0 otherwise
+	// published says the call was handed to the publisher.
+	published bool
+	// held says the call waits at the scheduler for its turn (fair.go);
+	// tk is its place there while ticketed (from schedule to endTicket).
+	held     bool
+	ticketed bool
+	tk       sched.Ticket
+	// info is what the catalog's Lookup said of the tool.
+	info ToolInfo
 }
 
 // turn is one Dispatch call in progress.
@@ -466,6 +508,13 @@ type turn struct {
 	// unacked are the calls whose publish was in flight when ctx was
 	// cancelled: their sequence comes with their PubAck.
 	unacked []unackedCall
+	// scheduled says calls of the turn have scheduler tickets (fair.go);
+	// held counts those waiting for their grant.
+	scheduled bool
+	held      int
+	// admGens are the tools' queue-depth read generations when the turn
+	// was admitted (admission.hold); nil when no depth is estimated.
+	admGens map[string]uint64
 }
 
 func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelope.ToolUseBlock) *turn {
@@ -479,7 +528,7 @@ func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelo
 		results:  make([]envelope.Result, len(calls)),
 		slots:    make([]slot, len(calls)),
 		payloads: make([][]byte, len(calls)),
-		ch:       make(chan delivery, len(calls)),
+		ch:       make(chan delivery, chanRoom(d, len(calls))),
 		now:      time.Now(),
 		progress: ProgressFrom(ctx),
 	}
@@ -509,7 +558,8 @@ func (t *turn) prepare() {
 			d.rejected(c.Name, false, t.results[i].Code)
 			continue
 		}
-		if info, ok := d.cfg.Catalog.Lookup(t.ctx, c.Name); !ok {
+		info, ok := d.cfg.Catalog.Lookup(t.ctx, c.Name)
+		if !ok {
 			if !listed {
 				available, listed = d.cfg.Catalog.Names(t.ctx), true
 			}
@@ -555,7 +605,7 @@ func (t *turn) prepare() {
 			t.results[i].Content = slices.Clone(cached.Content)
 			continue
 		}
-		t.slots[i] = slot{state: slotWaiting, epoch: epoch}
+		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info}
 		t.keys[i] = key
 		t.payloads[i] = payload
 		t.waiting++
@@ -593,7 +643,13 @@ func (t *turn) wait() error {
 	for t.waiting > 0 {
 		select {
 		case dl := <-t.ch:
-			t.answer(dl)
+			if dl.res != nil {
+				t.answer(dl)
+				continue
+			}
+			if err := t.granted(dl.idx); err != nil { // fair.go
+				return err
+			}
 		case <-t.ctx.Done():
 			if !errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
 				t.cancelled = true // release cancels the calls left
@@ -616,6 +672,7 @@ func (t *turn) answer(dl delivery) {
 	t.results[dl.idx] = *dl.res
 	t.results[dl.idx].Content = slices.Clone(dl.res.Content)
 	t.slots[dl.idx].state = slotAnswered
+	t.endTicket(dl.idx)
 	t.waiting--
 	t.d.metrics.Pending(-1)
 }
@@ -629,7 +686,9 @@ func (t *turn) expire() {
 	for {
 		select {
 		case dl := <-t.ch:
-			t.answer(dl)
+			if dl.res != nil { // a grant now is too late: endTicket releases it
+				t.answer(dl)
+			}
 			continue
 		default:
 		}
@@ -641,7 +700,13 @@ func (t *turn) expire() {
 			continue
 		}
 		c := t.calls[i]
-		t.results[i] = deadlineResult(c.ID, c.Name, waited)
+		if h, ok := t.endHeld(i); ok {
+			t.results[i] = t.heldResult(i, h) // fair.go
+			d.heldExpired(c.Name, t.results[i].Code)
+		} else {
+			t.results[i] = deadlineResult(c.ID, c.Name, waited)
+		}
+		t.endTicket(i)
 		t.slots[i].state = slotAnswered
 		t.waiting--
 		d.metrics.Pending(-1)
@@ -665,6 +730,11 @@ func (t *turn) leaveAll(now time.Time) {
 func (t *turn) release() {
 	if t.expiry != nil {
 		t.expiry.Stop()
+	}
+	if t.scheduled {
+		for i := range t.slots {
+			t.endTicket(i)
+		}
 	}
 	if t.waiting > 0 {
 		if t.cancelled {

@@ -48,6 +48,22 @@
 // model to stop retrying it and use a different approach; a success resets
 // the count.
 //
+// # Fair shares
+//
+// Unless Config.NoFairness, a tool's calls beyond its window (the fleet's
+// slots, ToolInfo.Slots, plus Config.WindowMargin) wait in the dispatcher
+// instead of JetStream, and each free place goes to the waiting call of
+// the highest priority (WithPriority), among those to the fairness keys
+// in weighted round robin (the tenant, the session or a field of the
+// input, as ToolInfo.Fairness says; weights from WithWeight), FIFO within
+// a key; a key's calls are also bounded by the tool's per-key limits
+// (ToolInfo.PerKey: a concurrency cap, a rate), of which each of the live
+// orchestrators applies its share. A call still waiting at its deadline is
+// answered with a transient is_error that names the limit that held it
+// and when to try again (Retry-After), or says the tool was busy with
+// other callers' calls. SchedSnapshot (and a request on
+// jetstream.SchedStatsSubject) shows what the scheduler holds.
+//
 // Dispatch returns an error only when the turn cannot be handled: the
 // calls could not be stored (ErrUnavailable), the dispatcher stopped
 // (ErrStopped, also ErrUnavailable) or the caller cancelled ctx.

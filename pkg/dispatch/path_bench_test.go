@@ -74,33 +74,37 @@ func (m *resultMsg) Subject() string { return m.subject }
 func BenchmarkDispatchPath(b *testing.B) {
 	input := []byte(`{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`)
 	for _, k := range []int{1, 4} {
-		b.Run("turn-of-"+strconv.Itoa(k), func(b *testing.B) {
-			lj := &loopbackJS{}
-			d, err := New(Config{JS: lj, Instance: "bench", Catalog: StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			lj.d = d
-			d.running.Store(true) // Start would create the result consumer
-			n := 0
-			calls := make([]envelope.ToolUseBlock, k)
-			ctx := context.Background()
-			b.ReportAllocs()
-			start := time.Now()
-			for b.Loop() {
-				for i := range calls {
-					n++
-					calls[i] = envelope.ToolUseBlock{Type: "tool_use", ID: "toolu_" + strconv.Itoa(n), Name: "echo", Input: input}
-				}
-				res, err := d.Dispatch(ctx, "bench-session", calls)
+		for _, fm := range fairModes {
+			b.Run("turn-of-"+strconv.Itoa(k)+"/"+fm.name, func(b *testing.B) {
+				lj := &loopbackJS{}
+				cfg := Config{JS: lj, Instance: "bench", Catalog: StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true}
+				fm.mod(&cfg)
+				d, err := New(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if res[0].IsError {
-					b.Fatalf("is_error: %s", res[0].Content.Text())
+				lj.d = d
+				d.running.Store(true) // Start would create the result consumer
+				n := 0
+				calls := make([]envelope.ToolUseBlock, k)
+				ctx := context.Background()
+				b.ReportAllocs()
+				start := time.Now()
+				for b.Loop() {
+					for i := range calls {
+						n++
+						calls[i] = envelope.ToolUseBlock{Type: "tool_use", ID: "toolu_" + strconv.Itoa(n), Name: "echo", Input: input}
+					}
+					res, err := d.Dispatch(ctx, "bench-session", calls)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res[0].IsError {
+						b.Fatalf("is_error: %s", res[0].Content.Text())
+					}
 				}
-			}
-			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "calls/s")
-		})
+				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "calls/s")
+			})
+		}
 	}
 }

@@ -70,9 +70,17 @@ type publisher struct {
 // the same Nats-Msg-Id (the call key) so that TOOL_CALLS stores it once, after a jittered
 // exponential backoff while the turn's retry budget lasts (see
 // Config.PublishRetryFor); an error that another publish cannot cure fails
-// the turn at once.
+// the turn at once. It publishes the calls not published yet and not held
+// by the scheduler: once after schedule, and again for the calls granted
+// later (fair.go).
 func (t *turn) publish() error {
-	if t.waiting == 0 {
+	n := 0
+	for i := range t.slots {
+		if sl := &t.slots[i]; sl.state == slotWaiting && !sl.held && !sl.published {
+			n++
+		}
+	}
+	if n == 0 {
 		return nil
 	}
 	d := t.d
@@ -82,10 +90,10 @@ func (t *turn) publish() error {
 		denied: d.nc.LastError(),
 	}
 	var one [1]pubWait // a turn of one call, the most common, allocates no queue
-	if t.waiting == 1 {
+	if n == 1 {
 		p.queue = one[:0]
 	} else {
-		p.queue = make([]pubWait, 0, t.waiting)
+		p.queue = make([]pubWait, 0, n)
 	}
 	if d.cfg.PublishRetryFor > 0 {
 		p.retry = true
@@ -95,9 +103,10 @@ func (t *turn) publish() error {
 	defer t.timer.Stop()
 	defer p.releaseSlots() // error paths
 	for i := range t.calls {
-		if t.slots[i].state != slotWaiting {
+		if sl := &t.slots[i]; sl.state != slotWaiting || sl.held || sl.published {
 			continue
 		}
+		t.slots[i].published = true
 		if err := p.acquire(i); err != nil {
 			return err
 		}

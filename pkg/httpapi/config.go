@@ -82,8 +82,9 @@ type Config struct {
 	RetryAfter time.Duration
 	// Keys, when it holds keys, makes every request need one
 	// (Authorization: Bearer <key>): the key's tenant goes with the calls
-	// (dispatch.WithTenant), and a key with a tool list calls and lists
-	// those tools only. Default: no keys, every request is let in.
+	// (dispatch.WithTenant), with its weight and priority (see
+	// HeaderPriority), and a key with a tool list calls and lists those
+	// tools only. Default: no keys, every request is let in.
 	Keys *Keys
 	// WriteTimeout bounds the writing of an answer once the results are
 	// in. Default WriteTimeoutDefault.

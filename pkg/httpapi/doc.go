@@ -66,7 +66,11 @@
 //
 // With Config.Keys (ParseKeys, LoadKeys: a YAML or JSON file, or
 // TOOLPOOL_API_KEYS), every request needs Authorization: Bearer <key>.
-// The key's tenant goes with the calls (dispatch.WithTenant); a key with a
+// The key's tenant goes with the calls (dispatch.WithTenant), with its
+// weight in fair shares (dispatch.WithWeight) and its calls' priority
+// (dispatch.WithPriority): the key's, or the one the request asks for with
+// the header Toolpool-Priority or ?priority= within the key's MaxPriority
+// (403 above it, 400 for a value that is not a priority). A key with a
 // tool list lists and calls only those tools.
 //
 // # Server

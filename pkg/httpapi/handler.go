@@ -151,6 +151,10 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		tenant = key.Tenant
 		ctx = dispatch.WithTenant(ctx, tenant)
 	}
+	ctx, ok := h.withScheduling(ctx, w, r, key)
+	if !ok {
+		return
+	}
 	results, sent, err := h.run(ctx, session, t, key)
 	status := http.StatusOK
 	var saturated *dispatch.SaturatedError

@@ -7,12 +7,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolpool/toolpool/pkg/dispatch"
 )
 
 // EnvAPIKeys is the environment variable that holds API keys, in the
@@ -34,6 +37,22 @@ type Key struct {
 	Tools []string
 	// Metrics allows GET /metrics where it needs a key (see Gate).
 	Metrics bool
+	// Weight is the tenant's weight in fair shares (dispatch.WithWeight):
+	// when a tool is saturated, each of the tenant's fairness keys gets
+	// Weight turns to every turn of a key of weight 1. At least 1; every
+	// key of a tenant has the tenant's weight (default 1).
+	Weight int
+	// Priority is the priority of the key's calls when a request asks for
+	// none (dispatch.WithPriority). Default dispatch.PriorityNormal.
+	Priority dispatch.Priority
+	// MaxPriority is the highest priority a request with this key may ask
+	// for (header Toolpool-Priority or ?priority=). Default Priority: a
+	// request may lower its calls' priority, not raise it.
+	MaxPriority dispatch.Priority
+
+	from      string // where the key is defined, for errors: "keys.yaml: keys[2]"
+	seq       int    // the order keys were read in
+	weightSet bool   // the entry gives the weight
 }
 
 // Allows reports whether k may call tool.
@@ -86,6 +105,10 @@ type keyEntry struct {
 	SHA256  string   `yaml:"sha256" json:"sha256"`
 	Tools   []string `yaml:"tools" json:"tools"`
 	Metrics bool     `yaml:"metrics" json:"metrics"`
+	// Weight, Priority and MaxPriority: see Key.
+	Weight      *int   `yaml:"weight" json:"weight"`
+	Priority    string `yaml:"priority" json:"priority"`
+	MaxPriority string `yaml:"max_priority" json:"max_priority"`
 }
 
 // keyFile is an API key file: {"keys": [entry, …]}, or the list alone.
@@ -101,9 +124,14 @@ type keyFile struct {
 //	sha256: "…"               # its SHA-256 in hex, so the file holds no secret
 //	tools: [echo, read_file]  # optional: the tools it may call; absent: all
 //	metrics: true             # optional: may read GET /metrics
+//	weight: 3                 # optional: the tenant's weight in fair shares, at least 1; default 1
+//	priority: low             # optional: its calls' priority (low, normal, high); default normal
+//	max_priority: high        # optional: the highest a request may ask for; default priority
 //
 // source names the input in errors. Keys are merged into ks (a new set
-// when ks is nil); the same key twice is an error.
+// when ks is nil); the same key twice is an error, and so are two keys of
+// one tenant with different weights (a weight belongs to the tenant: a key
+// that gives none takes the one another key of its tenant gives).
 func ParseKeys(ks *Keys, data []byte, source string) (*Keys, error) {
 	if ks == nil {
 		ks = &Keys{}
@@ -165,7 +193,10 @@ func ParseKeys(ks *Keys, data []byte, source string) (*Keys, error) {
 		if _, dup := ks.byHash[sum]; dup {
 			return nil, fmt.Errorf("%s: the same key is listed twice", at)
 		}
-		k := &Key{Tenant: e.Tenant, Metrics: e.Metrics}
+		k := &Key{Tenant: e.Tenant, Metrics: e.Metrics, Weight: 1, from: at, seq: len(ks.byHash)}
+		if err := k.setScheduling(e, at); err != nil {
+			return nil, err
+		}
 		if e.Tools != nil {
 			k.Tools = []string{}
 			for j, name := range e.Tools {
@@ -179,7 +210,84 @@ func ParseKeys(ks *Keys, data []byte, source string) (*Keys, error) {
 		}
 		ks.byHash[sum] = k
 	}
+	if err := ks.settleWeights(); err != nil {
+		return nil, err
+	}
 	return ks, nil
+}
+
+// setScheduling reads the weight and priorities of entry e into k; at
+// names the entry in errors.
+func (k *Key) setScheduling(e keyEntry, at string) error {
+	if e.Weight != nil {
+		if *e.Weight < 1 || *e.Weight > MaxWeight {
+			return fmt.Errorf("%s.weight: must be between 1 and %d, got %d", at, MaxWeight, *e.Weight)
+		}
+		k.Weight, k.weightSet = *e.Weight, true
+	}
+	var err error
+	if k.Priority, err = parsePriority(e.Priority); err != nil {
+		return fmt.Errorf("%s.priority: %w", at, err)
+	}
+	k.MaxPriority = k.Priority
+	if e.MaxPriority != "" {
+		if k.MaxPriority, err = parsePriority(e.MaxPriority); err != nil {
+			return fmt.Errorf("%s.max_priority: %w", at, err)
+		}
+	}
+	if k.Priority > k.MaxPriority {
+		return fmt.Errorf("%s.priority: %s is above max_priority %s", at, k.Priority, k.MaxPriority)
+	}
+	return nil
+}
+
+// settleWeights gives every key its tenant's weight: the one its keys
+// give (two different ones are an error naming both keys), else 1.
+func (ks *Keys) settleWeights() error {
+	byTenant := map[string]*Key{} // tenant → a key that gives its weight
+	keys := slices.SortedFunc(maps.Values(ks.byHash), func(a, b *Key) int { return a.seq - b.seq })
+	for _, k := range keys {
+		if !k.weightSet {
+			continue
+		}
+		if first, ok := byTenant[k.Tenant]; ok && first.Weight != k.Weight {
+			return fmt.Errorf("%s.weight: %d, but %s gives tenant %q weight %d; a tenant has one weight, give its keys the same",
+				k.from, k.Weight, first.from, k.Tenant, first.Weight)
+		}
+		byTenant[k.Tenant] = k
+	}
+	for _, k := range keys {
+		if first, ok := byTenant[k.Tenant]; ok {
+			k.Weight = first.Weight
+		}
+	}
+	return nil
+}
+
+// MaxWeight is the largest weight a tenant may have.
+const MaxWeight = 1000
+
+// parsePriority reads a priority of the key file or a request: low,
+// normal or high, in any case.
+func parsePriority(s string) (dispatch.Priority, error) {
+	p, err := dispatch.ParsePriority(strings.ToLower(strings.TrimSpace(s)))
+	if err != nil {
+		return p, fmt.Errorf("%q is not a priority: want low, normal or high", s)
+	}
+	return p, nil
+}
+
+// Weight is the weight of tenant in fair shares, as its keys give it: 1
+// for a tenant no key names.
+func (ks *Keys) Weight(tenant string) int {
+	if ks != nil {
+		for _, k := range ks.byHash {
+			if k.Tenant == tenant {
+				return k.Weight
+			}
+		}
+	}
+	return 1
 }
 
 // LoadKeys reads the API keys of file (when not empty) and of the

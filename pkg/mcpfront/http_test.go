@@ -20,6 +20,7 @@ import (
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/pkg/httpapi"
+	"github.com/toolpool/toolpool/pkg/sched"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
@@ -237,7 +238,7 @@ func waitFor(t *testing.T, changed <-chan struct{}, what string, cond func() boo
 // API key is let in too, and narrows the tools to its own.
 func TestToken(t *testing.T) {
 	t.Parallel()
-	keys, err := httpapi.ParseKeys(nil, []byte(`[{tenant: team-a, key: "key-a-0123456789abcdef", tools: [echo]}]`), "keys")
+	keys, err := httpapi.ParseKeys(nil, []byte(`[{tenant: team-a, key: "key-a-0123456789abcdef", tools: [echo], weight: 3}]`), "keys")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +271,17 @@ func TestToken(t *testing.T) {
 	res, err := call(t, cs, "echo", map[string]any{"text": "a"})
 	if err != nil || res.IsError {
 		t.Fatalf("echo with the key: %+v, %v", res, err)
+	}
+	// The call went through the scheduler as the key's tenant, with the
+	// tenant's weight.
+	var keyOf []sched.KeyStats
+	for _, ts := range p.orch.Dispatcher().SchedSnapshot().Tools {
+		if ts.Tool == "echo" {
+			keyOf = ts.Keys
+		}
+	}
+	if len(keyOf) != 1 || keyOf[0].Tenant != "team-a" || keyOf[0].Weight != 3 || keyOf[0].Served != 1 {
+		t.Errorf("the scheduler's keys of echo: %+v, want team-a of weight 3, 1 served", keyOf)
 	}
 }
 

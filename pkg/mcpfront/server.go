@@ -260,7 +260,9 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 	stop := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
 	defer stop()
 	if key != nil {
-		ctx = dispatch.WithTenant(ctx, key.Tenant)
+		// The key's tenant, its weight in fair shares and its calls'
+		// default priority, as on the HTTP API.
+		ctx = dispatch.WithPriority(dispatch.WithWeight(dispatch.WithTenant(ctx, key.Tenant), key.Weight), key.Priority)
 	}
 	ctx = dispatch.WithTraceparent(ctx, dispatch.NewTraceparent())
 	if tok := p.GetProgressToken(); tok != nil && req.Session != nil {

@@ -33,7 +33,9 @@ type RegisterError struct {
 	// Tool is the name the tool was registered under.
 	Tool string
 	// Field is the tool's field in snake case: "name", "handler",
-	// "timeout", "concurrency", "input_schema" or "retry".
+	// "timeout", "concurrency", "fairness", "per_key.concurrency",
+	// "per_key.rate", "per_key.per", "per_key.burst", "input_schema" or
+	// "retry".
 	Field string
 	// Reason says what is wrong with the field, without naming it
 	// ("must be >= 0, got -1s").
@@ -134,10 +136,12 @@ func NewRegistryWith(c Compiler) *Registry {
 //
 // Checks: the name matches NamePattern; the handler is set; the input schema
 // is a JSON object with "type": "object" at the root that the engine
-// compiles; Timeout and Concurrency are not negative; the retry policy,
-// with classify's defaults applied, passes Policy.Validate; the name is not
+// compiles; Timeout and Concurrency are not negative; Fairness passes
+// CheckFairness and PerKey KeyLimits.Check; the retry policy, with
+// classify's defaults applied, passes Policy.Validate; the name is not
 // taken (ErrDuplicateTool). Defaults applied: Timeout TimeoutDefault,
-// Concurrency ConcurrencyDefault, Retry Policy.WithDefaults.
+// Concurrency ConcurrencyDefault, Retry Policy.WithDefaults, PerKey
+// KeyLimits.WithDefaults.
 func (r *Registry) Register(t Tool) error {
 	reg, err := r.prepare(t)
 	if err != nil {
@@ -175,6 +179,9 @@ func (r *Registry) prepare(t Tool) (*Registered, *RegisterError) {
 	if t.Concurrency < 0 {
 		return nil, fieldError("concurrency", "concurrency", fmt.Sprintf("must be >= 0, got %d", t.Concurrency))
 	}
+	if e := checkFairShares(&t); e != nil {
+		return nil, e
+	}
 	schema, reason, err := checkSchema(t.InputSchema)
 	if reason != "" {
 		e := fieldError("input_schema", "input schema", reason)
@@ -195,6 +202,7 @@ func (r *Registry) prepare(t Tool) (*Registered, *RegisterError) {
 	if t.Concurrency == 0 {
 		t.Concurrency = ConcurrencyDefault
 	}
+	t.PerKey = t.PerKey.WithDefaults()
 	t.InputSchema = schema
 	return &Registered{Tool: t, validator: v}, nil
 }

@@ -279,3 +279,69 @@ func TestRegistryConcurrent(t *testing.T) {
 		t.Errorf("%d tools registered, want 101", n)
 	}
 }
+
+func TestRegisterChecksFairShares(t *testing.T) {
+	t.Parallel()
+	good := Tool{Name: "search_web", InputSchema: SearchWebSchema, Handler: nopHandler}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Tool)
+		want  string // the whole error text
+		field string
+	}{
+		{"unknown fairness", func(tl *Tool) { tl.Fairness = "user" },
+			`tools: register "search_web": fairness must be tenant, session or input.<field> (a top-level field of the input), not "user"`, "fairness"},
+		{"input without field", func(tl *Tool) { tl.Fairness = "input." },
+			`tools: register "search_web": fairness must name a top-level field of the input after "input." (1 to 64 characters), not "input."`, "fairness"},
+		{"nested input field", func(tl *Tool) { tl.Fairness = "input.repo.owner" },
+			`tools: register "search_web": fairness names the field "repo.owner", which is not a top-level field name (no '.', spaces or control characters)`, "fairness"},
+		{"negative cap", func(tl *Tool) { tl.PerKey.Concurrency = -1 },
+			`tools: register "search_web": per_key.concurrency must be >= 0, got -1`, "per_key.concurrency"},
+		{"negative rate", func(tl *Tool) { tl.PerKey.Rate = -5 },
+			`tools: register "search_web": per_key.rate must be >= 0, got -5`, "per_key.rate"},
+		{"negative period", func(tl *Tool) { tl.PerKey = KeyLimits{Rate: 1, Per: -time.Second} },
+			`tools: register "search_web": per_key.per must be >= 0, got -1s`, "per_key.per"},
+		{"negative burst", func(tl *Tool) { tl.PerKey = KeyLimits{Rate: 1, Burst: -1} },
+			`tools: register "search_web": per_key.burst must be >= 0, got -1`, "per_key.burst"},
+		{"period without rate", func(tl *Tool) { tl.PerKey.Per = time.Minute },
+			`tools: register "search_web": per_key.per is the period of per_key.rate, which is not set`, "per_key.per"},
+		{"burst without rate", func(tl *Tool) { tl.PerKey.Burst = 3 },
+			`tools: register "search_web": per_key.burst is the burst of per_key.rate, which is not set`, "per_key.burst"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tl := good
+			tc.edit(&tl)
+			err := NewRegistry().Register(tl)
+			var re *RegisterError
+			if err == nil || err.Error() != tc.want || !errors.As(err, &re) || re.Field != tc.field {
+				t.Fatalf("Register: %v (%+v)\nwant %s (field %s)", err, re, tc.want, tc.field)
+			}
+		})
+	}
+
+	r := NewRegistry()
+	for _, tl := range []Tool{
+		{Name: "by_repo", Fairness: "input.repo", PerKey: KeyLimits{Concurrency: 8, Rate: 50}},
+		{Name: "by_session", Fairness: FairnessSession, PerKey: KeyLimits{Rate: 10, Per: time.Minute, Burst: 2}},
+		{Name: "plain"},
+	} {
+		tl.InputSchema, tl.Handler = objectSchema, nopHandler
+		if err := r.Register(tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]KeyLimits{
+		"by_repo":    {Concurrency: 8, Rate: 50, Per: time.Second, Burst: 50}, // rate defaults: per 1s, burst = rate
+		"by_session": {Rate: 10, Per: time.Minute, Burst: 2},
+		"plain":      {},
+	} {
+		rt, _ := r.Lookup(name)
+		if rt.PerKey != want {
+			t.Errorf("%s: PerKey %+v, want %+v", name, rt.PerKey, want)
+		}
+	}
+	if rt, _ := r.Lookup("by_repo"); rt.Fairness != "input.repo" {
+		t.Errorf("Fairness %q", rt.Fairness)
+	}
+}

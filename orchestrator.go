@@ -22,7 +22,6 @@ import (
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/mcpfront"
 	"github.com/toolpool/toolpool/pkg/metrics"
-	"github.com/toolpool/toolpool/pkg/sched"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -193,8 +192,8 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 		uc := *cfg.Console
 		uc.Conn, uc.JetStream, uc.Live, uc.Logger = cfg.Conn, j, o.live, cfg.Logger
 		uc.Checks = o.checks()
-		if s, ok := any(o.d).(interface{ SchedSnapshot() sched.Snapshot }); ok && uc.Snapshot == nil {
-			uc.Snapshot = s.SchedSnapshot // the dispatcher's scheduler, once it has one
+		if uc.Snapshot == nil {
+			uc.Snapshot = o.d.SchedSnapshot // the dispatcher's scheduler
 		}
 		if o.ui, err = console.New(uc); err != nil {
 			return nil, err

@@ -47,7 +47,7 @@ directory is used.
 instead (issue 15), on an embedded server with in-process workers (2 × 32
 slots unless --workers and --worker-concurrency say otherwise) and a
 sleep tool of 20ms unless --sleep is given: tenant A queues --backlog
-calls at once, alone and then with tenant B sending one call every
+calls at once (in turns of --backlog-turn calls), alone and then with tenant B sending one call every
 --b-interval; a per-key cap of --key-cap; a per-key rate limit of
 --key-rate/s offered four times as much; one tenant's --calls calls with
 the scheduler off and on. It prints each figure next to its target.`,
@@ -75,6 +75,7 @@ the scheduler off and on. It prints each figure next to its target.`,
 			fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 			fs.StringVar(&scenario, "scenario", bench.ScenarioThroughput, "what to measure: throughput (the pool against raw JetStream) or noisy-neighbour (fair shares and per-key limits)")
 			fs.IntVar(&noisy.Backlog, "backlog", bench.NoisyBacklogDefault, "noisy-neighbour: calls tenant A queues at once")
+			fs.IntVar(&noisy.BacklogTurn, "backlog-turn", 1, "noisy-neighbour: tool calls per turn of A's backlog (1: one agent per call; 20: agents whose turns fan out 20 calls)")
 			fs.DurationVar(&noisy.Interval, "b-interval", bench.NoisyIntervalDefault, "noisy-neighbour: tenant B sends one call this often")
 			fs.IntVar(&noisy.Cap, "key-cap", bench.NoisyCapDefault, "noisy-neighbour: the per-key concurrency cap of the cap phase")
 			fs.IntVar(&noisy.Rate, "key-rate", bench.NoisyRateDefault, "noisy-neighbour: the per-key rate limit (calls/s) of the rate phase; the key offers four times as much")
@@ -171,7 +172,7 @@ the scheduler off and on. It prints each figure next to its target.`,
 // The flags of the noisy-neighbour scenario only, and those of the
 // throughput scenario that it does not take.
 var (
-	noisyOnlyFlags  = []string{"backlog", "b-interval", "key-cap", "key-rate"}
+	noisyOnlyFlags  = []string{"backlog", "backlog-turn", "b-interval", "key-cap", "key-rate"}
 	noisyNoneOfThem = []string{
 		"nats-url", "duration", "warmup", "rate", "batch", "tool", "payload", "front", "fail", "transient-delay",
 		"baseline", "rounds", "turn-timeout", "cpuprofile", "http-cpuprofile", "mcp-cpuprofile", "baseline-cpuprofile", "memprofile",
@@ -208,6 +209,8 @@ func runNoisyBench(ctx context.Context, env *cli.Env, noisy bench.NoisyConfig, c
 	switch {
 	case noisy.Backlog < 1 || noisy.Cap < 1 || noisy.Rate < 1:
 		return cli.Usagef("--backlog, --key-cap and --key-rate must be at least 1")
+	case noisy.BacklogTurn < 1 || noisy.BacklogTurn > noisy.Backlog:
+		return cli.Usagef("--backlog-turn must be from 1 to --backlog (%d), got %d", noisy.Backlog, noisy.BacklogTurn)
 	case noisy.Interval <= 0 || noisy.Sleep < 0:
 		return cli.Usagef("--b-interval must be positive and --sleep not negative")
 	}

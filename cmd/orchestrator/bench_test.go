@@ -111,6 +111,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--key-cap", "4"}, "--key-cap applies to --scenario noisy-neighbour only"},
 		{[]string{"--scenario", "noisy-neighbour", "--front", "http"}, "--front does not apply"},
 		{[]string{"--scenario", "noisy-neighbour", "--backlog", "0"}, "--backlog"},
+		{[]string{"--scenario", "noisy-neighbour", "--backlog", "10", "--backlog-turn", "11"}, "--backlog-turn must be from 1 to --backlog"},
 	} {
 		code, _, stderr := runBench(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
@@ -131,7 +132,7 @@ type backlogPhase struct {
 // business and the machine's, not this test's).
 func TestBenchNoisyNeighbourJSON(t *testing.T) {
 	t.Parallel()
-	code, stdout, stderr := runBench(t, "--scenario", "noisy-neighbour", "--backlog", "300", "--calls", "400",
+	code, stdout, stderr := runBench(t, "--scenario", "noisy-neighbour", "--backlog", "300", "--backlog-turn", "7", "--calls", "400",
 		"--concurrency", "32", "--workers", "2", "--worker-concurrency", "4", "--b-interval", "20ms", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr: %s", code, stderr)
@@ -142,6 +143,7 @@ func TestBenchNoisyNeighbourJSON(t *testing.T) {
 			Slots     int     `json:"slots"`
 			SleepMS   float64 `json:"sleep_ms"`
 			Admission string  `json:"admission"`
+			Turn      int     `json:"backlog_turn"`
 		} `json:"settings"`
 		AAlone backlogPhase `json:"a_alone"`
 		WithB  backlogPhase `json:"a_with_b"`
@@ -165,7 +167,7 @@ func TestBenchNoisyNeighbourJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
 	}
-	if s := rep.Settings; s.Scenario != "noisy-neighbour" || s.Slots != 8 || s.SleepMS != 20 || s.Admission == "" {
+	if s := rep.Settings; s.Scenario != "noisy-neighbour" || s.Slots != 8 || s.SleepMS != 20 || s.Admission == "" || s.Turn != 7 {
 		t.Errorf("settings %+v", s)
 	}
 	for name, p := range map[string]backlogPhase{"a_alone": rep.AAlone, "a_with_b": rep.WithB} {

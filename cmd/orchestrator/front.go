@@ -30,6 +30,7 @@ type httpFlags struct {
 	maxInFlight    int
 	maxQueueDepth  int
 	byQueueWait    bool
+	fairness       bool
 	mcpToken       string // --mcp-token, or TOOLPOOL_MCP_TOKEN
 	mcpNoAuth      bool
 	uiTokensFile   string
@@ -56,6 +57,7 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&h.mcpNoAuth, "mcp-insecure-no-auth", false, "open /mcp on a non-loopback --http address without a token or API keys (closed there by default): anyone who reaches it runs tools")
 	fs.StringVar(&h.uiTokensFile, "ui-tokens", "", "operator token file for the console at /ui (YAML: name: token; also "+console.EnvTokens+"=name=token,...); separate from API keys; required on a non-loopback --http")
 	fs.BoolVar(&h.uiNoAuth, "ui-insecure-no-auth", false, "open the console at /ui on a non-loopback --http address without operator tokens: anyone who reaches it can replay, purge and pause")
+	fs.BoolVar(&h.fairness, "fairness", true, "share a saturated tool's slots between tenants (fair shares, per-key limits, priorities: docs/operations.md); --fairness=false publishes calls in arrival order and applies no per-key limit")
 	fs.BoolVar(&h.byQueueWait, "admit-by-queue-wait", true, "give 429 at once to turns calling a tool whose queue holds more work than the turn's timeout (estimated from the rate its workers drain it)")
 }
 

@@ -247,6 +247,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			Instance: f.instance, PublishRetryFor: f.retryFor,
 			MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
 			NoQueueWaitAdmission: !f.front.byQueueWait,
+			NoFairness:           !f.front.fairness,
 		},
 		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), MCP: f.front.mcpConfig(f.httpAddr), Metrics: reg, Logger: log,
 	}

@@ -78,6 +78,11 @@ type NoisyConfig struct {
 	// Backlog is how many calls tenant A queues at once. Default
 	// NoisyBacklogDefault.
 	Backlog int
+	// BacklogTurn is how many of A's calls each of its turns carries (one
+	// Dispatch each): 1 (the default) is Backlog agents posting one call
+	// each, so the load generator runs Backlog goroutines at once; 20 is
+	// Backlog/20 agents whose turns fan out 20 parallel calls.
+	BacklogTurn int
 	// Interval is tenant B's pace: one call each Interval while A's
 	// backlog drains. Default NoisyIntervalDefault.
 	Interval time.Duration
@@ -113,6 +118,7 @@ func (c NoisyConfig) withDefaults() NoisyConfig {
 	c.WorkerConcurrency = cmp.Or(c.WorkerConcurrency, NoisyWorkerConcurrencyDefault)
 	c.Sleep = cmp.Or(c.Sleep, NoisySleepDefault)
 	c.Backlog = cmp.Or(c.Backlog, NoisyBacklogDefault)
+	c.BacklogTurn = cmp.Or(c.BacklogTurn, 1)
 	c.Interval = cmp.Or(c.Interval, NoisyIntervalDefault)
 	c.Calls = cmp.Or(c.Calls, NoisyCallsDefault)
 	c.Concurrency = cmp.Or(c.Concurrency, NoisyConcurrencyDefault)
@@ -138,6 +144,8 @@ func (c NoisyConfig) validate() error {
 		return fmt.Errorf("bench: sleep must not be negative, got %v", c.Sleep)
 	case c.Backlog < 1:
 		return fmt.Errorf("bench: backlog must be at least 1, got %d", c.Backlog)
+	case c.BacklogTurn < 1 || c.BacklogTurn > c.Backlog:
+		return fmt.Errorf("bench: backlog turn must be from 1 to the backlog (%d), got %d", c.Backlog, c.BacklogTurn)
 	case c.Interval <= 0:
 		return fmt.Errorf("bench: interval must be positive, got %v", c.Interval)
 	case c.Calls < 1 || c.Concurrency < 1 || c.Cap < 1 || c.CapCalls < 1 || c.Rate < 1:
@@ -184,6 +192,7 @@ type NoisySettings struct {
 	Slots             int     `json:"slots"`
 	SleepMillis       float64 `json:"sleep_ms"`
 	Backlog           int     `json:"backlog"`
+	BacklogTurn       int     `json:"backlog_turn"`
 	IntervalMillis    float64 `json:"b_interval_ms"`
 	Calls             int     `json:"calls"`
 	Concurrency       int     `json:"concurrency"`
@@ -314,7 +323,7 @@ func RunNoisyNeighbour(ctx context.Context, cfg NoisyConfig) (*NoisyReport, erro
 	rep := &NoisyReport{Machine: machine(), Settings: NoisySettings{
 		Scenario: ScenarioNoisyNeighbour, Storage: storageName(cfg.Storage),
 		Workers: cfg.Workers, WorkerConcurrency: cfg.WorkerConcurrency, Slots: n.slots,
-		SleepMillis: ms(cfg.Sleep), Backlog: cfg.Backlog, IntervalMillis: ms(cfg.Interval),
+		SleepMillis: ms(cfg.Sleep), Backlog: cfg.Backlog, BacklogTurn: cfg.BacklogTurn, IntervalMillis: ms(cfg.Interval),
 		Calls: cfg.Calls, Concurrency: cfg.Concurrency, Cap: cfg.Cap, CapCalls: cfg.CapCalls,
 		Rate: cfg.Rate, Offered: cfg.Offered, RateForSeconds: cfg.RateFor.Seconds(),
 		Admission: "calls in flight and queue depth unbounded, queue-wait refusal off: the whole backlog is admitted",
@@ -482,29 +491,51 @@ func (n *noisyRun) start(ctx context.Context, name string, limits tools.KeyLimit
 // call dispatches tenant's call number i and reports whether it
 // succeeded.
 func (np *noisyPool) call(ctx context.Context, tenant string, i int, timeout time.Duration) bool {
+	return np.turn(ctx, tenant, i, 1, timeout) == 0
+}
+
+// turn dispatches tenant's calls number first to first+n-1 in one turn
+// and returns how many of them failed.
+func (np *noisyPool) turn(ctx context.Context, tenant string, first, n int, timeout time.Duration) int {
 	ctx, cancel := context.WithTimeout(dispatch.WithTenant(ctx, tenant), timeout)
 	defer cancel()
-	res, err := np.d.Dispatch(ctx, "noisy-"+tenant, []envelope.ToolUseBlock{{
-		Type: "tool_use", ID: np.prefix + tenant + strconv.Itoa(i), Name: ToolSleep, Input: np.input,
-	}})
-	return err == nil && len(res) == 1 && !res[0].IsError
+	calls := make([]envelope.ToolUseBlock, n)
+	for j := range calls {
+		calls[j] = envelope.ToolUseBlock{Type: "tool_use", ID: np.prefix + tenant + strconv.Itoa(first+j), Name: ToolSleep, Input: np.input}
+	}
+	res, err := np.d.Dispatch(ctx, "noisy-"+tenant, calls)
+	if err != nil || len(res) != n {
+		return n
+	}
+	failed := 0
+	for i := range res {
+		if res[i].IsError {
+			failed++
+		}
+	}
+	return failed
 }
 
 // burst dispatches calls of tenant at once, each a Dispatch of its own,
 // and returns when all are answered: how long that took and how many
 // failed. bar and answered, when set, count the answers.
 func (np *noisyPool) burst(ctx context.Context, tenant string, calls int, timeout time.Duration, bar *progress.Bar, answered *atomic.Int64) (time.Duration, int) {
+	return np.burstTurns(ctx, tenant, calls, 1, timeout, bar, answered)
+}
+
+// burstTurns is burst with turns of turn calls each (the last one
+// shorter): calls/turn Dispatch calls at once.
+func (np *noisyPool) burstTurns(ctx context.Context, tenant string, calls, turn int, timeout time.Duration, bar *progress.Bar, answered *atomic.Int64) (time.Duration, int) {
 	var wg sync.WaitGroup
 	var errs atomic.Int64
 	start := time.Now()
-	for i := range calls {
+	for first := 0; first < calls; first += turn {
+		n := min(turn, calls-first)
 		wg.Go(func() {
-			if !np.call(ctx, tenant, i, timeout) {
-				errs.Add(1)
-			}
-			bar.Add(1)
+			errs.Add(int64(np.turn(ctx, tenant, first, n, timeout)))
+			bar.Add(n)
 			if answered != nil {
-				answered.Add(1)
+				answered.Add(int64(n))
 			}
 		})
 	}
@@ -580,12 +611,12 @@ func (n *noisyRun) backlog(ctx context.Context, withB bool) (BacklogPhase, Trick
 	aDone := make(chan struct{})
 	go func() {
 		defer close(aDone)
-		d, errs := np.burst(ctx, tenantA, n.cfg.Backlog, n.cfg.Timeout, bar, &answered)
+		d, errs := np.burstTurns(ctx, tenantA, n.cfg.Backlog, n.cfg.BacklogTurn, n.cfg.Timeout, bar, &answered)
 		a = BacklogPhase{Calls: n.cfg.Backlog, Errors: errs, Seconds: d.Seconds(), CallsPerSec: float64(n.cfg.Backlog) / d.Seconds()}
 	}()
 	var b TricklePhase
 	if withB {
-		intake := np.intake(tenantA, n.cfg.Backlog, &answered, aDone)
+		intake := np.intake(tenantA, n.cfg.Backlog, aDone)
 		b = n.trickle(ctx, np, aDone)
 		b.IntakeMillis = ms(<-intake)
 	}
@@ -595,10 +626,10 @@ func (n *noisyRun) backlog(ctx context.Context, withB bool) (BacklogPhase, Trick
 }
 
 // intake reports, once, how long after now the dispatcher's scheduler had
-// taken in all calls of tenant (answered, in flight or waiting: the
-// snapshot and answered account for them all), or 0 when it never did
-// before done (no scheduler).
-func (np *noisyPool) intake(tenant string, calls int, answered *atomic.Int64, done <-chan struct{}) <-chan time.Duration {
+// taken in all calls of tenant (granted since the scheduler started, or
+// waiting: the snapshot accounts for every call it has seen, whatever the
+// turns' sizes), or 0 when it never did before done (no scheduler).
+func (np *noisyPool) intake(tenant string, calls int, done <-chan struct{}) <-chan time.Duration {
 	out := make(chan time.Duration, 1)
 	start := time.Now()
 	go func() {
@@ -611,16 +642,15 @@ func (np *noisyPool) intake(tenant string, calls int, answered *atomic.Int64, do
 				return
 			case <-tick.C:
 			}
-			a := answered.Load()
-			held := 0
+			seen := 0
 			for _, ts := range np.d.SchedSnapshot().Tools {
 				for _, k := range ts.Keys {
 					if k.Tenant == tenant {
-						held += k.InFlight + k.Waiting + k.Limited
+						seen += int(k.Served) + k.Waiting // limited calls are among the waiting
 					}
 				}
 			}
-			if int(a)+held >= calls {
+			if seen >= calls {
 				out <- time.Since(start)
 				return
 			}

@@ -27,7 +27,11 @@ func (r *NoisyReport) WriteText(w io.Writer) error {
 	backlog := func(name string, p BacklogPhase) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\t\t\t\n", name, p.Calls, p.Errors, p.Seconds, thousands(p.CallsPerSec))
 	}
-	backlog(fmt.Sprintf("A alone: %d at once, twice", s.Backlog), r.AAlone)
+	at := fmt.Sprintf("%d at once", s.Backlog)
+	if s.BacklogTurn > 1 {
+		at = fmt.Sprintf("%d at once in turns of %d", s.Backlog, s.BacklogTurn)
+	}
+	backlog("A alone: "+at+", twice", r.AAlone)
 	backlog("A with B, twice", r.WithB)
 	fmt.Fprintf(tw, "B: 1 per %gms, with A\t%d\t%d\t\t\t%.1f\t%.1f\t%.1f\t\n", s.IntervalMillis, r.B.Calls, r.B.Errors,
 		r.B.Latency.P50, r.B.Latency.P99, r.B.Latency.Max)

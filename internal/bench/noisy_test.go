@@ -57,6 +57,7 @@ func TestNoisyConfigValidate(t *testing.T) {
 	for name, c := range map[string]NoisyConfig{
 		"workers":  {Workers: -1},
 		"backlog":  {Backlog: -5},
+		"turn":     {Backlog: 10, BacklogTurn: 11},
 		"interval": {Interval: -time.Second},
 		"rate for": {RateFor: time.Second},
 	} {

@@ -695,15 +695,29 @@ func (t *turn) expire() {
 		break
 	}
 	waited := t.deadline.Sub(t.now)
+	// The held calls first: releasing one of the turn's granted calls
+	// would unpark its key and grant a held one, which would then be told
+	// it waited for its share instead of for the limit that held it.
+	var held []bool
+	for i := range t.calls {
+		if t.slots[i].state == slotAnswered {
+			continue
+		}
+		if h, ok := t.endHeld(i); ok {
+			t.results[i] = t.heldResult(i, h) // fair.go
+			d.heldExpired(t.calls[i].Name, t.results[i].Code)
+			if held == nil {
+				held = make([]bool, len(t.calls))
+			}
+			held[i] = true
+		}
+	}
 	for i := range t.calls {
 		if t.slots[i].state == slotAnswered {
 			continue
 		}
 		c := t.calls[i]
-		if h, ok := t.endHeld(i); ok {
-			t.results[i] = t.heldResult(i, h) // fair.go
-			d.heldExpired(c.Name, t.results[i].Code)
-		} else {
+		if held == nil || !held[i] {
 			t.results[i] = deadlineResult(c.ID, c.Name, waited)
 		}
 		t.endTicket(i)

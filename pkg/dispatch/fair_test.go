@@ -507,3 +507,28 @@ func TestFairShareStaleGrantsDoNotStallTheTool(t *testing.T) {
 		}
 	}
 }
+
+// A turn whose own granted call runs past the deadline, and whose other
+// call its key's cap holds: the held call is told of the cap, even though
+// ending the running call's ticket frees the cap (and would grant it).
+func TestFairShareHeldWordsInATurnWithARunningCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) {
+		c.Catalog = fairCatalog{"slow": {Slots: 10, PerKey: tools.KeyLimits{Concurrency: 1}}}
+	})
+	g := startGateWorker(t, b, "slow")
+	res, err := b.d.Dispatch(WithTenant(timeout(t, time.Second), "A"), "", []envelope.ToolUseBlock{use("run_1", "slow", `{}`), use("held_2", "slow", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.arrived()) != 1 {
+		t.Errorf("%d calls reached the worker, want 1 (the cap)", len(g.arrived()))
+	}
+	if r := res[0]; !r.IsError || r.Code == classify.CodeKeyConcurrency {
+		t.Errorf("the running call: %+v (%s), want the no-result-in-time answer", r, r.Content.Text())
+	}
+	if r := res[1]; !r.IsError || r.Code != classify.CodeKeyConcurrency || !strings.Contains(r.Content.Text(), "at most 1 call to slow running at once") {
+		t.Errorf("the held call: %+v (%s), want the cap's words", r, r.Content.Text())
+	}
+	g.open(1)
+}

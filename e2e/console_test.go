@@ -302,6 +302,11 @@ func TestConsole(t *testing.T) {
 				t.Errorf("hook's page shows %q", secret)
 			}
 		}
+		// The workers serving it, with their build (a binary built from
+		// this module's checkout: "(devel)" and its revision when known).
+		if !strings.Contains(html, "<td>(devel)") {
+			t.Errorf("hook's page does not show its workers' version:\n%s", html)
+		}
 	})
 
 	var letter uint64

@@ -43,6 +43,7 @@ type classCount struct {
 // announcement's fields.
 type workerRow struct {
 	ID          string
+	Version     string
 	StartedAt   time.Time
 	Slots       int
 	Concurrency int
@@ -103,7 +104,7 @@ func (c *Console) workerSource() ops.WorkerSource {
 func workerRows(anns []discovery.Announcement) []workerRow {
 	out := make([]workerRow, 0, len(anns))
 	for _, a := range anns {
-		out = append(out, workerRow{ID: a.WorkerID, StartedAt: a.StartedAt, Slots: a.Slots,
+		out = append(out, workerRow{ID: a.WorkerID, Version: a.Version, StartedAt: a.StartedAt, Slots: a.Slots,
 			Concurrency: a.Concurrency, Timeout: a.Timeout, MaxAttempts: a.MaxAttempts})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -129,6 +129,9 @@ type Announcement struct {
 	MaxAttempts int `json:"max_attempts"`
 	// Concurrency is the tool's fleet-wide cap as this worker sees it.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Version is the announcing binary's build (BuildVersion); empty from
+	// workers before it was announced.
+	Version string `json:"version,omitempty"`
 	// Slots is how many calls the announcing worker runs at once, over
 	// all its tools (worker.Config.Concurrency); 0 from workers before
 	// fair shares.
@@ -172,6 +175,7 @@ func AnnouncementOf(rt *tools.Registered, workerID string, startedAt time.Time) 
 	a := Announcement{
 		Tool:        rt.Definition(),
 		WorkerID:    workerID,
+		Version:     BuildVersion(),
 		Timeout:     rt.Timeout,
 		MaxAttempts: rt.Retry.MaxAttempts,
 		Concurrency: rt.Concurrency,

@@ -534,6 +534,9 @@ func TestLivenessSubjectChecked(t *testing.T) {
 	}
 	rt, _ := registry(t, "search").Lookup("search")
 	ann := AnnouncementOf(rt, "w1", time.Now())
+	if ann.Version == "" || ann.Version != BuildVersion() {
+		t.Errorf("announcement version %q, want the build's %q", ann.Version, BuildVersion())
+	}
 	ann.Liveness = "tools.call.search" // no subscriber: a probe would say "gone"
 	data, err := json.Marshal(ann)
 	if err != nil {

@@ -3,9 +3,12 @@ package toolpool_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/promtest"
+	"github.com/toolpool/toolpool/pkg/console"
 	"github.com/toolpool/toolpool/pkg/discovery"
 	"github.com/toolpool/toolpool/pkg/dispatch"
 	"github.com/toolpool/toolpool/pkg/httpapi"
@@ -108,6 +112,37 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 		len(hold.Keys) != 1 || hold.Keys[0].Tenant != "team-a" || hold.Keys[0].Weight != 2 || hold.Keys[0].Waiting != 4 {
 		t.Errorf("status --by-key: %+v", st)
 	}
+
+	// Another orchestrator's console shows the fleet's held calls, though
+	// its own scheduler holds none: it sums every orchestrator's snapshot.
+	other, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, Console: &console.Config{Loopback: true},
+		Dispatch: dispatch.Config{Instance: "orch-console"}, NoPoisonWatcher: true, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Stop(context.Background()) })
+	ui := httptest.NewServer(other.Handler())
+	defer ui.Close()
+	natstest.Eventually(t, time.Minute, "the other orchestrator's console to show 4 calls of hold waiting", func() bool {
+		resp, err := http.Get(ui.URL + "/ui/overview.frag")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		row := string(body)
+		if i := strings.Index(row, `<tr data-tool="hold">`); i >= 0 {
+			row = row[i:]
+			if j := strings.Index(row, "</tr>"); j >= 0 {
+				row = row[:j]
+			}
+			return strings.Contains(row, ">4 (0)<")
+		}
+		return false
+	})
 
 	hs := httptest.NewServer(orch.Handler())
 	defer hs.Close()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,8 @@ import (
 	"github.com/toolpool/toolpool/pkg/httpapi"
 	"github.com/toolpool/toolpool/pkg/mcpfront"
 	"github.com/toolpool/toolpool/pkg/metrics"
+	"github.com/toolpool/toolpool/pkg/ops"
+	"github.com/toolpool/toolpool/pkg/sched"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -193,7 +196,7 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 		uc.Conn, uc.JetStream, uc.Live, uc.Logger = cfg.Conn, j, o.live, cfg.Logger
 		uc.Checks = o.checks()
 		if uc.Snapshot == nil {
-			uc.Snapshot = o.d.SchedSnapshot // the dispatcher's scheduler
+			uc.Snapshot = o.fleetSchedSnapshot
 		}
 		if o.ui, err = console.New(uc); err != nil {
 			return nil, err
@@ -394,3 +397,24 @@ func (o *Orchestrator) NewHTTPServer(cfg httpapi.ServerConfig) (*httpapi.Server,
 	}
 	return srv, nil
 }
+
+// fleetSchedSnapshot is the schedulers' state summed over every
+// orchestrator that answers on jetstream.SchedStatsSubject (the calls
+// waiting on a limit are each replica's own), or this one's alone when
+// none answers in time: what the console shows.
+func (o *Orchestrator) fleetSchedSnapshot() sched.Snapshot {
+	ctx, cancel := context.WithTimeout(context.Background(), fleetSnapshotWait)
+	defer cancel()
+	snaps, err := ops.SchedStats(ctx, o.cfg.Conn, ops.SchedStatsOptions{Window: fleetSnapshotWait, Idle: fleetSnapshotIdle})
+	if err != nil || len(snaps) == 0 {
+		return o.d.SchedSnapshot()
+	}
+	return sched.Merge(snaps)
+}
+
+// How long the console's overview waits for the orchestrators' snapshots:
+// they answer within a millisecond or two on a healthy connection.
+const (
+	fleetSnapshotWait = 250 * time.Millisecond
+	fleetSnapshotIdle = 25 * time.Millisecond
+)

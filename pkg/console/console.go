@@ -56,8 +56,9 @@ type Config struct {
 	// Checks are the pool's health checks shown on the overview (those
 	// of /readyz).
 	Checks []health.Check
-	// Snapshot returns the scheduler's state for "waiting on a limit"
-	// (the dispatcher's). Nil: the column stays empty.
+	// Snapshot returns the schedulers' state for "waiting on a limit"
+	// (the Orchestrator gives the sum over every orchestrator that
+	// answers). Nil: the column stays empty.
 	Snapshot func() sched.Snapshot
 	// Tokens are the operators' tokens. With any, every page needs a
 	// login; with none the console is open, which Validate allows only

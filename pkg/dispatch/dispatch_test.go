@@ -761,3 +761,57 @@ func TestStopDrainsTurnsInProgress(t *testing.T) {
 	}
 	<-b.d.Stopped()
 }
+
+// A call cancelled on one orchestrator while queued, then sent again
+// through another within the duplicate window, runs: the other takes the
+// duplicate for what it is (the message gone, no result stored) and
+// publishes the call again under a Msg-Id of its own, instead of waiting
+// until the deadline for a result that never comes.
+func TestCancelledCallSentAgainThroughAnotherOrchestratorRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := Config{JS: b.js, Catalog: StaticCatalog("echo"), Logger: b.d.log, Instance: "orch-other"}
+	d2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopNow(d2) })
+	calls, err := b.js.Stream(context.Background(), jetstream.StreamCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := func() uint64 {
+		info, err := calls.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+
+	// No worker yet: the call waits in TOOL_CALLS until its caller gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	call := []envelope.ToolUseBlock{use("toolu_again", "echo", `{"text":"ran"}`)}
+	go func() {
+		_, err := b.d.Dispatch(ctx, "s", call)
+		errc <- err
+	}()
+	eventually(t, "the call to be queued", func() bool { return queued() == 1 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled Dispatch: %v", err)
+	}
+	eventually(t, "the cancelled call to leave TOOL_CALLS", func() bool { return queued() == 0 })
+
+	startWorker(t, b, "echo", echoText)
+	res, err := d2.Dispatch(timeout(t, 20*time.Second), "s", call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.IsError || r.Content.Text() != "ran" {
+		t.Fatalf("the call sent again through another orchestrator: %+v (%s), want it run", r, r.Content.Text())
+	}
+}

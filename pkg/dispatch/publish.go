@@ -38,6 +38,7 @@ type pubWait struct {
 	attempts int
 	err      error // the previous attempt's failure
 	done     bool  // acknowledged, and its publish slot released
+	reposts  int   // publishes under a new Msg-Id after a cancelled original (repostCancelled)
 }
 
 // publisher stores the waiting calls of one turn in TOOL_CALLS. It runs on
@@ -274,6 +275,9 @@ func (p *publisher) poll(now time.Duration) error {
 // acked settles e: its call is stored.
 func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 	t, d := p.t, p.t.d
+	if ack.Duplicate && e.attempts == 1 && p.repostCancelled(e, ack.Sequence) {
+		return // published again under a new Msg-Id: not done yet
+	}
 	c := t.calls[e.idx]
 	e.done, e.paf, e.msg = true, nil, nil
 	<-d.inflight
@@ -291,6 +295,49 @@ func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 		}
 		d.watchDuplicate(t.keys[e.idx])
 	}
+}
+
+// maxCancelledReposts bounds repostCancelled's chain for one call: each
+// link is a message of the same call that another orchestrator's caller
+// cancelled within the duplicate window.
+const maxCancelledReposts = 8
+
+// repostCancelled publishes e again, under the Msg-Id <key>.r<seq>, when
+// the message JetStream took it for a duplicate of (sequence seq) was
+// cancelled: it is gone from TOOL_CALLS (a work queue: acked or deleted)
+// and no result of the call is stored (a worker stores the result before
+// it acks; a cancelled call has none). That happens when a caller cancels
+// a call on one orchestrator and sends it again through another within
+// the duplicate window: the other orchestrator does not know the first
+// one's count of cancellations (callMsgID), and without this the call
+// would wait for a result that never comes. The new Msg-Id depends only
+// on the cancelled message, so two orchestrators that post the same call
+// again share one message. Anything it cannot tell (a failed look-up)
+// leaves e a duplicate, as before.
+func (p *publisher) repostCancelled(e *pubWait, seq uint64) bool {
+	t, d := p.t, p.t.d
+	key := t.keys[e.idx]
+	if e.reposts >= maxCancelledReposts || e.msg == nil || d.calls.shared(key) {
+		return false // another turn of this dispatcher waits for the same call: its publish is the original
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, d.cfg.PublishTimeout)
+	defer cancel()
+	calls, err := d.callsStream(ctx)
+	if err != nil {
+		return false
+	}
+	if _, err := calls.GetMsg(ctx, seq); !errors.Is(err, js.ErrMsgNotFound) {
+		return false // still queued or running (or unknown): its result will come
+	}
+	if _, err := jetstream.LastResult(ctx, d.results, key); !errors.Is(err, js.ErrMsgNotFound) {
+		return false // answered: the duplicate watch delivers the stored result
+	}
+	e.reposts++
+	e.msg.Header.Set(js.MsgIDHeader, key+".r"+strconv.FormatUint(seq, 10))
+	e.paf, e.attempts, e.due = nil, 0, p.now() // the next poll publishes it (keeping its publish slot)
+	d.log.Debug("call cancelled before through another orchestrator; publishing it again",
+		slog.String("call_id", t.calls[e.idx].ID), slog.String("tool", t.calls[e.idx].Name), slog.Uint64("cancelled_seq", seq))
+	return true
 }
 
 // failed handles the failure err of e's last attempt: it schedules the next

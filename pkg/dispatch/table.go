@@ -266,6 +266,16 @@ func (t *callTable) pending(key string) bool {
 	return e != nil && e.state == statePending
 }
 
+// shared reports whether more than one turn waits for key: the others
+// published it, or will.
+func (t *callTable) shared(key string) bool {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.calls[key]
+	return e != nil && e.state == statePending && len(e.waiters) > 1
+}
+
 // stats returns the number of pending and settled ids, for tests.
 func (t *callTable) stats() (pending, settled int) {
 	for i := range t.shards {

@@ -290,7 +290,7 @@ func HeldMessage(h Held) string {
 			calls(h.Rate) + " to " + h.Tool + " " + perText(h.Per) + " (a rate limit), and had used them up for the " + FormatDuration(h.Waited) +
 			" the call waited. The limit is temporary: try the call again in " + again + ", or make fewer calls to " + h.Tool + "."
 	}
-	return "The call to " + h.Tool + " was not run: the tool was busy with other callers' calls for the " +
+	return "The call to " + h.Tool + " was not run: every slot of the tool was busy with other calls (its slots are shared fairly between callers) for the " +
 		FormatDuration(h.Waited) + " it waited for its turn. This is temporary: try the call again in " + again +
 		", or use a different approach."
 }

@@ -94,7 +94,7 @@ func TestWords(t *testing.T) {
 			"The call to search was not run: calls with this repo may start at most 1 call to search per minute (a rate limit), and had used them up for the 2s the call waited. " +
 				"The limit is temporary: try the call again in 58s, or make fewer calls to search."},
 		{"held by fair share", HeldMessage(Held{Tool: "search", Waited: 30 * time.Second, RetryAfter: 4 * time.Second}),
-			"The call to search was not run: the tool was busy with other callers' calls for the 30s it waited for its turn. This is temporary: try the call again in 4s, or use a different approach."},
+			"The call to search was not run: every slot of the tool was busy with other calls (its slots are shared fairly between callers) for the 30s it waited for its turn. This is temporary: try the call again in 4s, or use a different approach."},
 		{"missing id", MissingIDMessage("echo"),
 			"The call to echo has no tool_use id, so it was not run: every tool_use block needs a unique id."},
 		{"refused field", RefusedFieldMessage("echo", "id", "is 300 bytes; the limit is 256"),

@@ -273,7 +273,7 @@ func TestFairShareLimitWordsAtDeadline(t *testing.T) {
 }
 
 // A call waiting for its fair share at its deadline is told the tool was
-// busy with other callers' calls.
+// busy with other calls.
 func TestFairShareBusyWordsAtDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t, noMargin, func(c *Config) { c.Catalog = fairCatalog{"slow": {Slots: 1}} })
@@ -285,7 +285,7 @@ func TestFairShareBusyWordsAtDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := res[0]; !r.IsError || r.Code != classify.CodeFairShare || r.RetryAfter < time.Second ||
-		!strings.Contains(r.Content.Text(), "busy with other callers' calls") {
+		!strings.Contains(r.Content.Text(), "busy with other calls") {
 		t.Errorf("held by fair share: %+v (%s)", r, r.Content.Text())
 	}
 	if ts := toolStats(b.d, "slow"); ts.Waiting != 0 || ts.InFlight != 1 {

@@ -245,8 +245,10 @@ func (t *turn) endHeld(i int) (h sched.Hold, ok bool) {
 	h, granted := t.d.sched.Cancel(tk)
 	if granted {
 		// Granted as the deadline passed, never published: it waited its
-		// whole time for its share.
-		t.d.sched.Release(tk)
+		// whole time for its share. The caller releases it (endTicket),
+		// after the turn's other held calls have been told why they
+		// waited: a release now could grant one of them.
+		sl.ticketed = true
 		h = sched.Hold{Reason: sched.HeldByFairShare, Waited: time.Since(t.now), RetryAfter: time.Second}
 	}
 	return h, true

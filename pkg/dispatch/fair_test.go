@@ -532,3 +532,27 @@ func TestFairShareHeldWordsInATurnWithARunningCall(t *testing.T) {
 	}
 	g.open(1)
 }
+
+// Announcements from anyone who may publish on the presence subject are
+// bounded: ids that are not tokens are ignored, and invented ids count
+// for at most maxPeers replicas, so they cannot shrink a replica's share
+// of a limit to nothing.
+func TestPresenceIgnoresBadAndExcessAnnouncements(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.PresenceInterval = 200 * time.Millisecond }) // the fakes stay counted for 3 intervals
+	for _, bad := range []string{`{"instance":"a b"}`, `{"instance":"a.b"}`, `{"instance":""}`, `not json`} {
+		if err := b.nc.Publish(jetstream.SchedPresenceSubject, []byte(bad)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 * maxPeers {
+		if err := b.nc.Publish(jetstream.SchedPresenceSubject, fmt.Appendf(nil, `{"instance":"fake-%d"}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without the bound the next interval's view would count 3*maxPeers+1.
+	eventually(t, fmt.Sprintf("%d replicas (maxPeers and itself)", maxPeers+1), func() bool {
+		n, _ := b.d.sched.Replicas()
+		return n == maxPeers+1
+	})
+}

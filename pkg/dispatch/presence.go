@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/subject"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
@@ -19,7 +20,13 @@ import (
 // instance id give the scheduler its replica count and rank
 // (sched.Scheduler.SetReplicas), so that each applies its share of a
 // tool's per-key limits. A dispatcher that stops says so, and the others
-// count it gone at once. The same dispatcher answers requests on
+// count it gone at their next interval. Announcements are plain messages:
+// only orchestrators may publish on jetstream.SchedPresenceSubject (the
+// accounts file allows no one else), and what one says is bounded all the same: an
+// instance id must be a valid token, at most maxPeers others are counted,
+// the scheduler's view changes once per interval whatever arrives, and a
+// newcomer is answered at most once per interval. The same dispatcher
+// answers requests on
 // jetstream.SchedStatsSubject with its scheduler's snapshot (JSON), which
 // `orchestrator status --by-key` sums over the replicas.
 
@@ -39,9 +46,16 @@ type presence struct {
 	done     chan struct{}
 	stopOnce sync.Once
 
-	mu    sync.Mutex
-	peers map[string]time.Time // other instances → last heard
+	mu       sync.Mutex
+	peers    map[string]time.Time // other instances → last heard; at most maxPeers
+	answered time.Time            // when heard last announced this one to a newcomer
+	updateMu sync.Mutex           // one update at a time, from the list to SetReplicas
 }
+
+// maxPeers bounds the other replicas a dispatcher counts: more than any
+// fleet runs, few enough that invented instance ids cannot grow the map
+// (or shrink every replica's share of a limit to nothing).
+const maxPeers = 64
 
 // startPresence subscribes to the announcements and the stats requests,
 // announces the dispatcher and starts announcing it every interval.
@@ -115,32 +129,38 @@ func (p *presence) announce(leaving bool) {
 	}
 }
 
-// heard takes another replica's announcement.
+// heard takes another replica's announcement; the scheduler's view
+// follows at the next interval (update).
 func (p *presence) heard(m *nats.Msg) {
 	var msg presenceMsg
-	if json.Unmarshal(m.Data, &msg) != nil || msg.Instance == "" || msg.Instance == p.d.cfg.Instance {
+	if json.Unmarshal(m.Data, &msg) != nil || msg.Instance == p.d.cfg.Instance || !subject.ValidToken(msg.Instance) {
 		return
 	}
+	now := time.Now()
 	p.mu.Lock()
 	_, known := p.peers[msg.Instance]
-	if msg.Leaving {
+	switch {
+	case msg.Leaving:
 		delete(p.peers, msg.Instance)
-	} else {
-		p.peers[msg.Instance] = time.Now()
+	case known || len(p.peers) < maxPeers:
+		p.peers[msg.Instance] = now
+	}
+	// A newcomer hears of this one now, not an interval later.
+	answer := !known && !msg.Leaving && now.Sub(p.answered) >= p.interval
+	if answer {
+		p.answered = now
 	}
 	p.mu.Unlock()
-	if !known && !msg.Leaving {
-		// A newcomer hears of this one now, not an interval later.
+	if answer {
 		p.announce(false)
-	}
-	if known == msg.Leaving {
-		p.update()
 	}
 }
 
 // update forgets the replicas not heard from within PresenceMissed
 // intervals and gives the scheduler the count and this one's rank.
 func (p *presence) update() {
+	p.updateMu.Lock()
+	defer p.updateMu.Unlock()
 	cutoff := time.Now().Add(-PresenceMissed * p.interval)
 	p.mu.Lock()
 	ids := []string{p.d.cfg.Instance}

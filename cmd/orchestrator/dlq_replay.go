@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nuid"
@@ -46,7 +44,7 @@ func dlqReplayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			rate, err := parseRate(rateFlag)
+			rate, err := dlq.ParseRate(rateFlag)
 			if err != nil {
 				return cli.Usagef("--rate: %v", err)
 			}
@@ -135,20 +133,4 @@ func dlqReplayCommand() *cli.Command {
 			return nil
 		},
 	}
-}
-
-// parseRate reads "N/s", "N/m", "N/min" or "N" (per second); 0 is no limit.
-func parseRate(s string) (float64, error) {
-	num, unit, _ := strings.Cut(strings.TrimSpace(s), "/")
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n < 0 || n != n {
-		return 0, fmt.Errorf("%q: want a rate such as 5/s, 100/m or 0 (no limit)", s)
-	}
-	switch unit {
-	case "", "s", "sec":
-		return n, nil
-	case "m", "min":
-		return n / 60, nil
-	}
-	return 0, fmt.Errorf("%q: the unit must be /s or /m", s)
 }

@@ -47,14 +47,27 @@ func randomToken() string {
 }
 
 // create starts a session for operator and returns its id.
+// maxSessions bounds the sessions kept: an open console (no tokens) gives
+// every browser without a cookie one, so a client that never keeps its
+// cookie must not grow the map (nor make each login sweep it).
+const maxSessions = 10_000
+
 func (s *sessions) create(operator string) (string, *session) {
 	id := randomToken()
 	ss := &session{operator: operator, csrf: randomToken(), expires: time.Now().Add(s.ttl)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	for k, v := range s.m { // drop the expired ones now and then
-		if now.After(v.expires) {
+	if len(s.m) >= maxSessions {
+		now := time.Now()
+		for k, v := range s.m { // drop the expired ones once the map is full
+			if now.After(v.expires) {
+				delete(s.m, k)
+			}
+		}
+		for k := range s.m { // still full (an open console probed without cookies): drop one
+			if len(s.m) < maxSessions {
+				break
+			}
 			delete(s.m, k)
 		}
 	}
@@ -118,9 +131,11 @@ func (c *Console) sessionOf(w http.ResponseWriter, r *http.Request) *session {
 // the console (same origin) and carry the session's CSRF token.
 func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.watch.touch()
 		w.Header().Set("Cache-Control", "no-store")
 		ss := c.sessionOf(w, r)
+		if ss != nil {
+			c.watch.touch() // an operator looks: keep watching the fleet's results
+		}
 		if ss == nil {
 			if r.Method == http.MethodGet && r.Header.Get(csrfHeader) == "" {
 				http.Redirect(w, r, Path+"login", http.StatusSeeOther)

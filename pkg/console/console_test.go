@@ -190,6 +190,15 @@ func TestAccess(t *testing.T) {
 	if resp := b.post(t, c, "/ui/tools/echo/resume", url.Values{"csrf": {csrf}}, self); resp.StatusCode != http.StatusSeeOther || b.paused(t) {
 		t.Fatalf("resume from the page: %d, paused %v", resp.StatusCode, b.paused(t))
 	}
+	// A {tool} that is not a tool name never reaches a page or a pause.
+	for _, path := range []string{"/ui/tools/a%2F..%2Fdlq", "/ui/tools/a.b", "/ui/tools/a%20b/frag"} {
+		if resp, _ := b.get(t, c, path); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	if resp := b.post(t, c, "/ui/tools/e.cho/pause", url.Values{"csrf": {csrf}}, self); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("POST pause of a name that is not a tool's: %d, want 404", resp.StatusCode)
+	}
 	logs := b.log.String()
 	for _, want := range []string{`msg="console: tool paused fleet-wide" component=console operator=alice tool=echo`, `msg="console: tool resumed fleet-wide" component=console operator=alice tool=echo`} {
 		if !strings.Contains(logs, want) {

@@ -2,9 +2,9 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -113,9 +113,9 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, ss *session) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	rate, err := strconv.ParseFloat(r.PostFormValue("rate"), 64)
-	if err != nil || rate < 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "rate: want calls per second, 0 for no limit"})
+	rate, err := dlq.ParseRate(r.PostFormValue("rate"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "rate: " + err.Error()})
 		return
 	}
 	wait := replayWaitDefault
@@ -250,7 +250,14 @@ func (c *Console) jobStatus(w http.ResponseWriter, r *http.Request, _ *session) 
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such job (the console keeps the last 20)"})
 		return
 	}
+	// Encoded under the job's lock, written after it: a slow poller must
+	// not hold up the job (its results callback takes the lock).
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	writeJSON(w, http.StatusOK, j)
+	data, err := json.Marshal(j)
+	j.mu.Unlock()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, data)
 }

@@ -75,6 +75,9 @@ type overviewCache struct {
 
 func newOverviewCache(c *Console) *overviewCache { return &overviewCache{c: c} }
 
+// overviewReadTimeout bounds one read of the overview's state.
+const overviewReadTimeout = 5 * time.Second
+
 // get returns the state, read again when older than Refresh.
 func (oc *overviewCache) get(ctx context.Context) *overview {
 	oc.mu.Lock()
@@ -83,6 +86,10 @@ func (oc *overviewCache) get(ctx context.Context) *overview {
 	if oc.cur != nil && now.Sub(oc.at) < oc.c.cfg.Refresh {
 		return oc.cur
 	}
+	// Read for every viewer: not ended by this one's request going away,
+	// which would cache its "context canceled" for the others.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), overviewReadTimeout)
+	defer cancel()
 	if now.Sub(oc.healthAt) >= oc.c.cfg.HealthEvery || oc.healthAt.IsZero() {
 		oc.health = health.New(2*time.Second, oc.c.cfg.Checks...).Check(ctx)
 		oc.healthAt = now

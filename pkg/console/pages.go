@@ -104,10 +104,19 @@ func (c *Console) fail(w http.ResponseWriter, ss *session, status int, msg strin
 
 // writeJSON answers v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status, data = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
+	}
+	writeJSONBytes(w, status, data)
+}
+
+// writeJSONBytes answers data, JSON already.
+func writeJSONBytes(w http.ResponseWriter, status int, data []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(data, '\n'))
 }
 
 // shortDuration is ops.ShortDuration, "-" for 0.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/subject"
 	"github.com/toolpool/toolpool/pkg/ops"
 )
 
@@ -19,10 +20,10 @@ func (c *Console) routes() *http.ServeMux {
 	mux.Handle("POST /ui/logout", c.authed(c.logout))
 	mux.Handle("GET /ui/{$}", c.authed(c.overviewPage))
 	mux.Handle("GET /ui/overview.frag", c.authed(c.overviewFragment))
-	mux.Handle("GET /ui/tools/{tool}", c.authed(c.toolPage))
-	mux.Handle("GET /ui/tools/{tool}/frag", c.authed(c.toolFragment))
-	mux.Handle("POST /ui/tools/{tool}/pause", c.authed(c.pause))
-	mux.Handle("POST /ui/tools/{tool}/resume", c.authed(c.resume))
+	mux.Handle("GET /ui/tools/{tool}", c.authed(toolRoute(c.toolPage)))
+	mux.Handle("GET /ui/tools/{tool}/frag", c.authed(toolRoute(c.toolFragment)))
+	mux.Handle("POST /ui/tools/{tool}/pause", c.authed(toolRoute(c.pause)))
+	mux.Handle("POST /ui/tools/{tool}/resume", c.authed(toolRoute(c.resume)))
 	mux.Handle("GET /ui/dlq", c.authed(c.lettersPage))
 	mux.Handle("GET /ui/dlq/{seq}", c.authed(c.letterPage))
 	mux.Handle("POST /ui/dlq/replay", c.authed(c.replay))
@@ -75,6 +76,19 @@ func byCode(failures []resultRow) []failureGroup {
 		out[i].N++
 	}
 	return out
+}
+
+// toolRoute answers 404 for a {tool} that is not a tool name (a token:
+// no '/', '.', spaces or wildcards), before h sees it: the name goes into
+// the page's links, its polling URL and the subjects ops touches.
+func toolRoute(h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
+	return func(w http.ResponseWriter, r *http.Request, ss *session) {
+		if !subject.ValidToken(r.PathValue("tool")) {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r, ss)
+	}
 }
 
 func (c *Console) toolData(r *http.Request) *toolView {

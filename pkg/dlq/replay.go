@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/toolpool/toolpool/pkg/classify"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -215,4 +217,22 @@ func (s *Store) replayOne(ctx context.Context, seq uint64, cfg ReplayConfig) (r 
 		return r, r.Err
 	}
 	return r, nil
+}
+
+// ParseRate reads a replay rate: calls per second ("5", "5/s"), per
+// minute ("100/m"), or 0 for no limit. Negative, NaN and infinite rates
+// are refused. The CLI's --rate and the console's replay take it.
+func ParseRate(s string) (float64, error) {
+	num, unit, _ := strings.Cut(strings.TrimSpace(s), "/")
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
+		return 0, fmt.Errorf("%q: want a rate such as 5/s, 100/m or 0 (no limit)", s)
+	}
+	switch unit {
+	case "", "s", "sec":
+		return n, nil
+	case "m", "min":
+		return n / 60, nil
+	}
+	return 0, fmt.Errorf("%q: the unit must be /s or /m", s)
 }

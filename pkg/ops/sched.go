@@ -80,7 +80,12 @@ func SchedStats(ctx context.Context, nc *nats.Conn, opts SchedStatsOptions) ([]s
 	if len(snaps) == 0 {
 		return nil, ErrNoOrchestrator
 	}
-	slices.SortFunc(snaps, func(a, b sched.Snapshot) int { return cmp.Compare(a.Instance, b.Instance) })
+	// One snapshot per instance (the latest): a second answer of one
+	// orchestrator, or a forged one under its id, is not summed twice.
+	slices.SortStableFunc(snaps, func(a, b sched.Snapshot) int {
+		return cmp.Or(cmp.Compare(a.Instance, b.Instance), b.At.Compare(a.At))
+	})
+	snaps = slices.CompactFunc(snaps, func(a, b sched.Snapshot) bool { return a.Instance == b.Instance })
 	return snaps, nil
 }
 

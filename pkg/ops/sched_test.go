@@ -41,7 +41,8 @@ func twoReplicas() []sched.Snapshot {
 func TestSchedStatsSumsTheReplicas(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	for _, s := range twoReplicas() {
+	// orch-a answers twice (two responders under its id): it is summed once.
+	for _, s := range append(twoReplicas(), twoReplicas()[0]) {
 		natstest.RespondJSON(t, srv.ClientURL(), jetstream.SchedStatsSubject, s)
 	}
 	nc := natstest.Connect(t, srv.ClientURL())

@@ -16,12 +16,12 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/pkg/discovery"
-	"github.com/toolpool/toolpool/pkg/dlq"
-	"github.com/toolpool/toolpool/pkg/health"
-	"github.com/toolpool/toolpool/pkg/metrics"
+	"github.com/toolpool/toolpool/internal/fleet/discovery"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/pkg/worker"
+	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // Defaults shared by Server and Orchestrator.

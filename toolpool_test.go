@@ -15,7 +15,7 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/pkg/worker"
+	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // pool is an embedded server with the streams provisioned, a connection,

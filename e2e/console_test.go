@@ -20,7 +20,7 @@ import (
 
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
 )
 
 // chromiumPath is Debian's chromium package's binary (.ci/run installs it).

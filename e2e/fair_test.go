@@ -19,11 +19,11 @@ import (
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
-	"github.com/toolpool/toolpool/pkg/catalog"
-	"github.com/toolpool/toolpool/pkg/discovery"
-	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/internal/worker/catalog"
+	"github.com/toolpool/toolpool/internal/fleet/discovery"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/pkg/sched"
+	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 )
 
 // Fleet controls (issue 15) through real worker processes: the tool is a

@@ -11,10 +11,10 @@ import (
 
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/pkg/worker"
+	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // progressTool reports progress 1..steps, every's apart, then waits one

@@ -11,7 +11,7 @@ import (
 
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/pkg/worker"
+	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // clockSlack covers the difference between the clocks that stamp the end

@@ -3,7 +3,7 @@ package jetstream
 import (
 	"fmt"
 
-	"github.com/toolpool/toolpool/internal/subject"
+	"github.com/toolpool/toolpool/internal/infra/subject"
 )
 
 // MaxTokenLen is the longest token CheckToken accepts, in bytes.

@@ -12,7 +12,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/internal/subject"
+	"github.com/toolpool/toolpool/internal/infra/subject"
 )
 
 // Stream names, fixed by the design.

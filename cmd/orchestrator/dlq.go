@@ -14,7 +14,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
 )
 
 // dlqCommand is "orchestrator dlq": a group, one file per subcommand

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/dlq"
-	"github.com/toolpool/toolpool/pkg/ops"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
 )
 
 // dlqLsCommand is "dlq ls": the dead letters, one a line.

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
 )
 
 // dlqPurgeCommand is "dlq purge": the dead letters deleted for good, with

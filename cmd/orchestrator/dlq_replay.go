@@ -11,9 +11,9 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/progress"
-	"github.com/toolpool/toolpool/pkg/dlq"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/pkg/ops"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
 )
 
 // dlqReplayCommand is "dlq replay": the calls republished with new ids;

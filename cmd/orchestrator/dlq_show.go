@@ -13,8 +13,8 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/dlq"
-	"github.com/toolpool/toolpool/pkg/ops"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
 )
 
 // dlqShowCommand is "dlq show SEQ": one dead letter, its call and every

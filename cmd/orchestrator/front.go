@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/console"
-	"github.com/toolpool/toolpool/pkg/dispatch"
-	"github.com/toolpool/toolpool/pkg/httpapi"
-	"github.com/toolpool/toolpool/pkg/mcpfront"
+	"github.com/toolpool/toolpool/internal/front/console"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/front/mcpfront"
 )
 
 // httpFlags are serve's flags for its HTTP front door: API keys, what

@@ -15,9 +15,9 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/agent"
+	"github.com/toolpool/toolpool/internal/agent"
 	"github.com/toolpool/toolpool/pkg/client"
-	"github.com/toolpool/toolpool/pkg/httpapi"
+	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

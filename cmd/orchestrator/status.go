@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/ops"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
 )
 
 // statusCommand is "orchestrator status": per tool, the calls pending, in

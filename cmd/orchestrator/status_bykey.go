@@ -12,8 +12,8 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/ops"
-	"github.com/toolpool/toolpool/pkg/sched"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 )
 
 // statusByKey is "orchestrator status --by-key": every orchestrator's

@@ -8,8 +8,8 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/ops"
-	"github.com/toolpool/toolpool/pkg/sched"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 )
 
 // TestStatusByKey: two orchestrators' snapshots summed per tool and key,

@@ -5,7 +5,7 @@ import (
 	"flag"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/ops"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

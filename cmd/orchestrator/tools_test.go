@@ -16,7 +16,7 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/pkg/discovery"
+	"github.com/toolpool/toolpool/internal/fleet/discovery"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/pkg/discovery"
-	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/internal/fleet/discovery"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 

@@ -19,7 +19,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/discovery"
+	"github.com/toolpool/toolpool/internal/fleet/discovery"
 
 	"github.com/toolpool/toolpool/internal/natstest"
 )

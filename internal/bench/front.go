@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolpool/toolpool/pkg/client"
-	"github.com/toolpool/toolpool/pkg/httpapi"
+	"github.com/toolpool/toolpool/internal/front/httpapi"
 )
 
 // The phases of the front doors (Config.Fronts): the pool, reached over

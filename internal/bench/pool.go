@@ -10,12 +10,12 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/pkg/metrics"
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
-	"github.com/toolpool/toolpool/pkg/worker"
+	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // benchRegistry holds the demo tools as the bench serves them: flaky

@@ -8,8 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolpool/toolpool/internal/jsonwire"
-	"github.com/toolpool/toolpool/internal/subject"
+	"github.com/toolpool/toolpool/internal/infra/jsonwire"
+	"github.com/toolpool/toolpool/internal/infra/subject"
 )
 
 // Limits bounds what the codec accepts and emits. A zero or negative field

@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"sync"
 
-	"github.com/toolpool/toolpool/internal/jsonwire"
+	"github.com/toolpool/toolpool/internal/infra/jsonwire"
 )
 
 // KeyLen is the length of a call key: 160 bits of SHA-256 in lower-case

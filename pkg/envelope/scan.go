@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strings"
 
-	"github.com/toolpool/toolpool/internal/jsonwire"
+	"github.com/toolpool/toolpool/internal/infra/jsonwire"
 )
 
 // This file holds the small JSON reader the codec is built on. The decoders

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolpool/toolpool/internal/jsonwire"
+	"github.com/toolpool/toolpool/internal/infra/jsonwire"
 )
 
 var jsonSamples = []string{

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/toolpool/toolpool/internal/jsonwire"
+	"github.com/toolpool/toolpool/internal/infra/jsonwire"
 )
 
 // This file holds the append-style JSON writer the encoders use: no

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"unicode/utf8"
 
-	"github.com/toolpool/toolpool/internal/jsonwire"
+	"github.com/toolpool/toolpool/internal/infra/jsonwire"
 )
 
 // The fast check on text.

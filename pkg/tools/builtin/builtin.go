@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/toolpool/toolpool/pkg/netguard"
+	"github.com/toolpool/toolpool/internal/infra/netguard"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/pkg/netguard"
+	"github.com/toolpool/toolpool/internal/infra/netguard"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/netguard"
+	"github.com/toolpool/toolpool/internal/infra/netguard"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

@@ -1,0 +1,56 @@
+package dlq_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+)
+
+// Pages follow each other by sequence, with the filters the console
+// offers (code, text) applied on the way.
+func TestStorePageFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := newStore(t, b)
+	var all, coded []uint64
+	for i := range 7 {
+		code := "http_503"
+		if i%2 == 1 {
+			code = "timeout"
+		}
+		seq := deadLetter(t, b.js, classify.FateExhausted, "alpha", newID(), dlq.Attempt{N: 1, Code: code, Message: "attempt " + code})
+		all = append(all, seq)
+		if code == "timeout" {
+			coded = append(coded, seq)
+		}
+	}
+	var got []uint64
+	f := dlq.Filter{}
+	for {
+		page, more, err := s.Page(ctxFor(t), f, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, seqsOf(page)...)
+		if !more {
+			break
+		}
+		f.After = page[len(page)-1].Seq
+	}
+	if !slices.Equal(got, all) {
+		t.Errorf("pages of 3: %v, want %v", got, all)
+	}
+	page, more, err := s.Page(ctxFor(t), dlq.Filter{Code: "timeout"}, 10)
+	if err != nil || more || !slices.Equal(seqsOf(page), coded) {
+		t.Errorf("code page = %v, more %v, %v; want %v", seqsOf(page), more, err, coded)
+	}
+	page, _, err = s.Page(ctxFor(t), dlq.Filter{Text: "ATTEMPT TIMEOUT", After: coded[0]}, 10)
+	if err != nil || !slices.Equal(seqsOf(page), coded[1:]) {
+		t.Errorf("text page after %d = %v, %v; want %v", coded[0], seqsOf(page), err, coded[1:])
+	}
+	if n, err := s.Purge(ctxFor(t), dlq.Filter{Code: "timeout"}); err != nil || n != len(coded) {
+		t.Errorf("Purge by code = %d, %v; want %d", n, err, len(coded))
+	}
+}

@@ -1,0 +1,506 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"mime"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// Handler serves the orchestrator's agent-facing HTTP API:
+// POST /v1/tool_calls and GET /v1/tools. Mount it on "/v1/". It is safe
+// for concurrent use.
+type Handler struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Handler for cfg, with defaults applied.
+func New(cfg Config) (*Handler, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Handler{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// ServeHTTP routes a request. Errors are JSON ErrorResponse bodies. With
+// Config.Keys, every request needs an API key.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Keys.Len() > 0 {
+		k, err := h.cfg.Keys.authenticate(r)
+		if err != nil {
+			h.cfg.Metrics.Refused(RefusedUnauthorized)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolpool"`)
+			h.fail(w, r, http.StatusUnauthorized, ErrorUnauthorized, err.Error())
+			return
+		}
+		r = r.WithContext(withKey(r.Context(), k))
+	}
+	switch r.URL.Path {
+	case PathToolCalls:
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			h.fail(w, r, http.StatusMethodNotAllowed, ErrorMethodNotAllowed,
+				fmt.Sprintf("%s %s is not served; POST the assistant message", r.Method, PathToolCalls))
+			return
+		}
+		h.toolCalls(w, r)
+	case PathTools:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			h.fail(w, r, http.StatusMethodNotAllowed, ErrorMethodNotAllowed,
+				fmt.Sprintf("%s %s is not served; use GET", r.Method, PathTools))
+			return
+		}
+		h.tools(w, r)
+	default:
+		h.fail(w, r, http.StatusNotFound, ErrorNotFound,
+			fmt.Sprintf("no such endpoint %s; the API serves POST %s and GET %s", r.URL.Path, PathToolCalls, PathTools))
+	}
+}
+
+// toolCalls serves POST /v1/tool_calls.
+func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if !isJSON(r.Header.Get("Content-Type")) {
+		h.cfg.Metrics.Refused(RefusedContentType)
+		h.fail(w, r, http.StatusUnsupportedMediaType, ErrorUnsupportedMediaType,
+			"the body must be sent as Content-Type: application/json")
+		return
+	}
+	q := r.URL.Query()
+	forced, err := parseFormat(q.Get("format"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+		return
+	}
+	session, field := r.Header.Get(HeaderSession), HeaderSession+" header"
+	if session == "" {
+		session, field = q.Get("session"), "session parameter"
+	}
+	if problem := checkID(session); problem != "" {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the "+field+" "+problem)
+		return
+	}
+	timeout, err := h.timeout(q.Get("timeout"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	rc := http.NewResponseController(w)
+	if err == nil {
+		// The body is in: the answer may take as long as the calls, and the
+		// read deadline the server set for the body (Server) must not cut
+		// the connection meanwhile. Writing it gets WriteTimeout once ready.
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout + h.cfg.WriteTimeout))
+	}
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			h.fail(w, r, http.StatusRequestTimeout, ErrorTimeout, "the body did not arrive in time; send it at once")
+		case errors.As(err, &tooLarge):
+			h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge,
+				fmt.Sprintf("the body is over the limit of %d bytes; send the tool calls in smaller batches", tooLarge.Limit))
+		case r.Context().Err() != nil:
+			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away while sending the body")
+		default:
+			h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the body could not be read: "+err.Error())
+		}
+		return
+	}
+	t, err := parseTurn(body, forced, h.cfg.MaxCalls)
+	if err != nil {
+		var bad *badRequest
+		if errors.As(err, &bad) {
+			h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, bad.msg)
+			return
+		}
+		h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the request could not be read")
+		return
+	}
+
+	traceparent := r.Header.Get(envelope.HeaderTraceparent)
+	if !dispatch.ValidTraceparent(traceparent) {
+		traceparent = dispatch.NewTraceparent()
+	}
+	ctx, cancel := context.WithTimeout(dispatch.WithTraceparent(r.Context(), traceparent), timeout)
+	defer cancel()
+	key, _ := KeyFrom(r.Context())
+	tenant := ""
+	if key != nil {
+		tenant = key.Tenant
+		ctx = dispatch.WithTenant(ctx, tenant)
+	}
+	ctx, ok := h.withScheduling(ctx, w, r, key)
+	if !ok {
+		return
+	}
+	results, sent, err := h.run(ctx, session, t, key)
+	status := http.StatusOK
+	var saturated *dispatch.SaturatedError
+	switch {
+	case errors.As(err, &saturated):
+		// Answered with a result per call, in the turn's format, so an agent
+		// that appends the body tells the model the truth.
+		h.cfg.Metrics.ToolCalls(tenant, OutcomeSaturated, sent)
+		status = http.StatusTooManyRequests
+		setRetryAfter(w, saturated.RetryAfter)
+		err = nil
+	case err == nil:
+		h.cfg.Metrics.ToolCalls(tenant, OutcomeDispatched, sent)
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, errCannotList):
+			setRetryAfter(w, h.cfg.RetryAfter)
+			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable, "the tools this API key may call cannot be listed right now; retry after the Retry-After delay")
+		case errors.Is(err, dispatch.ErrUnavailable):
+			setRetryAfter(w, h.cfg.RetryAfter)
+			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable,
+				"the tool pool did not take the calls: its message server is unreachable or did not store them in time; retry after the Retry-After delay")
+		case r.Context().Err() != nil:
+			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away before the results were in")
+		default:
+			h.log.WarnContext(r.Context(), "dispatching tool calls failed", slog.Any("error", err))
+			h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the tool calls could not be handled")
+		}
+		return
+	}
+
+	w.Header().Set(envelope.HeaderTraceparent, traceparent)
+	w.Header().Set(HeaderFormat, string(t.format))
+	if idx := errorIndexes(results); idx != "" {
+		w.Header().Set(HeaderErrorIndexes, idx)
+	}
+	h.write(w, r, status, answerOf(t, results))
+	h.log.DebugContext(r.Context(), "tool calls",
+		slog.String("format", string(t.format)), slog.Int("calls", len(t.calls)), slog.Int("status", status),
+		slog.String("tenant", tenant), slog.String("session", session), slog.Duration("elapsed", time.Since(start)))
+}
+
+// setRetryAfter sends d as a Retry-After header in whole seconds, rounded
+// as the model's text about the same wait is (classify.RetryAfterSeconds).
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(classify.RetryAfterSeconds(d)))
+}
+
+// errCannotList: the tools a restricted key may call could not be listed.
+var errCannotList = errors.New("httpapi: the tool definitions cannot be listed")
+
+// isJSON reports whether a Content-Type is application/json.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// run answers the calls of t: the local answers as they are, the others
+// through one Dispatch, in t's order; sent is how many went to Dispatch.
+// A call to a tool the key may not use is answered here as if the tool did
+// not exist, naming only the key's tools. When admission control refuses
+// the turn, every dispatched call is answered with dispatch.SaturatedResult
+// and the *dispatch.SaturatedError is returned with the results.
+func (h *Handler) run(ctx context.Context, session string, t *turn, key *Key) (results []envelope.Result, sent int, err error) {
+	results = make([]envelope.Result, len(t.calls))
+	var allowed []string // the key's live tools; listed once, if needed
+	if key != nil && key.Tools != nil {
+		defs, err := h.cfg.Definitions.Definitions(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: %w", errCannotList, err)
+		}
+		for _, d := range defs {
+			if key.Allows(d.Name) {
+				allowed = append(allowed, d.Name)
+			}
+		}
+	}
+	var send []envelope.ToolUseBlock
+	var at []int
+	for i := range t.calls {
+		if t.local[i] != nil {
+			results[i] = *t.local[i]
+			continue
+		}
+		if c := t.calls[i]; key != nil && key.Tools != nil && !slices.Contains(allowed, c.Name) {
+			results[i] = *notAllowedResult(c.ID, c.Name, allowed)
+			h.cfg.Metrics.ToolCalls(key.Tenant, OutcomeNotAllowed, 1)
+			continue
+		}
+		send = append(send, t.calls[i])
+		at = append(at, i)
+	}
+	if len(send) == 0 {
+		return results, 0, nil
+	}
+	got, err := h.cfg.Dispatcher.Dispatch(ctx, session, send)
+	var saturated *dispatch.SaturatedError
+	if errors.As(err, &saturated) {
+		for _, i := range at {
+			results[i] = dispatch.SaturatedResult(t.calls[i].ID, t.calls[i].Name, saturated)
+		}
+		return results, len(send), err
+	}
+	if err != nil {
+		return nil, len(send), err
+	}
+	if len(got) != len(send) {
+		return nil, len(send), fmt.Errorf("httpapi: the dispatcher returned %d results for %d calls", len(got), len(send))
+	}
+	for j, i := range at {
+		results[i] = got[j]
+	}
+	return results, len(send), nil
+}
+
+// notAllowedResult answers a call to a tool the API key may not use with
+// the text of a call to a tool that does not exist, listing the key's
+// tools only: a tenant learns nothing of the tools of others.
+func notAllowedResult(id, tool string, allowed []string) *envelope.Result {
+	d := classify.Classify(&classify.UnknownToolError{Tool: tool, Available: allowed})
+	r := localError(id, tool, d.Message(classify.MessageInput{Tool: tool}))
+	r.Code = classify.CodeUnknownTool
+	return r
+}
+
+// answerOf is the answer to t in its format, one result per call.
+func answerOf(t *turn, results []envelope.Result) any {
+	switch t.format {
+	case FormatOpenAI:
+		return toolMessages(t.calls, results)
+	case FormatResponses:
+		return functionCallOutputs(t.wire, results)
+	case FormatGemini:
+		return geminiContent(t.calls, t.wire, results)
+	}
+	return userMessage(t.calls, results)
+}
+
+// userMessage is the Anthropic answer: one tool_result per tool_use block.
+func userMessage(calls []envelope.ToolUseBlock, results []envelope.Result) UserMessage {
+	msg := UserMessage{Role: "user", Content: make([]envelope.ToolResultBlock, len(results))}
+	for i := range results {
+		b := results[i].ToolResult()
+		b.ToolUseID = calls[i].ID
+		msg.Content[i] = b
+	}
+	return msg
+}
+
+// toolMessages is the OpenAI answer: one tool message per call, its content
+// the result's text (other blocks are named, not carried: tool messages
+// hold text), prefixed with ErrorPrefix for an error.
+func toolMessages(calls []envelope.ToolUseBlock, results []envelope.Result) []ToolMessage {
+	out := make([]ToolMessage, len(results))
+	for i := range results {
+		out[i] = ToolMessage{Role: "tool", ToolCallID: calls[i].ID, Content: flaggedText(&results[i], "OpenAI tool messages")}
+	}
+	return out
+}
+
+// functionCallOutputs is the Responses answer: one function_call_output
+// item per call, keyed by its call_id, its output the result's text
+// prefixed with ErrorPrefix for an error, as in tool messages.
+func functionCallOutputs(wire []wireCall, results []envelope.Result) []FunctionCallOutput {
+	out := make([]FunctionCallOutput, len(results))
+	for i := range results {
+		out[i] = FunctionCallOutput{Type: wire[i].outputType, CallID: wire[i].id, Output: flaggedText(&results[i], "function_call_output items")}
+	}
+	return out
+}
+
+// geminiContent is the Gemini answer: one functionResponse part per
+// functionCall, with the call's id when it had one; a result's text goes
+// under response.output, an error's under response.error.
+func geminiContent(calls []envelope.ToolUseBlock, wire []wireCall, results []envelope.Result) GeminiContent {
+	out := GeminiContent{Role: "user", Parts: make([]GeminiPart, len(results))}
+	for i := range results {
+		text := contentText(results[i].Content, "Gemini function responses")
+		resp := GeminiResponse{Output: &text}
+		if results[i].IsError {
+			resp = GeminiResponse{Error: &text}
+		}
+		out.Parts[i] = GeminiPart{FunctionResponse: GeminiFunctionResponse{ID: wire[i].id, Name: calls[i].Name, Response: resp}}
+	}
+	return out
+}
+
+// flaggedText is a result's text for a format without an error flag:
+// prefixed with ErrorPrefix for an error. carrier names what carries it.
+func flaggedText(r *envelope.Result, carrier string) string {
+	text := contentText(r.Content, carrier)
+	if r.IsError {
+		return ErrorPrefix + text
+	}
+	return text
+}
+
+// contentText joins the content's text blocks with "\n" and names the other
+// blocks in brackets, e.g. "[image block omitted: OpenAI tool messages
+// carry text only]"; carrier names what carries the text.
+func contentText(c envelope.Content, carrier string) string {
+	var parts []string
+	for _, b := range c {
+		switch {
+		case b.Type == "text" && b.Text != "":
+			parts = append(parts, b.Text)
+		case b.Type != "text":
+			parts = append(parts, "["+b.Type+" block omitted: "+carrier+" carry text only]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// errorIndexes lists the positions of the error results, comma-separated.
+func errorIndexes(results []envelope.Result) string {
+	var b strings.Builder
+	for i := range results {
+		if !results[i].IsError {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(i))
+	}
+	return b.String()
+}
+
+// tools serves GET /v1/tools.
+func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
+	format, err := parseFormat(r.URL.Query().Get("format"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
+		return
+	}
+	defs, err := h.cfg.Definitions.Definitions(r.Context())
+	if err != nil {
+		if r.Context().Err() != nil {
+			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away")
+			return
+		}
+		h.log.WarnContext(r.Context(), "listing the tools failed", slog.Any("error", err))
+		setRetryAfter(w, h.cfg.RetryAfter)
+		h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable, "the tool definitions cannot be listed right now; retry after the Retry-After delay")
+		return
+	}
+	defs = slices.Clone(defs)
+	if k, ok := KeyFrom(r.Context()); ok && k.Tools != nil {
+		defs = slices.DeleteFunc(defs, func(d tools.Definition) bool { return !k.Allows(d.Name) })
+	}
+	slices.SortFunc(defs, func(a, b tools.Definition) int { return strings.Compare(a.Name, b.Name) })
+	h.write(w, r, http.StatusOK, toolsIn(format, defs))
+}
+
+// toolsIn is the answer to GET /v1/tools in format ("" is Anthropic's).
+func toolsIn(format Format, defs []tools.Definition) any {
+	switch format {
+	case FormatOpenAI:
+		out := make([]OpenAITool, len(defs))
+		for i, d := range defs {
+			out[i] = OpenAITool{Type: "function", Function: OpenAIFunction{Name: d.Name, Description: d.Description, Parameters: d.InputSchema}}
+		}
+		return out
+	case FormatResponses:
+		out := make([]ResponsesTool, len(defs))
+		for i, d := range defs {
+			out[i] = ResponsesTool{Type: "function", Name: d.Name, Description: d.Description, Parameters: d.InputSchema}
+		}
+		return out
+	case FormatGemini:
+		if len(defs) == 0 {
+			return []GeminiTool{}
+		}
+		decls := make([]GeminiFunctionDeclaration, len(defs))
+		for i, d := range defs {
+			decls[i] = GeminiFunctionDeclaration{Name: d.Name, Description: d.Description, ParametersJSONSchema: d.InputSchema}
+		}
+		return []GeminiTool{{FunctionDeclarations: decls}}
+	}
+	if defs == nil {
+		defs = []tools.Definition{}
+	}
+	return ToolsResponse{Tools: defs}
+}
+
+// parseFormat reads the format query parameter: "" lets the body decide.
+func parseFormat(s string) (Format, error) {
+	f := Format(strings.ToLower(s))
+	if f == "" || slices.Contains(Formats, f) {
+		return f, nil
+	}
+	return "", fmt.Errorf("format %q: want anthropic, openai, responses or gemini", s)
+}
+
+// timeout reads the timeout query parameter: a Go duration ("90s", "2m")
+// or a number of seconds ("90", "2.5"). Missing: DefaultTimeout; over
+// MaxTimeout: MaxTimeout.
+func (h *Handler) timeout(s string) (time.Duration, error) {
+	if s == "" {
+		return h.cfg.DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		secs, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return 0, fmt.Errorf("timeout %q: want a duration such as 90s or 2m, or a number of seconds", s)
+		}
+		if secs > h.cfg.MaxTimeout.Seconds() {
+			return h.cfg.MaxTimeout, nil
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("timeout %q: must be positive", s)
+	}
+	return min(d, h.cfg.MaxTimeout), nil
+}
+
+// write sends v as JSON.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		h.log.WarnContext(r.Context(), "encoding the answer failed", slog.Any("error", err))
+		status = http.StatusInternalServerError
+		buf.Reset()
+		_ = json.NewEncoder(&buf).Encode(ErrorResponse{Error: ErrorDetail{Type: ErrorInternal, Message: "the answer could not be encoded"}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(buf.Bytes())
+	}
+}
+
+// fail sends an ErrorResponse.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, typ, msg string) {
+	level := slog.LevelDebug
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	h.log.Log(r.Context(), level, "http api error",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", status), slog.String("type", typ), slog.String("message", msg))
+	h.write(w, r, status, ErrorResponse{Error: ErrorDetail{Type: typ, Message: msg}})
+}

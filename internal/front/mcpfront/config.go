@@ -1,0 +1,115 @@
+package mcpfront
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// Defaults of Config.
+const (
+	// MaxBodyBytesDefault caps one HTTP request body (and one stdio line):
+	// that of the HTTP API (httpapi.MaxBodyBytesDefault).
+	MaxBodyBytesDefault = httpapi.MaxBodyBytesDefault
+	// NameDefault is the server name hosts see (serverInfo.name).
+	NameDefault = "toolpool"
+	// SessionTimeoutDefault closes an HTTP session that sent no request
+	// for that long (a client that went away without DELETE); its client
+	// starts a new one.
+	SessionTimeoutDefault = time.Hour
+)
+
+// Dispatcher runs the tool calls of one turn (Orchestrator.Dispatch,
+// dispatch.Dispatcher.Dispatch): one result per call, in order. The ctx
+// carries the tenant, the progress function and the cancellation.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error)
+}
+
+// Tool is a live tool as the MCP server lists it.
+type Tool struct {
+	tools.Definition
+	// Idempotent: calling the tool twice with the same input has no more
+	// effect than once (tools.Tool's Idempotent): idempotentHint.
+	Idempotent bool
+	// Hints are the tool's other annotations, where known.
+	Hints tools.Hints
+}
+
+// ToolSource lists the tools the pool serves right now, sorted by name.
+type ToolSource func(ctx context.Context) []Tool
+
+// Subscribe returns a channel that gets a value when the live tools change
+// (and is closed when no more changes will come), and a function that ends
+// the subscription; discovery.Catalog.Subscribe is one.
+type Subscribe func() (changes <-chan struct{}, cancel func())
+
+// Config configures a Server. Zero fields take the documented defaults.
+type Config struct {
+	// Dispatcher runs the calls. Required.
+	Dispatcher Dispatcher
+	// Tools lists the live tools. Required.
+	Tools ToolSource
+	// Subscribe, when set, tells of changes to the live tools: the server
+	// then updates its list and sends notifications/tools/list_changed to
+	// the connected clients at once. The list is also read again at each
+	// tools/list, with or without it.
+	Subscribe Subscribe
+	// Token, when set, is the bearer token /mcp requires
+	// (Authorization: Bearer <Token>). See Keys for how the two combine.
+	Token string
+	// Keys, when it holds keys, lets the HTTP API's keys in on /mcp too:
+	// a request with a key calls under the key's tenant and sees and calls
+	// only the key's tools. With Token or Keys set, a request needs one of
+	// them; with neither, /mcp is open (loopback only, or behind a proxy
+	// that authenticates: the binary enforces that).
+	Keys *httpapi.Keys
+	// Closed, when not empty, makes Handler refuse every request (403)
+	// with this text: /mcp is mounted but not exposed, e.g. on an address
+	// without authentication. Stdio is not affected.
+	Closed string
+	// MaxBodyBytes caps an HTTP request body and a stdio message. Default
+	// MaxBodyBytesDefault.
+	MaxBodyBytes int64
+	// SessionTimeout closes HTTP sessions idle that long. Default
+	// SessionTimeoutDefault.
+	SessionTimeout time.Duration
+	// Name and Version are the server's serverInfo. Default NameDefault
+	// and "".
+	Name, Version string
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
+	c.Name = cmp.Or(c.Name, NameDefault)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, SessionTimeoutDefault)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	return c
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Dispatcher == nil:
+		return errors.New("mcpfront: Config.Dispatcher is required")
+	case c.Tools == nil:
+		return errors.New("mcpfront: Config.Tools is required")
+	case c.SessionTimeout < 0:
+		return fmt.Errorf("mcpfront: Config.SessionTimeout must not be negative, got %v", c.SessionTimeout)
+	case c.MaxBodyBytes <= 0:
+		return fmt.Errorf("mcpfront: Config.MaxBodyBytes must be positive, got %d", c.MaxBodyBytes)
+	case c.Token != "" && len(c.Token) < httpapi.MinKeyBytes:
+		return fmt.Errorf("mcpfront: Config.Token is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", len(c.Token), httpapi.MinKeyBytes)
+	}
+	return nil
+}

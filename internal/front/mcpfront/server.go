@@ -1,0 +1,468 @@
+package mcpfront
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolpool/toolpool/internal/infra/mcpwire"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// ErrStopped is the cause the calls in progress are cancelled with when
+// Stop's drain runs out.
+var ErrStopped = errors.New("mcpfront: server stopped")
+
+// progressBuffer is how many progress reports of one call wait to be sent;
+// more are dropped (reports are snapshots: the next one says more).
+const progressBuffer = 16
+
+// Server is the pool as an MCP server: its tools/list is the live catalog,
+// its tools/call runs through the Dispatcher. Serve it over streamable HTTP
+// (Handler) or stdio (ServeStdio). Create it with New, then Start and Stop
+// it.
+type Server struct {
+	cfg     Config
+	mcp     *mcp.Server
+	stdio   string // the pool session of a connection without a session id
+	streams streams
+
+	mu       sync.Mutex
+	listed   map[string]Tool // the tools the MCP server lists now
+	started  bool
+	active   int           // calls in progress
+	draining bool          // Stop was called: no new call starts
+	idle     chan struct{} // closed when draining and active reaches 0
+
+	life     context.Context // ends at Stop: the calls in progress are cancelled
+	endLife  context.CancelCauseFunc
+	stopOnce sync.Once
+	stopped  chan struct{}
+	done     chan struct{} // closed when the subscription loop has ended
+}
+
+// New returns a Server for cfg, with defaults applied. It touches no
+// network.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	life, end := context.WithCancelCause(context.Background())
+	s := &Server{
+		cfg: cfg, stdio: "mcp-" + rand.Text(), listed: map[string]Tool{},
+		life: life, endLife: end, stopped: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{
+		Logger: sdkLogger(cfg.Logger),
+		// Tools only, with list_changed; no logging capability.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	s.mcp.AddReceivingMiddleware(s.middleware)
+	return s, nil
+}
+
+// Start lists the live tools and, with Config.Subscribe, follows their
+// changes until Stop.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("mcpfront: already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+	s.sync(ctx)
+	if s.cfg.Subscribe == nil {
+		close(s.done)
+		return nil
+	}
+	changes, cancel := s.cfg.Subscribe()
+	go func() {
+		defer close(s.done)
+		defer cancel()
+		for {
+			select {
+			case _, ok := <-changes:
+				if !ok {
+					return
+				}
+				s.sync(s.life)
+			case <-s.life.Done():
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop lets the calls in progress finish until ctx is done, then cancels
+// them (ErrStopped) and stops following the catalog. It returns ctx's
+// cause when calls were cancelled. It is idempotent.
+func (s *Server) Stop(ctx context.Context) error {
+	var err error
+	s.stopOnce.Do(func() {
+		defer close(s.stopped)
+		s.mu.Lock()
+		s.draining = true
+		idle := make(chan struct{})
+		if s.active == 0 {
+			close(idle)
+		} else {
+			s.idle = idle
+		}
+		started := s.started
+		s.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+		s.endLife(ErrStopped)
+		if started {
+			<-s.done
+		}
+	})
+	return err
+}
+
+// Stopped is closed once Stop has returned.
+func (s *Server) Stopped() <-chan struct{} { return s.stopped }
+
+// MCP is the go-sdk server underneath, e.g. to Run it on another
+// transport.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// sync makes the MCP server's tools those of the catalog: the go-sdk then
+// tells the connected clients (notifications/tools/list_changed).
+func (s *Server) sync(ctx context.Context) {
+	now := s.cfg.Tools(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[string]bool, len(now))
+	for _, t := range now {
+		seen[t.Name] = true
+		if old, ok := s.listed[t.Name]; ok && sameTool(old, t) {
+			continue
+		}
+		mt, err := mcpTool(t)
+		if err != nil {
+			s.cfg.Logger.Warn("a tool cannot be listed over MCP", "tool", t.Name, "err", err)
+			continue
+		}
+		s.listed[t.Name] = t
+		s.mcp.AddTool(mt, s.unreachable)
+	}
+	var gone []string
+	for name := range s.listed {
+		if !seen[name] {
+			gone = append(gone, name)
+			delete(s.listed, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+}
+
+func sameTool(a, b Tool) bool {
+	return a.Description == b.Description && a.Idempotent == b.Idempotent && hintsEqual(a.Hints, b.Hints) && bytes.Equal(a.InputSchema, b.InputSchema)
+}
+
+// mcpTool is t as MCP lists it. A schema the go-sdk would refuse (its
+// root not an object) is an error, not a panic.
+func mcpTool(t Tool) (*mcp.Tool, error) {
+	var root struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(t.InputSchema, &root); err != nil || root.Type != "object" {
+		return nil, errors.New(`the input schema's root is not {"type":"object"}`)
+	}
+	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+	if h := t.Hints; t.Idempotent || h != (tools.Hints{}) {
+		mt.Annotations = &mcp.ToolAnnotations{
+			IdempotentHint: t.Idempotent, ReadOnlyHint: h.ReadOnly != nil && *h.ReadOnly,
+			DestructiveHint: h.Destructive, OpenWorldHint: h.OpenWorld,
+		}
+	}
+	return mt, nil
+}
+
+// hintsEqual compares two tools' hints by value.
+func hintsEqual(a, b tools.Hints) bool {
+	eq := func(x, y *bool) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return eq(a.ReadOnly, b.ReadOnly) && eq(a.Destructive, b.Destructive) && eq(a.OpenWorld, b.OpenWorld)
+}
+
+// unreachable is the go-sdk handler of every tool: tools/call never
+// reaches it, the middleware answers it.
+func (s *Server) unreachable(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+}
+
+// middleware answers tools/call through the pool, and narrows tools/list
+// to the tools of the caller's API key.
+func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch r := req.(type) {
+		case *mcp.CallToolRequest:
+			return s.call(ctx, r)
+		case *mcp.ListToolsRequest:
+			s.sync(ctx)
+			res, err := next(ctx, method, req)
+			if k := keyOf(r.Extra); err == nil && k != nil && k.Tools != nil {
+				if lr, ok := res.(*mcp.ListToolsResult); ok {
+					lr2 := *lr
+					lr2.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool { return !k.Allows(t.Name) })
+					return &lr2, nil
+				}
+			}
+			return res, err
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// call runs one tools/call through the pool.
+func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	p := req.Params
+	if p == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
+	}
+	key := keyOf(req.Extra)
+	if key != nil && !key.Allows(p.Name) {
+		return nil, s.unknownTool(ctx, p.Name, key)
+	}
+	input, kind := arguments(p.Arguments)
+	if kind != "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: classify.ArgumentsNotObjectMessage(p.Name, kind)}
+	}
+	if !s.enter() {
+		return errorResult(classify.ShuttingDownMessage(p.Name)), nil
+	}
+	defer s.leave()
+	// The call ends when the client cancels it (the go-sdk cancels ctx on
+	// notifications/cancelled), or when Stop's drain runs out.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
+	defer stop()
+	if key != nil {
+		// The key's tenant, its weight in fair shares and its calls'
+		// default priority, as on the HTTP API.
+		ctx = dispatch.WithPriority(dispatch.WithWeight(dispatch.WithTenant(ctx, key.Tenant), key.Weight), key.Priority)
+	}
+	ctx = dispatch.WithTraceparent(ctx, dispatch.NewTraceparent())
+	if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
+		relay := newProgressRelay(ctx, req.Session, tok, s.cfg.Logger)
+		defer relay.close()
+		ctx = dispatch.WithProgress(ctx, relay.report)
+	}
+	results, err := s.cfg.Dispatcher.Dispatch(ctx, s.session(req.Session),
+		[]envelope.ToolUseBlock{{Type: "tool_use", ID: "mcp_" + rand.Text(), Name: p.Name, Input: input}})
+	var saturated *dispatch.SaturatedError
+	switch {
+	case errors.As(err, &saturated):
+		r := dispatch.SaturatedResult("", p.Name, saturated)
+		return toolResult(&r), nil
+	case err != nil && errors.Is(context.Cause(ctx), ErrStopped):
+		return errorResult(classify.ShuttingDownMessage(p.Name)), nil
+	case err != nil && ctx.Err() != nil:
+		return nil, context.Cause(ctx) // the client cancelled it: nobody reads this
+	case errors.Is(err, dispatch.ErrUnavailable):
+		return errorResult(classify.PoolUnavailableMessage(p.Name)), nil
+	case err != nil || len(results) != 1:
+		s.cfg.Logger.WarnContext(ctx, "dispatching an MCP tool call failed", "tool", p.Name, "err", err, "results", len(results))
+		return errorResult(classify.NotPreparedMessage(p.Name)), nil
+	}
+	r := &results[0]
+	if r.IsError && r.Code == classify.CodeUnknownTool {
+		if key != nil && key.Tools != nil {
+			return nil, s.unknownTool(ctx, p.Name, key)
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.Content.Text()}
+	}
+	return toolResult(r), nil
+}
+
+// enter counts a call in, unless Stop was called.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.active++
+	return true
+}
+
+// leave counts a call out.
+func (s *Server) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+	if s.active == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// unknownTool is the protocol error of a call to a tool that does not
+// exist, or that key may not call: its text lists the tools the caller
+// may call (the unknown-tool text of the HTTP API).
+func (s *Server) unknownTool(ctx context.Context, name string, key *httpapi.Key) error {
+	var available []string
+	for _, t := range s.cfg.Tools(ctx) {
+		if key == nil || key.Allows(t.Name) {
+			available = append(available, t.Name)
+		}
+	}
+	d := classify.Classify(&classify.UnknownToolError{Tool: name, Available: available})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: d.Message(classify.MessageInput{Tool: name})}
+}
+
+// session is the pool session of an MCP session: its id (streamable
+// HTTP), or one per server for a connection without one (stdio).
+func (s *Server) session(ss *mcp.ServerSession) string {
+	if ss != nil {
+		if id := ss.ID(); id != "" {
+			return "mcp-" + id
+		}
+	}
+	return s.stdio
+}
+
+// arguments is the call's input: missing or null arguments are {}; kind,
+// when not empty, names what the arguments are instead of an object.
+func arguments(raw json.RawMessage) (json.RawMessage, string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(`{}`), ""
+	}
+	switch raw[0] {
+	case '{':
+		return raw, ""
+	case '[':
+		return nil, "an array"
+	case '"':
+		return nil, "a string"
+	case 't', 'f':
+		return nil, "a boolean"
+	}
+	return nil, "a number"
+}
+
+// toolResult is the MCP result of a pool result.
+func toolResult(r *envelope.Result) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{Content: mcpwire.FromPool(r.Content), IsError: r.IsError}
+	if r.IsError {
+		meta := mcp.Meta{"io.toolpool/class": string(r.Class), "io.toolpool/code": r.Code}
+		if r.Attempts > 0 {
+			meta["io.toolpool/attempts"] = r.Attempts
+		}
+		out.Meta = meta
+	}
+	return out
+}
+
+// errorResult is an isError result the server writes itself: the call
+// was not run.
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
+}
+
+// progressRelay sends the progress reports of one call as
+// notifications/progress with the client's token. report does not block
+// (dispatch.ProgressFunc): reports go through a buffer, sent in order by
+// a goroutine of their own; when it is full they are dropped.
+type progressRelay struct {
+	ctx   context.Context // the request's: its stream carries the notifications
+	ss    *mcp.ServerSession
+	token any
+	log   *slog.Logger
+	ch    chan tools.Progress
+	done  chan struct{}
+	once  sync.Once
+	mu    sync.Mutex
+	shut  bool
+}
+
+func newProgressRelay(ctx context.Context, ss *mcp.ServerSession, token any, log *slog.Logger) *progressRelay {
+	r := &progressRelay{ctx: ctx, ss: ss, token: token, log: log, ch: make(chan tools.Progress, progressBuffer), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// report is the call's dispatch.ProgressFunc.
+func (r *progressRelay) report(_ string, p tools.Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shut {
+		return
+	}
+	select {
+	case r.ch <- p:
+	default:
+	}
+}
+
+func (r *progressRelay) run() {
+	defer close(r.done)
+	for p := range r.ch {
+		err := r.ss.NotifyProgress(r.ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: r.token, Progress: p.Progress, Total: p.Total, Message: p.Message,
+		})
+		if err != nil {
+			r.log.Debug("sending a progress notification failed", "err", err)
+		}
+	}
+}
+
+// close sends the reports left and ends the relay: the result goes after
+// its progress.
+func (r *progressRelay) close() {
+	r.once.Do(func() {
+		r.mu.Lock()
+		r.shut = true
+		close(r.ch)
+		r.mu.Unlock()
+		<-r.done
+	})
+}
+
+// keyOf is the API key the request authenticated with over HTTP, if any.
+func keyOf(extra *mcp.RequestExtra) *httpapi.Key {
+	if extra == nil || extra.TokenInfo == nil {
+		return nil
+	}
+	k, _ := extra.TokenInfo.Extra[tokenKeyExtra].(*httpapi.Key)
+	return k
+}
+
+// sdkLogger is log for the go-sdk: its warnings and errors only (it logs
+// every session's start and end at info).
+func sdkLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(warnOnly{log.Handler()})
+}
+
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+
+func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }

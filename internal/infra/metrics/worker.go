@@ -1,0 +1,212 @@
+package metrics
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/internal/worker"
+)
+
+// WorkerOptions configures Worker metrics.
+type WorkerOptions struct {
+	// Tools are the tools the worker serves (its registry's names). Events
+	// of any other name are labelled UnknownTool. Default: any name, up to
+	// MaxTools. A tool's in-flight gauge and its counters without other
+	// labels (panics, validation failures, dead letters by reason, …)
+	// exist at zero from the start for the tools listed, and from its
+	// first event for the others.
+	Tools []string
+	// MaxTools caps the distinct tool labels when Tools is nil. Default
+	// MaxToolsDefault.
+	MaxTools int
+}
+
+// Worker is the Prometheus implementation of worker.Metrics. One Worker may
+// observe several workers of a process (their counts add up). It is safe
+// for concurrent use.
+type Worker struct {
+	tools *toolLabels
+
+	finished        *prometheus.CounterVec
+	attempts        *prometheus.CounterVec
+	handedBack      *prometheus.CounterVec
+	execution       *prometheus.HistogramVec
+	queueWait       *prometheus.HistogramVec
+	inFlight        *prometheus.GaugeVec
+	queued          *prometheus.GaugeVec
+	retryDelay      *prometheus.HistogramVec
+	validation      *prometheus.CounterVec
+	deadLetters     *prometheus.CounterVec
+	panics          *prometheus.CounterVec
+	historyFailures *prometheus.CounterVec
+}
+
+var (
+	_ worker.Metrics      = (*Worker)(nil)
+	_ worker.QueueMetrics = (*Worker)(nil)
+)
+
+// NewWorker creates the worker metrics and registers them with reg.
+func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
+	const sub = "worker"
+	m := &Worker{
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "calls_finished_total",
+			Help: "Calls a worker finished, by outcome (success, error: is_error without retry, dead_letter: moved to TOOL_DLQ, stored: answered from the result already stored, outcome_unknown: not run again after an attempt of a tool that is not idempotent started and never reported, cancelled: its caller cancelled it, before it ran or while it ran) and error class (none on success).",
+		}, []string{"tool", "outcome", "class"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "attempts_total",
+			Help: "Deliveries of calls a worker handled to the end (executed, or refused before executing), by the class of their outcome (none on success). Hand-backs on shutdown are not counted.",
+		}, []string{"tool", "class"}),
+		handedBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "handed_back_total",
+			Help: "Calls a stopping worker handed back to JetStream for another worker to run.",
+		}, []string{"tool"}),
+		execution: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "execution_seconds",
+			Help:    "Run time of tool handlers, per attempt executed.",
+			Buckets: DurationBuckets,
+		}, []string{"tool"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "queue_wait_seconds",
+			Help:    "Time from the publish of a call to the start of its first delivery's handling.",
+			Buckets: DurationBuckets,
+		}, []string{"tool"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "calls_in_flight",
+			Help: "Calls whose handler is running in this process.",
+		}, []string{"tool"}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "calls_queued",
+			Help: "Calls this process pulled that wait for a free slot because every slot is busy.",
+		}, []string{"tool"}),
+		retryDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "retry_delay_seconds",
+			Help:    "Delays chosen before retrying a call after a transient error (its count is the number of retries).",
+			Buckets: RetryDelayBuckets,
+		}, []string{"tool"}),
+		validation: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "validation_failures_total",
+			Help: "Calls refused by a worker because their input or message was invalid (never retried).",
+		}, []string{"tool"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "dead_letters_total",
+			Help: "Calls a worker moved to TOOL_DLQ, by reason (" + strings.Join(workerReasons(), ", ") + ").",
+		}, []string{"tool", "reason"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "panics_total",
+			Help: "Tool handler panics a worker recovered from.",
+		}, []string{"tool"}),
+		historyFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "history_failures_total",
+			Help: "Failed reads or writes of a call's attempt history (its dead letter may miss attempts).",
+		}, []string{"tool"}),
+	}
+	for _, c := range []prometheus.Collector{
+		m.finished, m.attempts, m.handedBack, m.execution, m.queueWait, m.inFlight, m.queued,
+		m.retryDelay, m.validation, m.deadLetters, m.panics, m.historyFailures,
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.tools = newToolLabels(opts.Tools, nil, opts.MaxTools, m.initTool)
+	return m, nil
+}
+
+// AddTools gives the tools names labels of their own when WorkerOptions
+// listed the tools: a worker serves them from now on (registered at
+// runtime: an MCP server's list changed). At most MaxTools names are added
+// over the Worker's life; events of the others stay UnknownTool. Without a
+// list it does nothing: every name gets its label, up to MaxTools.
+func (m *Worker) AddTools(names ...string) { m.tools.add(names...) }
+
+// initTool makes a tool's series without other labels, and its dead
+// letters by the reasons a worker gives, exist at zero.
+func (m *Worker) initTool(tool string) {
+	for _, v := range []*prometheus.CounterVec{m.handedBack, m.validation, m.panics, m.historyFailures} {
+		v.WithLabelValues(tool)
+	}
+	m.inFlight.WithLabelValues(tool)
+	m.queued.WithLabelValues(tool)
+	for _, r := range workerReasons() {
+		m.deadLetters.WithLabelValues(tool, r)
+	}
+}
+
+// Observe records one delivery's fate.
+func (m *Worker) Observe(ev worker.Event) {
+	tool := m.tools.label(ev.Tool)
+	if ev.HistoryFailed {
+		m.historyFailures.WithLabelValues(tool).Inc()
+	}
+	if ev.Outcome == classify.FateHandedBack {
+		m.handedBack.WithLabelValues(tool).Inc()
+		return
+	}
+	class := classLabel(ev.Class)
+	if ev.Outcome == classify.FateStored { // not an attempt: the tool did not run
+		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
+		return
+	}
+	if ev.Outcome == classify.FateCancelled {
+		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
+		if !ev.Executed { // settled without running: not an attempt
+			return
+		}
+	}
+	m.attempts.WithLabelValues(tool, class).Inc()
+	switch ev.Outcome {
+	case classify.FateSuccess, classify.FateError, classify.FateDeadLetter, classify.FateOutcomeUnknown:
+		m.finished.WithLabelValues(tool, string(ev.Outcome), class).Inc()
+	case classify.FateRetry:
+		m.retryDelay.WithLabelValues(tool).Observe(ev.RetryDelay.Seconds())
+	}
+	if ev.Outcome == classify.FateDeadLetter || ev.Outcome == classify.FateOutcomeUnknown {
+		m.deadLetters.WithLabelValues(tool, reasonLabel(ev.DLQReason)).Inc()
+	}
+	if class == "validation" {
+		m.validation.WithLabelValues(tool).Inc()
+	}
+	if ev.Executed {
+		m.execution.WithLabelValues(tool).Observe(ev.ExecTime.Seconds())
+	}
+	if ev.Attempt == 1 {
+		m.queueWait.WithLabelValues(tool).Observe(max(ev.QueueWait, 0).Seconds())
+	}
+	if ev.Panicked {
+		m.panics.WithLabelValues(tool).Inc()
+	}
+}
+
+// Queued adds delta to the calls of tool waiting for a slot.
+func (m *Worker) Queued(tool string, delta int) {
+	m.queued.WithLabelValues(m.tools.label(tool)).Add(float64(delta))
+}
+
+// InFlight adds delta to the calls of tool running.
+func (m *Worker) InFlight(tool string, delta int) {
+	m.inFlight.WithLabelValues(m.tools.label(tool)).Add(float64(delta))
+}
+
+// reasonLabel bounds the reason label to the known reasons.
+func reasonLabel(r classify.Fate) string {
+	if r.IsDeadLetterReason() {
+		return string(r)
+	}
+	return "other"
+}
+
+// workerReasons are the dead-letter reasons a worker gives: all but poison,
+// which the poison watcher gives.
+func workerReasons() []string {
+	var out []string
+	for _, r := range classify.DeadLetterReasons() {
+		if r != classify.FatePoison {
+			out = append(out, string(r))
+		}
+	}
+	return out
+}

@@ -13,18 +13,19 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/front/console"
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
-	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/front/mcpfront"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
-	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -53,7 +54,7 @@ type OrchestratorConfig struct {
 	Discovery discovery.BucketConfig
 	// History is the attempts bucket the poison watcher reads, opened (or
 	// created) at Start. Best effort, as for Server.
-	History dlq.HistoryConfig
+	History settle.HistoryConfig
 	// NoPoisonWatcher runs without the poison watcher, which sets aside
 	// (dead-letters) a call that stops every worker running it.
 	NoPoisonWatcher bool
@@ -151,7 +152,7 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 	if o.front, err = metrics.NewFront(cfg.Metrics); err != nil {
 		return nil, err
 	}
-	if err := cfg.Metrics.Register(metrics.NewJetStreamCollector(j, metrics.JetStreamOptions{Logger: cfg.Logger})); err != nil {
+	if err := cfg.Metrics.Register(metrics.NewJetStreamCollector(j, metrics.JetStreamOptions{Logger: cfg.Logger, DeadLetters: dlq.Counts})); err != nil {
 		return nil, err
 	}
 	dc := cfg.Dispatch
@@ -248,7 +249,7 @@ func (o *Orchestrator) Start(ctx context.Context) (err error) {
 	if !o.cfg.NoPoisonWatcher {
 		pc := dlq.PoisonConfig{Conn: o.cfg.Conn, JetStream: o.js, Logger: o.cfg.Logger, OnPoison: o.m.PoisonCall}
 		hctx, cancel := startContext(ctx) // a bound of its own: the history is best effort
-		h, err := dlq.OpenHistory(hctx, o.js, o.cfg.History)
+		h, err := settle.OpenHistory(hctx, o.js, o.cfg.History)
 		cancel()
 		if err != nil {
 			o.cfg.Logger.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)

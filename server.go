@@ -16,12 +16,12 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
-	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // Defaults shared by Server and Orchestrator.
@@ -71,7 +71,7 @@ type ServerConfig struct {
 	// History is the attempts bucket, opened (or created) at Start so that
 	// dead letters carry every failed attempt. Best effort: when it cannot
 	// be opened the workers run without it, and a warning is logged.
-	History dlq.HistoryConfig
+	History settle.HistoryConfig
 	// NoHistory runs the workers without the attempts bucket.
 	NoHistory bool
 	// Discovery is the bucket the workers announce their tools in, so
@@ -190,7 +190,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if history == nil && !s.cfg.NoHistory {
 		// A bound of its own: a slow bucket must not eat the workers' time.
 		hctx, cancel := startContext(ctx)
-		h, err := dlq.OpenHistory(hctx, s.js, s.cfg.History)
+		h, err := settle.OpenHistory(hctx, s.js, s.cfg.History)
 		cancel()
 		if err != nil {
 			s.cfg.Logger.Warn("no attempt history: dead letters will carry only their last attempt", "err", err)

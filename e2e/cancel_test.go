@@ -17,13 +17,13 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // watchedSleep is the demo sleep tool, watched: each run of it is counted
@@ -115,11 +115,11 @@ func (p *cancelPool) callsSettled(tool string) {
 }
 
 // history is the attempt history of the call b (session "", no tenant).
-func (p *cancelPool) history(b envelope.ToolUseBlock) []dlq.Attempt {
+func (p *cancelPool) history(b envelope.ToolUseBlock) []settle.Attempt {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h, err := dlq.OpenHistory(ctx, p.js, dlq.HistoryConfig{})
+	h, err := settle.OpenHistory(ctx, p.js, settle.HistoryConfig{})
 	if err != nil {
 		p.t.Fatal(err)
 	}

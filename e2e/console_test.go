@@ -18,9 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 )
 
 // chromiumPath is Debian's chromium package's binary (.ci/run installs it).
@@ -471,9 +472,9 @@ func seedLetters(t *testing.T, j js.JetStream, n, tools int) {
 		tool := fmt.Sprintf("tool-%02d", i%tools)
 		id := fmt.Sprintf("seed-%d", i)
 		call := fmt.Sprintf(`{"v":1,"id":%q,"tool":%q,"input":{"q":"needle-%d"},"tenant":"t%d","created_at":"2026-01-01T00:00:00Z","deadline":"2026-01-01T00:01:00Z"}`, id, tool, i%1000, i%7)
-		e := dlq.NewEntry(classify.FateExhausted, tool, id, []byte(call))
+		e := settle.NewEntry(classify.FateExhausted, tool, id, []byte(call))
 		e.Error = "its service is unavailable (HTTP 503)"
-		e.Attempts = []dlq.Attempt{{N: 1, WorkerID: "w1", Class: "transient", Code: "http_503", Message: e.Error, Started: time.Now(), Duration: time.Millisecond}}
+		e.Attempts = []settle.Attempt{{N: 1, WorkerID: "w1", Class: "transient", Code: "http_503", Message: e.Error, Started: time.Now(), Duration: time.Millisecond}}
 		e.FirstFailure, e.LastFailure = time.Now(), time.Now()
 		m, err := e.Msg(jetstream.DLQSubject(tool), id)
 		if err != nil {

@@ -19,14 +19,15 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // waitLong bounds every wait for something that should happen: generous,
@@ -58,7 +59,7 @@ func newPool(t *testing.T, ts ...tools.Tool) *pool {
 		}
 	}
 	p := &pool{t: t, srv: srv, nc: nc, js: j, reg: reg}
-	p.o = pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg))
+	p.o = pooltest.StartOrchestrator(t, nc, discovery.RegistryCatalog(reg))
 	p.d = p.o.Dispatcher()
 	return p
 }

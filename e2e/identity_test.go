@@ -12,13 +12,14 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // countingEcho is an idempotent tool that returns its input's text and
@@ -161,7 +162,7 @@ func TestRepostToAnotherInstanceGetsTheResult(t *testing.T) {
 				})
 			}
 
-			second := startDispatcher(t, p.js, dispatch.RegistryCatalog(p.reg))
+			second := startDispatcher(t, p.js, discovery.RegistryCatalog(p.reg))
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			turn := make(chan turnResult, 1)
@@ -260,7 +261,7 @@ func TestStoredResultLookupFailureDoesNotRerunNonIdempotentTool(t *testing.T) {
 	p := newPool(t, tool)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	history, err := dlq.OpenHistory(ctx, p.js, dlq.HistoryConfig{Storage: js.MemoryStorage})
+	history, err := settle.OpenHistory(ctx, p.js, settle.HistoryConfig{Storage: js.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestWorkerDiesMidCall(t *testing.T) {
 			p := newPool(t, tool)
 			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 			defer cancel()
-			history, err := dlq.OpenHistory(ctx, p.js, dlq.HistoryConfig{Storage: js.MemoryStorage})
+			history, err := settle.OpenHistory(ctx, p.js, settle.HistoryConfig{Storage: js.MemoryStorage})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,13 +383,13 @@ func TestWorkerDiesMidCall(t *testing.T) {
 			}
 			// Operators see it in TOOL_DLQ.
 			letters := streamMsgs(t, p.js, jetstream.StreamDLQ, "")
-			if len(letters) != 1 || letters[0].Header.Get(dlq.HeaderReason) != "outcome_unknown" {
+			if len(letters) != 1 || letters[0].Header.Get(settle.HeaderReason) != "outcome_unknown" {
 				t.Errorf("TOOL_DLQ holds %d letters (first reason %q); want one, reason outcome_unknown",
 					len(letters), func() string {
 						if len(letters) == 0 {
 							return ""
 						}
-						return letters[0].Header.Get(dlq.HeaderReason)
+						return letters[0].Header.Get(settle.HeaderReason)
 					}())
 			}
 		})
@@ -403,7 +404,7 @@ func TestShutdownHandBackIsNotStartedAgain(t *testing.T) {
 	p := newPool(t, tool)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	history, err := dlq.OpenHistory(ctx, p.js, dlq.HistoryConfig{Storage: js.MemoryStorage})
+	history, err := settle.OpenHistory(ctx, p.js, settle.HistoryConfig{Storage: js.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +437,7 @@ func TestRepostPastDuplicateWindow(t *testing.T) {
 	p := newPool(t, tool)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	history, err := dlq.OpenHistory(ctx, p.js, dlq.HistoryConfig{Storage: js.MemoryStorage})
+	history, err := settle.OpenHistory(ctx, p.js, settle.HistoryConfig{Storage: js.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/testbin"
 	"github.com/toolpool/toolpool/internal/worker/catalog"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -109,7 +109,7 @@ func TestEverythingServerAsPooledTools(t *testing.T) {
 
 	srv, nc, _ := natstest.StartProvisioned(t)
 	pooltest.StartServer(t, srv.ClientURL(), reg)
-	d := pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg)).Dispatcher()
+	d := pooltest.StartOrchestrator(t, nc, discovery.RegistryCatalog(reg)).Dispatcher()
 	call := func(tool, input string) envelope.Result {
 		t.Helper()
 		res, err := d.Dispatch(ctx, "session", []envelope.ToolUseBlock{{Type: "tool_use", ID: newCallID(), Name: tool, Input: json.RawMessage(input)}})

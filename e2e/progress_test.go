@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // progressTool reports progress 1..steps, every's apart, then waits one

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -85,7 +85,7 @@ func TestCallsSurviveServerRestart(t *testing.T) {
 
 	// A call from a dispatcher that keeps waiting through the restart.
 	p := &pool{t: t, srv: srv, js: j, reg: reg}
-	p.d = startDispatcher(t, j, dispatch.RegistryCatalog(reg))
+	p.d = startDispatcher(t, j, discovery.RegistryCatalog(reg))
 	waiting := toolUse("archive", `{"doc":2}`)
 	turn := p.dispatchAsync(ctx, waiting)
 	eventually(t, "both calls to be stored", func() bool { return streamState(t, j, jetstream.StreamCalls).Msgs == 2 })

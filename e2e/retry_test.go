@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // clockSlack covers the difference between the clocks that stamp the end

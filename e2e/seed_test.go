@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -108,21 +108,21 @@ func TestSeedTimeoutsExhaustedToDLQ(t *testing.T) {
 		t.Errorf("dead letter subject = %q, want %q", m.Subject, jetstream.DLQSubject("search"))
 	}
 	for h, want := range map[string]string{
-		nats.MsgIdHdr:      envelope.CallKey("", "", b.ID, b.Name, b.Input),
-		dlq.HeaderReason:   string(classify.FateExhausted),
-		dlq.HeaderTool:     "search",
-		dlq.HeaderCallID:   b.ID,
-		dlq.HeaderClass:    string(envelope.ClassTransient),
-		dlq.HeaderCode:     classify.CodeTimeout,
-		dlq.HeaderAttempts: "3",
+		nats.MsgIdHdr:         envelope.CallKey("", "", b.ID, b.Name, b.Input),
+		settle.HeaderReason:   string(classify.FateExhausted),
+		settle.HeaderTool:     "search",
+		settle.HeaderCallID:   b.ID,
+		settle.HeaderClass:    string(envelope.ClassTransient),
+		settle.HeaderCode:     classify.CodeTimeout,
+		settle.HeaderAttempts: "3",
 	} {
 		if got := m.Header.Get(h); got != want {
 			t.Errorf("header %s = %q, want %q", h, got, want)
 		}
 	}
-	e, err := dlq.Decode(m.Data)
+	e, err := settle.Decode(m.Data)
 	if err != nil {
-		t.Fatalf("dlq.Decode: %v", err)
+		t.Fatalf("settle.Decode: %v", err)
 	}
 	if e.Reason != classify.FateExhausted || e.CallID != b.ID || e.Tool != "search" {
 		t.Errorf("entry reason, call id, tool = %q, %q, %q; want exhausted, %q, search", e.Reason, e.CallID, e.Tool, b.ID)

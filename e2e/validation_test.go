@@ -11,13 +11,13 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // countingTool is a tool that counts its executions and answers "done".
@@ -153,19 +153,19 @@ func TestMalformedCallsDeadLettered(t *testing.T) {
 			if err != nil {
 				t.Fatalf("publish: %v", err)
 			}
-			m := waitDeadLetter(t, p.js, func(e *dlq.Entry) bool { return e.SourceSeq == ack.Sequence })
-			if got := m.Header.Get(dlq.HeaderReason); got != string(classify.FateMalformed) {
-				t.Errorf("header %s = %q, want %q", dlq.HeaderReason, got, classify.FateMalformed)
+			m := waitDeadLetter(t, p.js, func(e *settle.Entry) bool { return e.SourceSeq == ack.Sequence })
+			if got := m.Header.Get(settle.HeaderReason); got != string(classify.FateMalformed) {
+				t.Errorf("header %s = %q, want %q", settle.HeaderReason, got, classify.FateMalformed)
 			}
-			if got := m.Header.Get(dlq.HeaderTool); got != "echo" {
-				t.Errorf("header %s = %q, want echo", dlq.HeaderTool, got)
+			if got := m.Header.Get(settle.HeaderTool); got != "echo" {
+				t.Errorf("header %s = %q, want echo", settle.HeaderTool, got)
 			}
 			if m.Subject != jetstream.DLQSubject("echo") {
 				t.Errorf("subject = %q, want %q", m.Subject, jetstream.DLQSubject("echo"))
 			}
-			e, err := dlq.Decode(m.Data)
+			e, err := settle.Decode(m.Data)
 			if err != nil {
-				t.Fatalf("dlq.Decode: %v", err)
+				t.Fatalf("settle.Decode: %v", err)
 			}
 			if e.Reason != classify.FateMalformed || e.Tool != "echo" || e.Error == "" {
 				t.Errorf("entry reason, tool, error = %q, %q, %q; want malformed, echo and a reason", e.Reason, e.Tool, e.Error)
@@ -188,12 +188,12 @@ func TestMalformedCallsDeadLettered(t *testing.T) {
 }
 
 // waitDeadLetter waits for a message in TOOL_DLQ whose entry matches.
-func waitDeadLetter(t *testing.T, j js.JetStream, match func(*dlq.Entry) bool) *js.RawStreamMsg {
+func waitDeadLetter(t *testing.T, j js.JetStream, match func(*settle.Entry) bool) *js.RawStreamMsg {
 	t.Helper()
 	var found *js.RawStreamMsg
 	eventually(t, "the dead letter", func() bool {
 		for _, m := range streamMsgs(t, j, jetstream.StreamDLQ, "") {
-			if e, err := dlq.Decode(m.Data); err == nil && match(e) {
+			if e, err := settle.Decode(m.Data); err == nil && match(e) {
 				found = m
 				return true
 			}

@@ -13,8 +13,9 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/pkg/classify"
 )
 
 // dlqCommand is "orchestrator dlq": a group, one file per subcommand
@@ -115,7 +116,7 @@ type letterJSON struct {
 	Stored  time.Time     `json:"stored"`
 	Tool    string        `json:"tool"`
 	Reason  classify.Fate `json:"reason"`
-	Entry   *dlq.Entry    `json:"entry,omitempty"`
+	Entry   *settle.Entry `json:"entry,omitempty"`
 	Error   string        `json:"decode_error,omitempty"`
 }
 

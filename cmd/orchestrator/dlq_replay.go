@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/internal/progress"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
-	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/progress"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // dlqReplayCommand is "dlq replay": the calls republished with new ids;

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // dlqShowCommand is "dlq show SEQ": one dead letter, its call and every

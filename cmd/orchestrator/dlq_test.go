@@ -20,12 +20,13 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -72,14 +73,14 @@ func newDLPool(t *testing.T, workers int) *dlPool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	history, err := dlq.OpenHistory(t.Context(), j, dlq.HistoryConfig{})
+	history, err := settle.OpenHistory(t.Context(), j, settle.HistoryConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range workers {
 		pooltest.StartServer(t, p.url, reg, func(c *toolpool.ServerConfig) { c.Worker.History = history })
 	}
-	p.d = pooltest.StartOrchestrator(t, j.Conn(), dispatch.RegistryCatalog(reg)).Dispatcher()
+	p.d = pooltest.StartOrchestrator(t, j.Conn(), discovery.RegistryCatalog(reg)).Dispatcher()
 	return p
 }
 
@@ -184,7 +185,7 @@ func TestDLQLsAndShow(t *testing.T) {
 	code, out, _ = orch(t, "dlq", "show", "--nats-url", p.url, "--json", seq)
 	var shown struct {
 		Seq   uint64
-		Entry dlq.Entry
+		Entry settle.Entry
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || len(shown.Entry.Attempts) != 3 || shown.Entry.CallID != ids[0] {
 		t.Errorf("dlq show --json: exit %d:\n%s", code, out)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/front/console"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/front/mcpfront"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 )
 
 // httpFlags are serve's flags for its HTTP front door: API keys, what

@@ -8,7 +8,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 )
 
 // liveFlags are the flags of the commands that read a running pool's live

@@ -14,10 +14,10 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/toolpool/toolpool"
-	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/agent"
-	"github.com/toolpool/toolpool/pkg/client"
+	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/pkg/client"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/fakeanthropic"
+	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
-	"github.com/toolpool/toolpool/internal/front/httpapi"
 )
 
 // The run tests set ANTHROPIC_* in the environment, so they do not run in

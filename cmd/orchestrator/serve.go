@@ -12,14 +12,14 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
-	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
-	"github.com/toolpool/toolpool/pkg/tools/demo"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
 
 // workersEmbeddedDefault is --workers with the embedded server.
@@ -118,7 +118,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
 	fs.DurationVar(&f.retryFor, "publish-retry-for", dispatch.PublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
-	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
+	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", settle.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	f.front.register(fs)
 }
 
@@ -207,7 +207,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 
 	reg := metrics.NewRegistry()
-	history := dlq.HistoryConfig{TTL: f.attemptsTTL, Replicas: f.replicas}
+	history := settle.HistoryConfig{TTL: f.attemptsTTL, Replicas: f.replicas}
 	var srv *toolpool.Server
 	if f.workers > 0 {
 		mcpMetrics, err := metrics.NewMCP(reg)

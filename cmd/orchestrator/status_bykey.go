@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/pkg/classify"
 )
 
 // statusByKey is "orchestrator status --by-key": every orchestrator's

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // TestStatusByKey: two orchestrators' snapshots summed per tool and key,

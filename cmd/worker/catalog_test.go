@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )

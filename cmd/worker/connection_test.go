@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -90,7 +91,7 @@ func TestLongReplyToIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var entry dlq.Entry
+	var entry settle.Entry
 	natstest.Eventually(t, time.Minute, "the call to be dead-lettered", func() bool {
 		for _, w := range workers {
 			select {
@@ -127,7 +128,7 @@ func TestLongReplyToIsDeadLettered(t *testing.T) {
 		t.Errorf("the server has %d clients; want the three workers and the test's", n)
 	}
 
-	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.ConsumerCatalog(j, time.Millisecond), Logger: natstest.Logger(t)})
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: discovery.ConsumerCatalog(j, time.Millisecond), Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestKilledWorkersCallComesBackWithinLivenessWindow(t *testing.T) {
 	srv, _, j := natstest.StartProvisioned(t)
 	victim := startWorker(t, bin, srv.ClientURL(), "victim", nil)
 
-	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.ConsumerCatalog(j, time.Millisecond),
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: discovery.ConsumerCatalog(j, time.Millisecond),
 		DefaultTimeout: 5 * time.Minute, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -20,11 +20,11 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
-	"github.com/toolpool/toolpool/pkg/tools/demo"
 	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
 
 func main() {
@@ -61,7 +61,7 @@ func workerCommand() *cli.Command {
 			fs.DurationVar(&wc.PublishRetryFor, "publish-retry-for", worker.PublishRetryForDefault, "how long a result whose publish failed (e.g. during a leader election) is published again before the call is handed back; negative: hand back at once")
 			fs.StringVar(&wc.WorkerID, "id", "", "worker id in results and logs (default host-pid-random)")
 			fs.StringVar(&metricsAddr, "metrics", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: none)")
-			fs.DurationVar(&attemptsTTL, "attempts-ttl", dlq.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
+			fs.DurationVar(&attemptsTTL, "attempts-ttl", settle.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 			natsFlags.Register(fs)
 			logFlags.Register(fs)
 			builtinFlags.Register(fs, cli.BuiltinNone)
@@ -108,7 +108,7 @@ func workerCommand() *cli.Command {
 			defer nc.Close()
 			srv, err := toolpool.NewServer(toolpool.ServerConfig{
 				Conn: nc, Registry: reg, StartEmpty: waitForMCP, Worker: wc, Logger: log, Metrics: mreg, Checks: catalogFlags.Checks(),
-				History: dlq.HistoryConfig{TTL: attemptsTTL}, Discovery: catalogFlags.Bucket(),
+				History: settle.HistoryConfig{TTL: attemptsTTL}, Discovery: catalogFlags.Bucket(),
 			})
 			if err != nil {
 				return cli.Usagef("%v", err)

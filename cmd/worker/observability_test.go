@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/promtest"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -126,7 +127,7 @@ func TestWorkerObservability(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.ConsumerCatalog(j, time.Millisecond), Logger: natstest.Logger(t)})
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: discovery.ConsumerCatalog(j, time.Millisecond), Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,11 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
@@ -54,7 +55,7 @@ func startPool(t *testing.T, c *cluster) *pool {
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	d := pooltest.StartOrchestrator(t, j.Conn(), dispatch.RegistryCatalog(reg), func(c *toolpool.OrchestratorConfig) {
+	d := pooltest.StartOrchestrator(t, j.Conn(), discovery.RegistryCatalog(reg), func(c *toolpool.OrchestratorConfig) {
 		c.Dispatch.DefaultTimeout, c.Dispatch.PublishTimeout = 2*time.Minute, 5*time.Second
 	}).Dispatcher()
 	return &pool{c: c, j: j, d: d}
@@ -112,7 +113,7 @@ func (p *pool) warmUpWorkers(t *testing.T, tool, input string, ids ...string) {
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	d := pooltest.StartOrchestrator(t, p.j.Conn(), dispatch.RegistryCatalog(reg)).Dispatcher()
+	d := pooltest.StartOrchestrator(t, p.j.Conn(), discovery.RegistryCatalog(reg)).Dispatcher()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	seen := map[string]bool{}

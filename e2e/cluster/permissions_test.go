@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -28,7 +28,7 @@ func TestPermissions(t *testing.T) {
 	// the refused worker below fails on its consumer, not on the bucket.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := dlq.OpenHistory(ctx, p.j, dlq.HistoryConfig{Replicas: 3}); err != nil {
+	if _, err := settle.OpenHistory(ctx, p.j, settle.HistoryConfig{Replicas: 3}); err != nil {
 		t.Fatalf("create the attempts bucket: %v", err)
 	}
 

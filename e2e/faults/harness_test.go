@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
 
 	"github.com/toolpool/toolpool/internal/natstest"
 )

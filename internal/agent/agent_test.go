@@ -14,13 +14,13 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/agent"
 	"github.com/toolpool/toolpool/internal/fakeanthropic"
+	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
-	"github.com/toolpool/toolpool/internal/agent"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/client"
-	"github.com/toolpool/toolpool/internal/front/httpapi"
 )
 
 func TestMain(m *testing.M) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolpool/toolpool/pkg/client"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/pkg/client"
 )
 
 // The phases of the front doors (Config.Fronts): the pool, reached over

@@ -18,9 +18,10 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/progress"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
@@ -462,7 +463,7 @@ func (n *noisyRun) start(ctx context.Context, name string, limits tools.KeyLimit
 	// The catalog reports the fleet's slots, as the live catalog does
 	// from the workers' announcements.
 	p, err := startPool(ctx, n.base, n.url, reg, poolOptions{
-		catalog: dispatch.RegistryCatalogWithSlots(reg, n.slots),
+		catalog: discovery.RegistryCatalogWithSlots(reg, n.slots),
 		dispatch: func(c *dispatch.Config) {
 			c.MaxCallsInFlight, c.MaxQueueDepth, c.NoQueueWaitAdmission = -1, -1, true
 			c.NoFairness = !fair

@@ -9,13 +9,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolpool/toolpool"
-	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // benchRegistry holds the demo tools as the bench serves them: flaky
@@ -151,7 +152,7 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry,
 		if !cfg.Fail.Zero() {
 			names = append(names, "flaky")
 		}
-		catalog = dispatch.StaticCatalog(names...)
+		catalog = discovery.StaticCatalog(names...)
 	} else {
 		wnc, err := connect("toolpool-bench-worker")
 		if err != nil {
@@ -169,7 +170,7 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry,
 		if err := p.server.Start(ctx); err != nil {
 			return nil, err
 		}
-		catalog = dispatch.RegistryCatalog(reg)
+		catalog = discovery.RegistryCatalog(reg)
 	}
 	if opt.catalog != nil {
 		catalog = opt.catalog

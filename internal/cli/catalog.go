@@ -13,9 +13,9 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/internal/worker/catalog"
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/worker/catalog"
 	"github.com/toolpool/toolpool/internal/worker/mcpback"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/builtin"

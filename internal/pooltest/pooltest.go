@@ -23,12 +23,13 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // Pool is a running toolpool.
@@ -70,7 +71,7 @@ func Start(t testing.TB, mods ...func(*dispatch.Config)) *Pool {
 	}
 	p.Server = StartServer(t, srv.ClientURL(), p.Reg)
 	p.Worker = p.Server.Workers()[0]
-	p.Orch = StartOrchestrator(t, nc, dispatch.RegistryCatalog(p.Reg), func(c *toolpool.OrchestratorConfig) {
+	p.Orch = StartOrchestrator(t, nc, discovery.RegistryCatalog(p.Reg), func(c *toolpool.OrchestratorConfig) {
 		for _, m := range mods {
 			m(&c.Dispatch)
 		}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -223,7 +223,7 @@ func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 // the call's attempt history as cancelled. ran says the handler ran.
 func (w *Worker) settleCancelled(j *job, call *envelope.Call, start time.Time, ev Event, ran bool, log *slog.Logger) {
 	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseCancelled, Attempt: j.attempt}, w.cfg.Rand)
-	if !w.settle(j, v, dlq.Settlement{}) {
+	if !w.settle(j, v, settle.Settlement{}) {
 		return
 	}
 	msg := "cancelled by the caller before it ran"
@@ -231,7 +231,7 @@ func (w *Worker) settleCancelled(j *job, call *envelope.Call, start time.Time, e
 		msg = "cancelled by the caller while it ran"
 	}
 	if w.cfg.History != nil { // after the ack: it does not hold the message
-		w.recordAttempt(call, dlq.Attempt{
+		w.recordAttempt(call, settle.Attempt{
 			N: j.attempt, WorkerID: w.cfg.WorkerID, Code: string(classify.FateCancelled), Message: msg,
 			Started: start, Duration: ev.ExecTime, Cancelled: true,
 		}, &ev, log)

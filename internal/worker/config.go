@@ -92,7 +92,7 @@ type Config struct {
 	// Rand is the jitter source. Default: math/rand/v2's global source.
 	Rand classify.Rand
 	// History records every failed attempt so dead letters carry them all
-	// (a *dlq.History). Default nil: a dead letter carries only its last
+	// (a *settle.History). Default nil: a dead letter carries only its last
 	// attempt.
 	History History
 	// HistoryTimeout bounds each read or write of History. Default

@@ -37,7 +37,7 @@
 // held by a live worker is never delivered again, and one held by a dead
 // worker comes back within AckWait); a panic becomes an internal is_error. Then one
 // decision, the tool's classify.Policy.Decide, gives the call its fate, and
-// one settle step, dlq.Settle, carries it out on the message: a success or
+// one settle step, settle.Settle, carries it out on the message: a success or
 // a permanent failure is answered and acked; a transient failure with
 // attempts left is NAKed with a jittered backoff (honouring Retry-After)
 // and JetStream delivers it again; a transient failure out of attempts is

@@ -5,9 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -15,20 +15,20 @@ import (
 // History records the failed attempts of calls so that a dead letter
 // carries every attempt, whichever worker ran it, and the start of each
 // attempt of a tool that is not idempotent, so that no attempt starts after
-// one that may have run. Calls are named by their call key. *dlq.History
+// one that may have run. Calls are named by their call key. *settle.History
 // implements it. Implementations must be safe for concurrent use.
 type History interface {
 	// Record appends a to the attempts of the call and returns them all,
 	// oldest first. It clears the start marker of attempt a.N.
-	Record(ctx context.Context, key string, a dlq.Attempt) ([]dlq.Attempt, error)
+	Record(ctx context.Context, key string, a settle.Attempt) ([]settle.Attempt, error)
 	// Load returns the attempts recorded for the call, oldest first.
-	Load(ctx context.Context, key string) ([]dlq.Attempt, error)
+	Load(ctx context.Context, key string) ([]settle.Attempt, error)
 	// Begin marks attempt s as started, unless another attempt started
 	// and never reported: then it marks nothing and returns that one.
-	Begin(ctx context.Context, key string, s dlq.Started, until time.Time) (*dlq.Started, error)
+	Begin(ctx context.Context, key string, s settle.Started, until time.Time) (*settle.Started, error)
 	// StartedOf returns the marker of an attempt that started and never
 	// reported, or nil.
-	StartedOf(ctx context.Context, key string) (*dlq.Started, error)
+	StartedOf(ctx context.Context, key string) (*settle.Started, error)
 }
 
 // HistoryTimeoutDefault bounds each history read or write: the history is
@@ -36,8 +36,8 @@ type History interface {
 const HistoryTimeoutDefault = 2 * time.Second
 
 // attemptOf is the record of a failed attempt.
-func (w *Worker) attemptOf(j *job, d classify.Decision, start time.Time, ev Event) dlq.Attempt {
-	return dlq.Attempt{
+func (w *Worker) attemptOf(j *job, d classify.Decision, start time.Time, ev Event) settle.Attempt {
+	return settle.Attempt{
 		N: j.attempt, WorkerID: w.cfg.WorkerID, Class: d.Class, Code: d.Code,
 		Message: d.Cause, Started: start, Duration: ev.ExecTime,
 	}
@@ -46,9 +46,9 @@ func (w *Worker) attemptOf(j *job, d classify.Decision, start time.Time, ev Even
 // recordAttempt appends a failed attempt to the call's history and returns
 // the history, or just this attempt when there is no history or it failed
 // (logged, and counted in ev.HistoryFailed). It never fails the call.
-func (w *Worker) recordAttempt(call *envelope.Call, a dlq.Attempt, ev *Event, log *slog.Logger) []dlq.Attempt {
+func (w *Worker) recordAttempt(call *envelope.Call, a settle.Attempt, ev *Event, log *slog.Logger) []settle.Attempt {
 	if w.cfg.History == nil {
-		return []dlq.Attempt{a}
+		return []settle.Attempt{a}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HistoryTimeout)
 	defer cancel()
@@ -56,14 +56,14 @@ func (w *Worker) recordAttempt(call *envelope.Call, a dlq.Attempt, ev *Event, lo
 	if err != nil {
 		ev.HistoryFailed = true
 		log.Warn("recording the failed attempt failed; the dead letter may miss it", "err", err)
-		return []dlq.Attempt{a}
+		return []settle.Attempt{a}
 	}
 	return all
 }
 
 // loadAttempts reads the call's history; nil when there is none or it
 // cannot be read (logged, and counted in ev.HistoryFailed).
-func (w *Worker) loadAttempts(call *envelope.Call, ev *Event, log *slog.Logger) []dlq.Attempt {
+func (w *Worker) loadAttempts(call *envelope.Call, ev *Event, log *slog.Logger) []settle.Attempt {
 	if w.cfg.History == nil {
 		return nil
 	}

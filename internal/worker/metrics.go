@@ -1,32 +1,12 @@
 package worker
 
 import (
-	"time"
-
-	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/internal/pooltype"
 )
 
-// Event describes one delivery of a call handled by a worker.
-type Event struct {
-	Tool string
-	// Outcome is the delivery's fate (classify.Verdict.Fate): FateSuccess,
-	// FateError, FateRetry, FateDeadLetter, FateHandedBack, FateStored or
-	// FateOutcomeUnknown.
-	Outcome    classify.Fate
-	Class      envelope.Class // empty on success
-	Code       string
-	Attempt    int
-	Executed   bool          // the handler ran (false for validation errors, expiry, …)
-	Panicked   bool          // the handler panicked
-	QueueWait  time.Duration // from publish to the start of this delivery's handling
-	ExecTime   time.Duration // the handler's run time
-	RetryDelay time.Duration // for FateRetry
-	DLQReason  classify.Fate // why it was dead-lettered (classify.Verdict.Reason), if it was
-	// HistoryFailed is set when recording or reading the call's attempt
-	// history failed (the call went on without it).
-	HistoryFailed bool
-}
+// Event is what the worker reports of one delivery's handling
+// (pooltype.WorkerEvent).
+type Event = pooltype.WorkerEvent
 
 // Metrics observes a worker. Implementations must be safe for concurrent use
 // and cheap: they are called on the hot path. The Prometheus implementation

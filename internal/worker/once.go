@@ -11,9 +11,9 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -78,7 +78,7 @@ func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata,
 		}
 	}
 	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseStored, Attempt: j.attempt}, w.cfg.Rand)
-	var st dlq.Settlement
+	var st settle.Settlement
 	if call.ReplyTo != "" && m.Subject != jetstream.ResultSubject(call.ReplyTo, call.Key) {
 		st.Result = m.Data // stored for another orchestrator instance: hand it on
 	}
@@ -99,7 +99,7 @@ func (w *Worker) answerStored(j *job, call *envelope.Call, meta *js.MsgMetadata,
 func (w *Worker) begin(j *job, call *envelope.Call, meta *js.MsgMetadata, ev *Event, log *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HistoryTimeout)
 	defer cancel()
-	prior, err := w.cfg.History.Begin(ctx, call.Key, dlq.Started{
+	prior, err := w.cfg.History.Begin(ctx, call.Key, settle.Started{
 		Seq: meta.Sequence.Stream, N: j.attempt, WorkerID: w.cfg.WorkerID, At: time.Now(),
 		Token: strconv.FormatUint(rand.Uint64(), 36),
 	}, call.Deadline)
@@ -139,9 +139,9 @@ func (w *Worker) startedBefore(j *job, call *envelope.Call, meta *js.MsgMetadata
 // outcomeUnknown dead-letters the call (reason outcome_unknown, for
 // operators to check), answers it with an is_error of class permanent, code
 // outcome_unknown, and acks it.
-func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *dlq.Started, ev Event, log *slog.Logger) {
+func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *settle.Started, ev Event, log *slog.Logger) {
 	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseStartedBefore, Attempt: j.attempt}, w.cfg.Rand)
-	entry := dlq.NewEntry(v.Reason, call.Tool, call.ID, j.msg.Data())
+	entry := settle.NewEntry(v.Reason, call.Tool, call.ID, j.msg.Data())
 	entry.Error = fmt.Sprintf("attempt %d started on worker %s at %s and never reported; the tool is not idempotent, so the call was not run again",
 		prior.N, prior.WorkerID, prior.At.UTC().Format(time.RFC3339))
 	if md, err := j.metadata(); err == nil {
@@ -153,7 +153,7 @@ func (w *Worker) outcomeUnknown(j *job, call *envelope.Call, prior *dlq.Started,
 	res.IsError = true
 	res.Class, res.Code = envelope.ClassPermanent, classify.CodeOutcomeUnknown
 	res.Content = envelope.Text(classify.OutcomeUnknownMessage(call.Tool))
-	if !w.answer(j, v, dlq.Settlement{Letter: &entry, LetterID: call.Key}, res) {
+	if !w.answer(j, v, settle.Settlement{Letter: &entry, LetterID: call.Key}, res) {
 		return
 	}
 	log.Warn("an earlier attempt of the call started and never reported; not running a tool that is not idempotent again",

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -29,7 +29,7 @@ type job struct {
 	attempt int
 	settled atomic.Bool // set by whoever acks/naks the message
 
-	// Set by process, for the verbs dlq.Settle calls (see settle.go).
+	// Set by process, for the verbs settle.Settle calls (see settle.go).
 	w    *Worker
 	call *envelope.Call // nil until the message decoded
 
@@ -66,7 +66,7 @@ func (j *job) settle() bool { return j.settled.CompareAndSwap(false, true) }
 
 // process handles one delivery from decoding to ack or nak. Every fate it
 // reaches is decided by the tool's classify.Policy.Decide and carried out
-// by dlq.Settle (w.settle).
+// by settle.Settle (w.settle).
 func (w *Worker) process(j *job) {
 	start := time.Now()
 	rt := j.served.tool
@@ -158,20 +158,20 @@ func (w *Worker) process(j *job) {
 	switch v.Fate {
 	case classify.FateRetry:
 		w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
-		if !w.settle(j, v, dlq.Settlement{}) {
+		if !w.settle(j, v, settle.Settlement{}) {
 			return
 		}
 		ev.RetryDelay = v.Delay
 		log.Info("attempt failed; retrying", "class", d.Class, "code", d.Code, "delay", v.Delay)
 
 	case classify.FateDeadLetter:
-		entry := dlq.NewEntry(v.Reason, rt.Name, call.ID, j.msg.Data())
+		entry := settle.NewEntry(v.Reason, rt.Name, call.ID, j.msg.Data())
 		entry.Error = d.Cause
 		entry.SourceSeq = meta.Sequence.Stream
 		entry.Attempts = w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
 		entry.FirstFailure, entry.LastFailure = entry.Attempts[0].Started, time.Now()
 		res := w.errorResult(call, d, j.attempt, true, false, ev)
-		if !w.answer(j, v, dlq.Settlement{Letter: &entry, LetterID: call.Key}, res) {
+		if !w.answer(j, v, settle.Settlement{Letter: &entry, LetterID: call.Key}, res) {
 			return
 		}
 		log.Warn("attempts exhausted; call dead-lettered", "class", d.Class, "code", d.Code)
@@ -185,7 +185,7 @@ func (w *Worker) process(j *job) {
 			res = w.errorResult(call, d, j.attempt, false, v.GaveUp, ev)
 			log.Info("call failed", "class", d.Class, "code", d.Code, "gave_up_for_deadline", v.GaveUp)
 		}
-		if !w.answer(j, v, dlq.Settlement{}, res) {
+		if !w.answer(j, v, settle.Settlement{}, res) {
 			return
 		}
 		if v.Fate == classify.FateError { // recorded after the reply: it does not delay the result
@@ -311,7 +311,7 @@ func (w *Worker) publishResultData(call *envelope.Call, data []byte) error {
 }
 
 // publishDLQ publishes a dead letter and waits for the PubAck.
-func (w *Worker) publishDLQ(e *dlq.Entry, msgID string) error {
+func (w *Worker) publishDLQ(e *settle.Entry, msgID string) error {
 	m, err := e.Msg(jetstream.DLQSubject(e.Tool), msgID)
 	if err != nil {
 		return err
@@ -328,13 +328,13 @@ func (w *Worker) deadLetterMalformed(j *job, meta *js.MsgMetadata, decodeErr err
 	tool := strings.TrimPrefix(j.msg.Subject(), jetstream.CallSubjectPrefix)
 	log := w.cfg.Logger.With(slog.String("tool", tool), slog.Uint64("stream_seq", meta.Sequence.Stream))
 	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseMalformed, Attempt: j.attempt}, w.cfg.Rand)
-	entry := dlq.NewEntry(v.Reason, tool, "", j.msg.Data())
+	entry := settle.NewEntry(v.Reason, tool, "", j.msg.Data())
 	entry.Error = decodeErr.Error()
 	entry.SourceSeq = meta.Sequence.Stream
 	entry.FirstFailure = time.Now()
 	entry.LastFailure = entry.FirstFailure
 	msgID := fmt.Sprintf("malformed-%s-%d", jetstream.StreamCalls, meta.Sequence.Stream)
-	if !w.settle(j, v, dlq.Settlement{Letter: &entry, LetterID: msgID}) {
+	if !w.settle(j, v, settle.Settlement{Letter: &entry, LetterID: msgID}) {
 		return
 	}
 	log.Warn("malformed call dead-lettered", "err", decodeErr)
@@ -346,7 +346,7 @@ func (w *Worker) deadLetterMalformed(j *job, meta *js.MsgMetadata, decodeErr err
 // with reason expired (operators may replay it), is_error to the caller.
 func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Event, log *slog.Logger) {
 	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseExpired, Attempt: j.attempt, Deadline: call.Deadline}, w.cfg.Rand)
-	entry := dlq.NewEntry(v.Reason, call.Tool, call.ID, j.msg.Data())
+	entry := settle.NewEntry(v.Reason, call.Tool, call.ID, j.msg.Data())
 	entry.Error = "the call's deadline passed before a worker started it"
 	entry.SourceSeq = meta.Sequence.Stream
 	entry.FirstFailure = time.Now()
@@ -358,7 +358,7 @@ func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Ev
 	res.IsError = true
 	res.Class, res.Code = envelope.ClassTransient, classify.CodeDeadline
 	res.Content = envelope.Text(classify.ExpiredMessage(call.Tool, ev.QueueWait))
-	if !w.answer(j, v, dlq.Settlement{Letter: &entry, LetterID: call.Key}, res) {
+	if !w.answer(j, v, settle.Settlement{Letter: &entry, LetterID: call.Key}, res) {
 		return
 	}
 	log.Warn("call expired before it started; dead-lettered")

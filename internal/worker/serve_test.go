@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // A started worker serves a tool registered after Start once Serve binds

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -17,14 +17,14 @@ import (
 // elsewhere already (Stop handed it back).
 var errClaimed = errors.New("worker: the call message was settled elsewhere")
 
-// settle carries out v for j through dlq.Settle and reports whether the
+// settle carries out v for j through settle.Settle and reports whether the
 // message was settled here: then the caller observes the delivery's event.
 // When a publish fails (after the retries in place), the call is handed
 // back for a later delivery (classify.CaseStoreFailed) and settle reports
 // false: the delivery's fate is that of the next one.
-func (w *Worker) settle(j *job, v classify.Verdict, s dlq.Settlement) bool {
+func (w *Worker) settle(j *job, v classify.Verdict, s settle.Settlement) bool {
 	s.Verdict = v
-	err := dlq.Settle(context.Background(), j, s)
+	err := settle.Settle(context.Background(), j, s)
 	if err == nil {
 		return true
 	}
@@ -37,7 +37,7 @@ var resultBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return 
 // answer is settle for a verdict that answers the caller with res, encoded
 // here into a pooled buffer (the publish copies it out before it returns).
 // A call with no orchestrator to reply to is not encoded.
-func (w *Worker) answer(j *job, v classify.Verdict, s dlq.Settlement, res *envelope.Result) bool {
+func (w *Worker) answer(j *job, v classify.Verdict, s settle.Settlement, res *envelope.Result) bool {
 	if j.call.ReplyTo == "" {
 		return w.settle(j, v, s)
 	}
@@ -53,9 +53,9 @@ func (w *Worker) answer(j *job, v classify.Verdict, s dlq.Settlement, res *envel
 	return w.settle(j, v, s)
 }
 
-// settleFailed is settle after dlq.Settle returned err.
+// settleFailed is settle after settle.Settle returned err.
 func (w *Worker) settleFailed(j *job, v classify.Verdict, err error) bool {
-	var pe *dlq.PublishError
+	var pe *settle.PublishError
 	switch {
 	case errors.As(err, &pe):
 		w.storeFailed(j, pe.What, pe.Err)
@@ -92,7 +92,7 @@ func (w *Worker) giveBack(j *job, attempt int) bool {
 // back.
 func (w *Worker) handBackFor(j *job, c classify.Case, attempt int) bool {
 	v := j.served.tool.Retry.Decide(classify.Delivery{Case: c, Attempt: attempt}, w.cfg.Rand)
-	return w.settle(j, v, dlq.Settlement{})
+	return w.settle(j, v, settle.Settlement{})
 }
 
 // logger is the job's logger, for the rare logs of its settling: its
@@ -105,13 +105,13 @@ func (j *job) logger() *slog.Logger {
 	return j.w.cfg.Logger.With(slog.String("tool", j.served.tool.Name), slog.Uint64("stream_seq", j.seq()))
 }
 
-// The verbs of a job's message, as dlq.Settle uses them (dlq.Message). A
+// The verbs of a job's message, as settle.Settle uses them (settle.Message). A
 // verb settles the message only if nothing else did (Stop): then it
 // returns errClaimed.
-var _ dlq.Message = (*job)(nil)
+var _ settle.Message = (*job)(nil)
 
 // PublishDeadLetter publishes e, retrying in place (publishInPlace).
-func (j *job) PublishDeadLetter(_ context.Context, e *dlq.Entry, id string) error {
+func (j *job) PublishDeadLetter(_ context.Context, e *settle.Entry, id string) error {
 	return j.w.publishInPlace(j, "dead letter", func() error { return j.w.publishDLQ(e, id) })
 }
 

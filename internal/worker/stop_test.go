@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // A handler the worker abandoned (it ignored its cancellation) does not

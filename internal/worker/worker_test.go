@@ -19,11 +19,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 func TestMain(m *testing.M) {

@@ -103,6 +103,6 @@
 // place a call's fate is decided after a delivery: reply, retry after a
 // delay, dead-letter with a reason, hand back, or terminate a malformed
 // message. Its Verdict names the fate with a Fate, the one vocabulary of
-// worker outcomes, metric labels and dead-letter reasons; dlq.Settle carries
+// worker outcomes, metric labels and dead-letter reasons; settle.Settle carries
 // it out.
 package classify

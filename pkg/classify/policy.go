@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -223,7 +224,7 @@ func (v Verdict) Answers() bool { return !v.Requeues() && !v.Terminates() && v.F
 
 // Decide is the one place that decides a call's fate after a delivery: every
 // verdict a call can get comes from here, and the worker and the poison
-// watcher carry it out with dlq.Settle.
+// watcher carry it out with settle.Settle.
 //
 //   - CaseAttempt, success: FateSuccess; an error that is not retryable:
 //     FateError;

@@ -15,11 +15,11 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/pkg/client"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )

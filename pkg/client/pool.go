@@ -16,9 +16,9 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
+	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

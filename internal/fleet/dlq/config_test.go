@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -20,12 +21,12 @@ func TestConfigsWithDefaults(t *testing.T) {
 	if got := (dlq.PoisonConfig{SweepInterval: -1}).WithDefaults(); got.SweepInterval != -1 {
 		t.Errorf("a negative SweepInterval (no sweeping) became %v", got.SweepInterval)
 	}
-	h := dlq.HistoryConfig{}.WithDefaults()
-	if h.Bucket != dlq.HistoryBucketDefault || h.TTL != dlq.HistoryTTLDefault || h.Replicas != dlq.HistoryReplicasDefault ||
-		h.MaxAttempts != dlq.HistoryMaxAttemptsDefault {
+	h := settle.HistoryConfig{}.WithDefaults()
+	if h.Bucket != settle.HistoryBucketDefault || h.TTL != settle.HistoryTTLDefault || h.Replicas != settle.HistoryReplicasDefault ||
+		h.MaxAttempts != settle.HistoryMaxAttemptsDefault {
 		t.Errorf("HistoryConfig defaults %+v", h)
 	}
-	if got := (dlq.HistoryConfig{Replicas: 3, Bucket: "b"}).WithDefaults(); got.Replicas != 3 || got.Bucket != "b" {
+	if got := (settle.HistoryConfig{Replicas: 3, Bucket: "b"}).WithDefaults(); got.Replicas != 3 || got.Bucket != "b" {
 		t.Errorf("set fields changed: %+v", got)
 	}
 }

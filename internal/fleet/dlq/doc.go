@@ -26,21 +26,21 @@
 //	defer w.Stop(ctx)
 //
 // Both the worker and the watcher settle a call through Settle: the
-// verdict of classify.Policy.Decide, carried out on a Message (the call
+// verdict of classify.Policy.Decide, carried out on a settle.Message (the call
 // message's verbs) in the order that loses no call.
 //
-// An Entry holds the original call message unchanged, the reason, the last
+// An settle.Entry holds the original call message unchanged, the reason, the last
 // error, the attempts and the first and last failure times; the essentials
 // are in Toolpool-* headers too, so `nats stream view TOOL_DLQ` shows them.
 //
-// # Attempt history
+// # settle.Attempt history
 //
 // Attempts of one call may run on different workers, so each failed
 // attempt is appended to a History: a JetStream KV bucket
 // (toolpool_attempts, 24h TTL) with one key per call key. A worker given a
 // History (worker.Config.History) records every failed attempt and reads
 // them all into the dead letter, and marks the start of each attempt of a
-// tool that is not idempotent (History.Begin); successes of idempotent
+// tool that is not idempotent (settle.History.Begin); successes of idempotent
 // tools write nothing.
 //
 //	h, err := dlq.OpenHistory(ctx, js, dlq.HistoryConfig{})

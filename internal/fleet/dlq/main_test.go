@@ -13,10 +13,11 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -78,9 +79,9 @@ func callData(t *testing.T, id, tool, input, replyTo string) []byte {
 
 // deadLetter stores an entry for a call to tool in TOOL_DLQ and returns its
 // sequence.
-func deadLetter(t *testing.T, j js.JetStream, reason classify.Fate, tool, id string, attempts ...dlq.Attempt) uint64 {
+func deadLetter(t *testing.T, j js.JetStream, reason classify.Fate, tool, id string, attempts ...settle.Attempt) uint64 {
 	t.Helper()
-	e := dlq.NewEntry(reason, tool, id, callData(t, id, tool, `{"text":"`+id+`"}`, ""))
+	e := settle.NewEntry(reason, tool, id, callData(t, id, tool, `{"text":"`+id+`"}`, ""))
 	e.Error = "the downstream is down"
 	e.Attempts = attempts
 	e.FirstFailure, e.LastFailure = time.Now(), time.Now()
@@ -121,4 +122,14 @@ func seqsOf(ls []*dlq.Letter) []uint64 {
 		out[i] = l.Seq
 	}
 	return out
+}
+
+// openHistory opens the attempts bucket with its defaults.
+func openHistory(t *testing.T, j js.JetStream) *settle.History {
+	t.Helper()
+	h, err := settle.OpenHistory(ctxFor(t), j, settle.HistoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -4,8 +4,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/pkg/classify"
 )
 
 // Pages follow each other by sequence, with the filters the console
@@ -20,7 +21,7 @@ func TestStorePageFilters(t *testing.T) {
 		if i%2 == 1 {
 			code = "timeout"
 		}
-		seq := deadLetter(t, b.js, classify.FateExhausted, "alpha", newID(), dlq.Attempt{N: 1, Code: code, Message: "attempt " + code})
+		seq := deadLetter(t, b.js, classify.FateExhausted, "alpha", newID(), settle.Attempt{N: 1, Code: code, Message: "attempt " + code})
 		all = append(all, seq)
 		if code == "timeout" {
 			coded = append(coded, seq)

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/pooltype"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
@@ -38,9 +41,9 @@ const (
 )
 
 // AttemptLoader reads the attempts recorded for a call, by call key.
-// *History implements it.
+// *settle.History implements it.
 type AttemptLoader interface {
-	Load(ctx context.Context, key string) ([]Attempt, error)
+	Load(ctx context.Context, key string) ([]settle.Attempt, error)
 }
 
 // PoisonConfig configures a PoisonWatcher. Zero fields take the defaults
@@ -54,7 +57,7 @@ type PoisonConfig struct {
 	// JetStream lists the tools' consumers, reads and deletes the call in
 	// TOOL_CALLS and publishes the dead letter and the result. Required.
 	JetStream js.JetStream
-	// History, when set, gives the dead letter whatever attempts were
+	// settle.History, when set, gives the dead letter whatever attempts were
 	// recorded.
 	History AttemptLoader
 	// Logger receives what the watcher does. Default slog.Default().
@@ -116,15 +119,9 @@ func (c PoisonConfig) validate() error {
 // still under way when the context of PoisonWatcher.Stop ends.
 var ErrPoisonWatcherStopped = errors.New("dlq: poison watcher stopped")
 
-// PoisonCall describes a call the watcher set aside.
-type PoisonCall struct {
-	Tool       string
-	CallID     string // empty when the call did not decode
-	StreamSeq  uint64 // where it was in TOOL_CALLS
-	Deliveries int
-	Answered   bool // an is_error result was published to its caller
-	Swept      bool // found by a sweep, not from an advisory
-}
+// PoisonCall is what the watcher reports of a call it set aside
+// (pooltype.PoisonCall).
+type PoisonCall = pooltype.PoisonCall
 
 // PoisonWatcher sets aside calls that reached their consumer's MaxDeliver
 // without any worker reporting on them (the call kills the worker that
@@ -336,7 +333,7 @@ func (w *PoisonWatcher) handle(ctx context.Context, tool string, seq uint64, del
 	}
 	pc := &PoisonCall{Tool: tool, StreamSeq: seq, Deliveries: deliveries}
 	call, decodeErr := envelope.DecodeCall(m.Data, w.cfg.Limits)
-	entry := NewEntry(classify.FatePoison, tool, "", m.Data)
+	entry := settle.NewEntry(classify.FatePoison, tool, "", m.Data)
 	entry.SourceSeq, entry.Deliveries = seq, deliveries
 	entry.Error = fmt.Sprintf("every one of its %d deliveries ended without an answer: the worker running it stopped (crashed or was killed) each time", deliveries)
 	entry.FirstFailure, entry.LastFailure = m.Time, at
@@ -353,7 +350,7 @@ func (w *PoisonWatcher) handle(ctx context.Context, tool string, seq uint64, del
 		}
 	}
 	m2 := &poisonMsg{w: w, seq: seq}
-	st := Settlement{
+	st := settle.Settlement{
 		Verdict: classify.Policy{}.Decide(classify.Delivery{Case: classify.CasePoison, Attempt: deliveries}, nil),
 		Letter:  &entry, LetterID: msgID,
 	}
@@ -363,7 +360,7 @@ func (w *PoisonWatcher) handle(ctx context.Context, tool string, seq uint64, del
 			return nil, err
 		}
 	}
-	if err := Settle(ctx, m2, st); err != nil {
+	if err := settle.Settle(ctx, m2, st); err != nil {
 		return nil, err
 	}
 	pc.Answered = st.Result != nil
@@ -380,7 +377,7 @@ func poisonResult(call *envelope.Call, deliveries int) *envelope.Result {
 }
 
 // poisonMsg is a poison call the watcher found by its stream sequence in
-// TOOL_CALLS, with the verbs Settle settles it by: no delivery holds it, so
+// TOOL_CALLS, with the verbs settle.Settle settles it by: no delivery holds it, so
 // it leaves the stream by being deleted.
 type poisonMsg struct {
 	w    *PoisonWatcher
@@ -389,7 +386,7 @@ type poisonMsg struct {
 }
 
 // PublishDeadLetter publishes the poison call's dead letter.
-func (m *poisonMsg) PublishDeadLetter(ctx context.Context, e *Entry, id string) error {
+func (m *poisonMsg) PublishDeadLetter(ctx context.Context, e *settle.Entry, id string) error {
 	dm, err := e.Msg(jetstream.DLQSubject(e.Tool), id)
 	if err != nil {
 		return err

@@ -13,10 +13,11 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -487,7 +488,7 @@ type blockingHistory struct {
 	causes  chan error
 }
 
-func (h *blockingHistory) Load(ctx context.Context, _ string) ([]dlq.Attempt, error) {
+func (h *blockingHistory) Load(ctx context.Context, _ string) ([]settle.Attempt, error) {
 	h.loading <- struct{}{}
 	<-ctx.Done()
 	h.causes <- context.Cause(ctx)

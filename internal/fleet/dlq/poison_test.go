@@ -10,11 +10,13 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -50,7 +52,7 @@ func runWatcher(t *testing.T, cfg dlq.PoisonConfig) *dlq.PoisonWatcher {
 
 func startDispatcher(t *testing.T, j js.JetStream, tools ...string) *dispatch.Dispatcher {
 	t.Helper()
-	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.StaticCatalog(tools...), Logger: natstest.Logger(t)})
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: discovery.StaticCatalog(tools...), Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func TestPoisonWatcher(t *testing.T) {
 	d := startDispatcher(t, b.js, "boom")
 	id := newID()
 	// An attempt that failed and reported before the crashes began.
-	if _, err := history.Record(ctxFor(t), envelope.CallKey("", "", id, "boom", []byte(`{"x":1}`)), dlq.Attempt{N: 1, Class: envelope.ClassTransient, Code: "timeout", Started: time.Now()}); err != nil {
+	if _, err := history.Record(ctxFor(t), envelope.CallKey("", "", id, "boom", []byte(`{"x":1}`)), settle.Attempt{N: 1, Class: envelope.ClassTransient, Code: "timeout", Started: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -165,7 +167,7 @@ wait:
 	if len(e.Attempts) != 1 || e.Attempts[0].Code != "timeout" || e.AttemptCount() != 2 {
 		t.Errorf("entry attempts = %+v (count %d); want the recorded one, count 2", e.Attempts, e.AttemptCount())
 	}
-	if h := ls[0].Header; h.Get(dlq.HeaderReason) != "poison" || h.Get(dlq.HeaderDeliveries) != "2" || h.Get(dlq.HeaderCallID) != id {
+	if h := ls[0].Header; h.Get(settle.HeaderReason) != "poison" || h.Get(settle.HeaderDeliveries) != "2" || h.Get(settle.HeaderCallID) != id {
 		t.Errorf("headers = %v", h)
 	}
 	var call envelope.Call

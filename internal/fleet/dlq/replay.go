@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -84,7 +85,7 @@ func ReplayID(originalID string, seq uint64) string {
 // the same tool, input, tenant, session and trace, a new id (ReplayID of the
 // original id) and so a new key, OriginalID set, created now with the deadline now+timeout,
 // and replyTo as its reply_to.
-func ReplayCall(e *Entry, seq uint64, now time.Time, timeout time.Duration, replyTo string, lim envelope.Limits) (*envelope.Call, error) {
+func ReplayCall(e *settle.Entry, seq uint64, now time.Time, timeout time.Duration, replyTo string, lim envelope.Limits) (*envelope.Call, error) {
 	if e == nil || len(e.Call) == 0 {
 		return nil, ErrNotReplayable
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 

@@ -10,15 +10,16 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 func TestReplayCall(t *testing.T) {
 	t.Parallel()
-	e := dlq.NewEntry(classify.FateExhausted, "echo", "toolu_1", callData(t, "toolu_1", "echo", `{"text":"x"}`, "orch-1"))
+	e := settle.NewEntry(classify.FateExhausted, "echo", "toolu_1", callData(t, "toolu_1", "echo", `{"text":"x"}`, "orch-1"))
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c, err := dlq.ReplayCall(&e, 42, now, time.Minute, "", envelope.Limits{})
 	if err != nil {
@@ -30,12 +31,12 @@ func TestReplayCall(t *testing.T) {
 	}
 	// A replay dead-lettered again keeps the first id as its original.
 	data, _ := envelope.EncodeCall(c)
-	again := dlq.NewEntry(classify.FateExhausted, "echo", c.ID, data)
+	again := settle.NewEntry(classify.FateExhausted, "echo", c.ID, data)
 	c2, err := dlq.ReplayCall(&again, 50, now, time.Minute, "replay-x", envelope.Limits{})
 	if err != nil || c2.ID != "toolu_1-r50" || c2.OriginalID != "toolu_1" || c2.ReplyTo != "replay-x" {
 		t.Errorf("second replay = %+v, %v", c2, err)
 	}
-	bad := dlq.NewEntry(classify.FateMalformed, "echo", "", []byte("\x00garbage"))
+	bad := settle.NewEntry(classify.FateMalformed, "echo", "", []byte("\x00garbage"))
 	if _, err := dlq.ReplayCall(&bad, 7, now, time.Minute, "", envelope.Limits{}); !errors.Is(err, dlq.ErrNotReplayable) {
 		t.Errorf("replaying a malformed call: %v, want ErrNotReplayable", err)
 	}
@@ -77,7 +78,7 @@ func TestReplay(t *testing.T) {
 	for _, id := range ids {
 		seqs = append(seqs, deadLetter(t, b.js, classify.FateExhausted, "echo", id))
 	}
-	bad := dlq.NewEntry(classify.FateMalformed, "echo", "", []byte("\x00garbage"))
+	bad := settle.NewEntry(classify.FateMalformed, "echo", "", []byte("\x00garbage"))
 	m, _ := bad.Msg(jetstream.DLQSubject("echo"), "malformed-1")
 	ack, err := b.js.PublishMsg(ctxFor(t), m)
 	if err != nil {
@@ -150,7 +151,7 @@ func TestReplayKeepsLetterWhenPublishFails(t *testing.T) {
 		big[i] = 'a'
 	}
 	id := newID()
-	e := dlq.NewEntry(classify.FateExhausted, "echo", id, callData(t, id, "echo", `{"text":"`+string(big)+`"}`, ""))
+	e := settle.NewEntry(classify.FateExhausted, "echo", id, callData(t, id, "echo", `{"text":"`+string(big)+`"}`, ""))
 	m, _ := e.Msg(jetstream.DLQSubject("echo"), id)
 	ack, err := b.js.PublishMsg(ctxFor(t), m)
 	if err != nil {

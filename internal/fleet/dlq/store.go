@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 )
@@ -91,19 +92,19 @@ type Letter struct {
 	Stored time.Time
 	// Header holds the Toolpool-* headers.
 	Header nats.Header
-	// Data is the message body: the encoded Entry.
+	// Data is the message body: the encoded settle.Entry.
 	Data []byte
 	// Entry is the decoded body; nil when it does not decode (then Err
 	// says why).
-	Entry *Entry
-	// Err is the decode error of a body that is not an Entry.
+	Entry *settle.Entry
+	// Err is the decode error of a body that is not an settle.Entry.
 	Err error
 }
 
 // newLetter decodes a stored message.
 func newLetter(seq uint64, subject string, stored time.Time, h nats.Header, data []byte) *Letter {
 	l := &Letter{Seq: seq, Subject: subject, Stored: stored, Header: h, Data: data}
-	l.Entry, l.Err = Decode(data)
+	l.Entry, l.Err = settle.Decode(data)
 	return l
 }
 
@@ -120,7 +121,7 @@ func (l *Letter) Reason() classify.Fate {
 	if l.Entry != nil {
 		return l.Entry.Reason
 	}
-	return classify.Fate(l.Header.Get(HeaderReason))
+	return classify.Fate(l.Header.Get(settle.HeaderReason))
 }
 
 // matches reports whether l passes the parts of f a subject filter does
@@ -155,7 +156,7 @@ func (l *Letter) Code() string {
 			return l.Entry.Attempts[n-1].Code
 		}
 	}
-	return l.Header.Get(HeaderCode)
+	return l.Header.Get(settle.HeaderCode)
 }
 
 // Tenant is the tenant of the letter's call; "" when it has none or the
@@ -178,10 +179,10 @@ func (l *Letter) Tenant() string {
 // its body. Scan skips the rest undecoded, so a filter that matches few
 // letters costs little more than reading them.
 func (f Filter) prematches(h nats.Header, data []byte) bool {
-	if v := h.Get(HeaderReason); f.Reason != "" && v != "" && v != string(f.Reason) {
+	if v := h.Get(settle.HeaderReason); f.Reason != "" && v != "" && v != string(f.Reason) {
 		return false
 	}
-	if f.Code != "" && h.Get(HeaderReason) != "" && h.Get(HeaderCode) != f.Code {
+	if f.Code != "" && h.Get(settle.HeaderReason) != "" && h.Get(settle.HeaderCode) != f.Code {
 		return false
 	}
 	return f.Text == "" || containsFold(data, f.Text)

@@ -8,9 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 )
 
 func newStore(t *testing.T, b *bundle) *dlq.Store {
@@ -35,7 +36,7 @@ func TestStoreListFilters(t *testing.T) {
 	// A body that is not an entry is listed, not skipped.
 	m := nats.NewMsg(jetstream.DLQSubject("beta"))
 	m.Data = []byte("not json")
-	m.Header.Set(dlq.HeaderReason, "exhausted")
+	m.Header.Set(settle.HeaderReason, "exhausted")
 	ack, err := b.js.PublishMsg(ctxFor(t), m)
 	if err != nil {
 		t.Fatal(err)

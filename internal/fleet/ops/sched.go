@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // Defaults of SchedStatsOptions.

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // twoReplicas are the snapshots of two orchestrators sharing the limits of

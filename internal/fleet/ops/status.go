@@ -10,9 +10,9 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // ToolStatus is one tool's state across the fleet.

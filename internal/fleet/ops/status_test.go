@@ -12,15 +12,14 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/fleet/ops"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -87,7 +86,7 @@ func TestStatusCounts(t *testing.T) {
 	for range batch.Messages() {
 	}
 	for _, tool := range []string{"search", "search", "gone"} {
-		e := dlq.NewEntry(classify.FateExhausted, tool, "", []byte(`{}`))
+		e := settle.NewEntry(classify.FateExhausted, tool, "", []byte(`{}`))
 		m, _ := e.Msg(jetstream.DLQSubject(tool), strconv.FormatInt(time.Now().UnixNano(), 10))
 		if _, err := j.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
@@ -165,7 +164,7 @@ func TestRateLimitPausesTheFleet(t *testing.T) {
 	for range 2 {
 		pooltest.StartServer(t, srv.ClientURL(), reg)
 	}
-	d := pooltest.StartOrchestrator(t, j.Conn(), dispatch.RegistryCatalog(reg)).Dispatcher()
+	d := pooltest.StartOrchestrator(t, j.Conn(), discovery.RegistryCatalog(reg)).Dispatcher()
 
 	results := make(chan envelope.Result, 2)
 	send := func(n string) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

@@ -17,9 +17,9 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/front/console"
 )
 
 const aliceToken = "alice-operator-token-0123456789"

@@ -14,11 +14,12 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/fleet/ops"
 )
 
 // filterForm is the dead-letter filter of a request's query or form.
@@ -167,7 +168,7 @@ type letterView struct {
 	Created   time.Time
 	Input     []byte
 	Raw       string // a call that does not decode, shown as text
-	Attempts  []dlq.Attempt
+	Attempts  []settle.Attempt
 	Error     string
 	First     time.Time
 	Last      time.Time

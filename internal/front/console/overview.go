@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolpool/toolpool/internal/fleet/discovery"
-	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/infra/health"
 )
 
 // toolRow is one tool on the overview.

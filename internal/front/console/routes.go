@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/toolpool/toolpool/internal/infra/subject"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/infra/subject"
 )
 
 // routes are the console's pages and endpoints, all under Path.

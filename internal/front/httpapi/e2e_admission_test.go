@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // A flood past the orchestrator's bound on calls in flight: the excess

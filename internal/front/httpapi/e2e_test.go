@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/front/httpapi"
 )
 
 // apiBundle is the HTTP API in front of a whole pool: a real JetStream

@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

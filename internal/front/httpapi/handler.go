@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )

@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

@@ -17,10 +17,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool"
-	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )

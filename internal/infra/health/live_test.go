@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/natstest"
 )
 
 // TestLivenessFailsOnClosedConnection: /healthz answers 200 while the NATS

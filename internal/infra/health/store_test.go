@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // TestStoreWritableFailsOnFullStore: /readyz reports a store that cannot

@@ -1,13 +1,12 @@
 package metrics
 
 import (
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -39,12 +38,6 @@ type Dispatch struct {
 	poison     *prometheus.CounterVec
 	cancelled  *prometheus.CounterVec
 }
-
-var (
-	_ dispatch.Metrics       = (*Dispatch)(nil)
-	_ dispatch.RejectMetrics = (*Dispatch)(nil)
-	_ dispatch.CancelMetrics = (*Dispatch)(nil)
-)
 
 // NewDispatch creates the orchestrator's dispatch metrics and registers
 // them with reg.
@@ -154,14 +147,14 @@ func (m *Dispatch) CallRejected(tool string, known bool, code string) {
 
 // PoisonCall counts a call the poison watcher set aside; it fits
 // dlq.PoisonConfig.OnPoison.
-func (m *Dispatch) PoisonCall(p dlq.PoisonCall) {
+func (m *Dispatch) PoisonCall(p pooltype.PoisonCall) {
 	m.poison.WithLabelValues(m.tools.label(p.Tool)).Inc()
 }
 
 // rejectCode bounds the code label of rejections.
 func rejectCode(code string) string {
 	switch code {
-	case classify.CodeUnknownTool, dispatch.CodeNoWorker, classify.CodeInvalidArgument, classify.CodeInternal:
+	case classify.CodeUnknownTool, classify.CodeNoWorker, classify.CodeInvalidArgument, classify.CodeInternal:
 		return code
 	}
 	return "other"

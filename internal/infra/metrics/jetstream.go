@@ -12,7 +12,6 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 )
 
 // JetStreamTimeoutDefault bounds the JetStream requests of one scrape.
@@ -26,6 +25,10 @@ type JetStreamOptions struct {
 	// Logger receives the errors of failed scrapes, at debug level (the
 	// failure shows as toolpool_jetstream_up 0). Default slog.Default().
 	Logger *slog.Logger
+	// DeadLetters counts the dead letters per tool in TOOL_DLQ (the fleet
+	// side's dlq.Counts). Nil: the collector exports no dead-letter
+	// counts.
+	DeadLetters func(ctx context.Context, stream js.Stream) (map[string]uint64, error)
 }
 
 // JetStreamCollector reads the state of the pool from JetStream at scrape
@@ -145,12 +148,14 @@ func (c *JetStreamCollector) read(ctx context.Context) ([]prometheus.Metric, err
 		return nil, fmt.Errorf("consumers of %s: %w", jetstream.StreamCalls, err)
 	}
 
-	counts, err := dlq.Counts(ctx, streams[jetstream.StreamDLQ])
-	if err != nil {
-		return nil, err
-	}
-	for tool, n := range counts {
-		gauge(c.dlqDepth, float64(n), tool)
+	if c.opts.DeadLetters != nil {
+		counts, err := c.opts.DeadLetters(ctx, streams[jetstream.StreamDLQ])
+		if err != nil {
+			return nil, err
+		}
+		for tool, n := range counts {
+			gauge(c.dlqDepth, float64(n), tool)
+		}
 	}
 	return out, nil
 }

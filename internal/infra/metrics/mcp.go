@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/toolpool/toolpool/internal/worker/mcpback"
 )
 
 // MCP counts the sessions of a worker's MCP servers (package mcpback). It
@@ -14,8 +12,6 @@ type MCP struct {
 	restarts     *prometheus.CounterVec
 	startFailure *prometheus.CounterVec
 }
-
-var _ mcpback.Metrics = (*MCP)(nil)
 
 // NewMCP creates the MCP backend's metrics and registers them with reg.
 func NewMCP(reg prometheus.Registerer) (*MCP, error) {

@@ -13,12 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/toolpool/toolpool/internal/promtest"
-	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
-	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/promtest"
 	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 func TestMain(m *testing.M) {

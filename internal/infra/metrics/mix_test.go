@@ -11,17 +11,19 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/promtest"
+	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // waitLong bounds every wait for something that should happen: generous,
@@ -72,10 +74,10 @@ func TestScriptedMixCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mreg.MustRegister(metrics.NewJetStreamCollector(j, metrics.JetStreamOptions{}))
+	mreg.MustRegister(metrics.NewJetStreamCollector(j, metrics.JetStreamOptions{DeadLetters: dlq.Counts}))
 	startWorker(t, srv.ClientURL(), reg, wm)
 	d, err := dispatch.New(dispatch.Config{
-		JS: j, Catalog: dispatch.RegistryCatalog(reg), Metrics: dm, Logger: natstest.Logger(t),
+		JS: j, Catalog: discovery.RegistryCatalog(reg), Metrics: dm, Logger: natstest.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +230,7 @@ func TestJetStreamCollectorOutage(t *testing.T) {
 	reg := fastTools(t)
 	startWorker(t, srv.ClientURL(), reg, nil) // creates the consumers
 	mreg := metrics.NewRegistry()
-	mreg.MustRegister(metrics.NewJetStreamCollector(j, metrics.JetStreamOptions{Timeout: 500 * time.Millisecond}))
+	mreg.MustRegister(metrics.NewJetStreamCollector(j, metrics.JetStreamOptions{Timeout: 500 * time.Millisecond, DeadLetters: dlq.Counts}))
 	hs := httptest.NewServer(metrics.Handler(mreg))
 	defer hs.Close()
 

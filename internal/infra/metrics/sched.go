@@ -1,18 +1,17 @@
 package metrics
 
 import (
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 )
 
 // SchedOptions configures a SchedCollector.
 type SchedOptions struct {
 	// Tenants are the tenants labelled by name: the API keys' tenants
 	// (httpapi.Keys.Tenants). The calls of every other tenant are summed
-	// under the tenant label sched.OtherKey. The tenant "" (a pool without
+	// under the tenant label pooltype.OtherKey. The tenant "" (a pool without
 	// API keys) is always labelled by name.
 	Tenants []string
 	// MaxTools caps the distinct tool label values; further tools are
@@ -21,16 +20,16 @@ type SchedOptions struct {
 }
 
 // SchedCollector exports an orchestrator's scheduler (package sched),
-// read at scrape time from a func returning its sched.Snapshot: per tool
+// read at scrape time from a func returning its pooltype.Snapshot: per tool
 // and tenant the calls waiting (for their turn or on a per-key limit), of
 // those the ones limited, and the calls in flight, and a counter of the calls granted (served); per tool the
 // fleet's slots, the scheduler's window and the per-key limits it
 // applies. Labels stay bounded: tools by name up to MaxTools, tenants by
 // name only for the configured ones (SchedOptions.Tenants), all others
-// summed as sched.OtherKey; fairness keys finer than the tenant (sessions,
+// summed as pooltype.OtherKey; fairness keys finer than the tenant (sessions,
 // input values) are summed into their tenant.
 type SchedCollector struct {
-	snapshot func() sched.Snapshot
+	snapshot func() pooltype.Snapshot
 	tenants  map[string]bool
 	tools    *toolLabels
 
@@ -51,7 +50,7 @@ var _ prometheus.Collector = (*SchedCollector)(nil)
 
 // NewSchedCollector returns a collector of snapshot, called once per
 // scrape. Register it with a prometheus.Registry.
-func NewSchedCollector(snapshot func() sched.Snapshot, opts SchedOptions) *SchedCollector {
+func NewSchedCollector(snapshot func() pooltype.Snapshot, opts SchedOptions) *SchedCollector {
 	c := &SchedCollector{
 		snapshot: snapshot,
 		tenants:  map[string]bool{"": true},
@@ -101,12 +100,12 @@ func (c *SchedCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *SchedCollector) known(tenant string) bool { return c.tenants[tenant] }
 
 // tenantLabel is the label of tenant: its name when configured, else
-// sched.OtherKey.
+// pooltype.OtherKey.
 func (c *SchedCollector) tenantLabel(tenant string) string {
 	if c.known(tenant) {
 		return tenant
 	}
-	return sched.OtherKey
+	return pooltype.OtherKey
 }
 
 // Collect reads a snapshot and sends the metrics.
@@ -117,7 +116,7 @@ func (c *SchedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.replicas, float64(max(snap.Replicas, 1)))
 
-	byLabel := map[schedLabel]*sched.KeyStats{}
+	byLabel := map[schedLabel]*pooltype.KeyStats{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last := make(map[schedKey]uint64, len(c.last))
@@ -151,9 +150,9 @@ func (c *SchedCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectKeys adds the keys of t (labelled tool) to gauges, summed by
-// tenant label (sched.ToolStats.ByTenant), and their served calls to the
+// tenant label (pooltype.ToolStats.ByTenant), and their served calls to the
 // counters, recording each key's served count in last; c.mu is held.
-func (c *SchedCollector) collectKeys(t sched.ToolStats, tool string, gauges map[schedLabel]*sched.KeyStats, last map[schedKey]uint64) {
+func (c *SchedCollector) collectKeys(t pooltype.ToolStats, tool string, gauges map[schedLabel]*pooltype.KeyStats, last map[schedKey]uint64) {
 	for _, r := range t.ByTenant(c.known) {
 		l := schedLabel{tool, r.Tenant}
 		if g := gauges[l]; g != nil {
@@ -168,8 +167,8 @@ func (c *SchedCollector) collectKeys(t sched.ToolStats, tool string, gauges map[
 	// from zero.
 	for _, k := range t.Keys {
 		l := schedLabel{tool, c.tenantLabel(k.Tenant)}
-		if k.Key == sched.OtherKey {
-			l.tenant = sched.OtherKey
+		if k.Key == pooltype.OtherKey {
+			l.tenant = pooltype.OtherKey
 		}
 		sk := schedKey{t.Tool, k.Key}
 		if prev, seen := c.last[sk]; seen && k.Served >= prev {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/internal/promtest"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/internal/promtest"
 )
 
 // snapshots is a settable snapshot source.

@@ -1,12 +1,12 @@
 package metrics
 
 import (
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // WorkerOptions configures Worker metrics.
@@ -42,11 +42,6 @@ type Worker struct {
 	panics          *prometheus.CounterVec
 	historyFailures *prometheus.CounterVec
 }
-
-var (
-	_ worker.Metrics      = (*Worker)(nil)
-	_ worker.QueueMetrics = (*Worker)(nil)
-)
 
 // NewWorker creates the worker metrics and registers them with reg.
 func NewWorker(reg prometheus.Registerer, opts WorkerOptions) (*Worker, error) {
@@ -137,7 +132,7 @@ func (m *Worker) initTool(tool string) {
 }
 
 // Observe records one delivery's fate.
-func (m *Worker) Observe(ev worker.Event) {
+func (m *Worker) Observe(ev pooltype.WorkerEvent) {
 	tool := m.tools.label(ev.Tool)
 	if ev.HistoryFailed {
 		m.historyFailures.WithLabelValues(tool).Inc()

@@ -12,10 +12,10 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 )
 
 // Defaults of the admission fields of Config.

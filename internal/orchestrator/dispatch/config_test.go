@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
@@ -32,7 +33,7 @@ func TestConfigDefaults(t *testing.T) {
 	if keep.Instance != "orch-1" || keep.DefaultTimeout != time.Second || keep.PublishRetryFor != -1 {
 		t.Errorf("set fields were overwritten: %+v", keep)
 	}
-	if err := (Config{NC: &nats.Conn{}, Catalog: StaticCatalog("echo"), PublishRetryFor: -1}).WithDefaults().Validate(); err != nil {
+	if err := (Config{NC: &nats.Conn{}, Catalog: discovery.StaticCatalog("echo"), PublishRetryFor: -1}).WithDefaults().Validate(); err != nil {
 		t.Errorf("a negative PublishRetryFor (retries disabled) is refused: %v", err)
 	}
 }
@@ -40,7 +41,7 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigValidateNamesTheField(t *testing.T) {
 	t.Parallel()
 	good := func() Config {
-		return Config{NC: &nats.Conn{}, Catalog: StaticCatalog("echo")}.WithDefaults()
+		return Config{NC: &nats.Conn{}, Catalog: discovery.StaticCatalog("echo")}.WithDefaults()
 	}
 	tests := []struct {
 		field string
@@ -76,7 +77,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want an error naming it", tc.field, err)
 		}
 	}
-	if _, err := New(Config{Catalog: StaticCatalog("echo"), Logger: slog.Default()}); err == nil || !strings.Contains(err.Error(), "Config.JS") {
+	if _, err := New(Config{Catalog: discovery.StaticCatalog("echo"), Logger: slog.Default()}); err == nil || !strings.Contains(err.Error(), "Config.JS") {
 		t.Errorf("New without JS: %v", err)
 	}
 }

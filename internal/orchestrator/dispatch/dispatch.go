@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"log/slog"
 	"slices"
 	"strings"
@@ -16,11 +17,10 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/orchestrator/sched"
-	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // DefaultTimeoutDefault is how long a call waits for its result when the
@@ -40,32 +40,12 @@ var ErrStopped = errors.New("dispatcher stopped")
 // stopWait bounds how long Stop waits for the result consumer to wind down.
 const stopWait = 5 * time.Second
 
-// ToolInfo is what the dispatcher knows of a tool it may call.
-type ToolInfo struct {
-	Name string
-	// NoWorker, set by a Lookup that answers false, says the tool is known
-	// but no live worker serves it right now: the call is answered with
-	// classify.NoWorkerMessage instead of the unknown-tool message.
-	NoWorker bool
-	// Slots is how many of the tool's calls the live fleet runs at once:
-	// the lesser of the tool's Concurrency and the sum of its live
-	// workers' slots. 0: not known; the dispatcher then publishes calls as
-	// they come, without a fair-share window.
-	Slots int
-	// Fairness is the tool's fairness key (tools.Tool.Fairness; "" means
-	// tools.FairnessTenant).
-	Fairness string
-	// PerKey are the tool's limits per fairness key (tools.Tool.PerKey).
-	PerKey tools.KeyLimits
-}
+// ToolInfo is what the dispatcher knows of a tool it may call
+// (pooltype.ToolInfo).
+type ToolInfo = pooltype.ToolInfo
 
-// Catalog says which tools exist right now.
-type Catalog interface {
-	// Lookup reports whether a tool is served.
-	Lookup(ctx context.Context, name string) (ToolInfo, bool)
-	// Names lists the tools served, sorted.
-	Names(ctx context.Context) []string
-}
+// Catalog says which tools exist right now (pooltype.Catalog).
+type Catalog = pooltype.Catalog
 
 // Dispatcher publishes calls to TOOL_CALLS and hands each caller its results
 // from TOOL_RESULTS. Create it with New, call Start before Dispatch and Stop

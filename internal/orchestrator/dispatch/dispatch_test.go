@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -559,7 +560,7 @@ func TestDispatchUnavailable(t *testing.T) {
 	t.Run("not started", func(t *testing.T) {
 		t.Parallel()
 		_, _, j := natstest.StartProvisioned(t)
-		d, err := New(Config{JS: j, Catalog: StaticCatalog("echo")})
+		d, err := New(Config{JS: j, Catalog: discovery.StaticCatalog("echo")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -770,7 +771,7 @@ func TestStopDrainsTurnsInProgress(t *testing.T) {
 func TestCancelledCallSentAgainThroughAnotherOrchestratorRuns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cfg := Config{JS: b.js, Catalog: StaticCatalog("echo"), Logger: b.d.log, Instance: "orch-other"}
+	cfg := Config{JS: b.js, Catalog: discovery.StaticCatalog("echo"), Logger: b.d.log, Instance: "orch-other"}
 	d2, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

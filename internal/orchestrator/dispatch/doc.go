@@ -9,7 +9,7 @@
 //	d, err := dispatch.New(dispatch.Config{
 //		JS:       js,                                   // a nats.go jetstream.JetStream
 //		Instance: "orch-1",                             // results come on tools.result.orch-1.<key>
-//		Catalog:  dispatch.ConsumerCatalog(js, 0),      // tools with a tool_<name> consumer
+//		Catalog:  discovery.ConsumerCatalog(js, 0),      // tools with a tool_<name> consumer
 //		Logger:   logger,
 //	})
 //	if err != nil { … }

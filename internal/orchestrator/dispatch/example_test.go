@@ -10,6 +10,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -21,7 +22,7 @@ func ExampleDispatcher_DispatchBlocks() {
 	d, err := dispatch.New(dispatch.Config{
 		JS:       j,
 		Instance: "orch-1",
-		Catalog:  dispatch.ConsumerCatalog(j, 2*time.Second),
+		Catalog:  discovery.ConsumerCatalog(j, 2*time.Second),
 		Logger:   slog.Default(),
 	})
 	if err != nil {

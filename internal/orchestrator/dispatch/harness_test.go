@@ -12,6 +12,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -38,7 +39,7 @@ func setup(t testing.TB, mod ...func(*Config)) *testBundle {
 	b := &testBundle{srv: srv, nc: nc, js: j, metrics: newTestMetrics()}
 	cfg := Config{
 		JS:      j,
-		Catalog: StaticCatalog("echo", "fail", "maybe", "slow"),
+		Catalog: discovery.StaticCatalog("echo", "fail", "maybe", "slow"),
 		Logger:  natstest.Logger(t),
 		Metrics: b.metrics,
 	}

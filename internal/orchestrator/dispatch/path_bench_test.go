@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -77,7 +78,7 @@ func BenchmarkDispatchPath(b *testing.B) {
 		for _, fm := range fairModes {
 			b.Run("turn-of-"+strconv.Itoa(k)+"/"+fm.name, func(b *testing.B) {
 				lj := &loopbackJS{}
-				cfg := Config{JS: lj, Instance: "bench", Catalog: StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true}
+				cfg := Config{JS: lj, Instance: "bench", Catalog: discovery.StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true}
 				fm.mod(&cfg)
 				d, err := New(cfg)
 				if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -144,7 +145,7 @@ func newScripted(t *testing.T, script func(id string, n int) attempt, mod func(*
 	t.Helper()
 	s := &scriptedJS{script: script, sent: map[string][]*nats.Msg{}, ackied: map[string]time.Time{}}
 	logs := &logRecorder{}
-	cfg := Config{JS: s, Instance: "scripted", Catalog: StaticCatalog("echo"), Logger: slog.New(logs),
+	cfg := Config{JS: s, Instance: "scripted", Catalog: discovery.StaticCatalog("echo"), Logger: slog.New(logs),
 		MaxQueueDepth: -1, NoQueueWaitAdmission: true} // scriptedJS has no consumers to read queue depths from
 	if mod != nil {
 		mod(&cfg)
@@ -527,7 +528,7 @@ func TestDispatchPermissionViolationFailsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := New(Config{
-		JS: j, Catalog: StaticCatalog("secret", "echo"), Logger: natstest.Logger(t),
+		JS: j, Catalog: discovery.StaticCatalog("secret", "echo"), Logger: natstest.Logger(t),
 		PublishTimeout: 10 * time.Second, PublishRetryFor: 30 * time.Second,
 	})
 	if err != nil {

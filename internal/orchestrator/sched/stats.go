@@ -80,23 +80,6 @@ func (s *Scheduler) toolStats(t *toolState) ToolStats {
 	return ts
 }
 
-// Add adds o's counts (in flight, waiting, limited, served, rate, waiting
-// by priority) to k's: summing keys under OtherKey, or one key over
-// several replicas' snapshots. Key, Tenant and Weight stay k's.
-func (k *KeyStats) Add(o KeyStats) {
-	k.InFlight += o.InFlight
-	k.Waiting += o.Waiting
-	k.Limited += o.Limited
-	k.Served += o.Served
-	k.PerSecond += o.PerSecond
-	for p, n := range o.ByPriority {
-		if k.ByPriority == nil {
-			k.ByPriority = map[string]int{}
-		}
-		k.ByPriority[p] += n
-	}
-}
-
 // perSecond is the key's recent grant rate: the last whole second's
 // count, fading out as the current second's comes in.
 func (k *keyState) perSecond(now int64) float64 {
@@ -109,95 +92,4 @@ func (k *keyState) perSecond(now int64) float64 {
 	}
 	f := float64(d) / float64(time.Second)
 	return float64(k.prev1)*(1-f) + float64(k.cur)
-}
-
-// ByTenant sums the tool's keys by tenant, for metrics of bounded
-// cardinality: the tenants known says are kept (sorted), every other
-// tenant and the keys already summed under OtherKey go to one OtherKey
-// row (last, when there is any). Key is the tenant in the rows; Weight
-// the largest of the tenant's keys.
-func (ts ToolStats) ByTenant(known func(tenant string) bool) []KeyStats {
-	rows := map[string]*KeyStats{}
-	for _, k := range ts.Keys {
-		name := k.Tenant
-		if k.Key == OtherKey || !known(name) {
-			name = OtherKey
-		}
-		r := rows[name]
-		if r == nil {
-			r = &KeyStats{Key: name, Tenant: name}
-			rows[name] = r
-		}
-		r.Weight = max(r.Weight, k.Weight)
-		r.Add(k)
-	}
-	out := make([]KeyStats, 0, len(rows))
-	for name, r := range rows {
-		if name != OtherKey {
-			out = append(out, *r)
-		}
-	}
-	slices.SortFunc(out, func(a, b KeyStats) int { return cmp.Compare(a.Tenant, b.Tenant) })
-	if r := rows[OtherKey]; r != nil {
-		out = append(out, *r)
-	}
-	return out
-}
-
-// Merge sums the snapshots of several replicas (as `orchestrator status
-// --by-key` shows them): per tool the calls in flight, waiting and
-// limited, the slots and limits as the first replica saw them and the
-// window summed; per tool and key (tenant and key) the keys' counts
-// summed, busiest first (OtherKey last). The result's Instance is empty and Replicas the
-// number of snapshots.
-func Merge(snaps []Snapshot) Snapshot {
-	out := Snapshot{Replicas: len(snaps)}
-	tools := map[string]*ToolStats{}
-	keys := map[string]map[keyID]*KeyStats{}
-	for _, s := range snaps {
-		if s.At.After(out.At) {
-			out.At = s.At
-		}
-		for _, t := range s.Tools {
-			m := tools[t.Tool]
-			if m == nil {
-				m = &ToolStats{Tool: t.Tool, Slots: t.Slots, Limits: t.Limits}
-				tools[t.Tool] = m
-				keys[t.Tool] = map[keyID]*KeyStats{}
-			}
-			m.Window += t.Window
-			m.InFlight += t.InFlight
-			m.Waiting += t.Waiting
-			m.Limited += t.Limited
-			for _, k := range t.Keys {
-				id := keyID{k.Tenant, k.Key}
-				r := keys[t.Tool][id]
-				if r == nil {
-					r = &KeyStats{Key: k.Key, Tenant: k.Tenant, Weight: k.Weight}
-					keys[t.Tool][id] = r
-				}
-				r.Add(k)
-			}
-		}
-	}
-	for name, m := range tools {
-		for _, k := range keys[name] {
-			m.Keys = append(m.Keys, *k)
-		}
-		slices.SortFunc(m.Keys, func(a, b KeyStats) int {
-			if ao, bo := a.Key == OtherKey, b.Key == OtherKey; ao != bo {
-				if ao {
-					return 1
-				}
-				return -1
-			}
-			if c := cmp.Compare(b.Waiting+b.InFlight, a.Waiting+a.InFlight); c != 0 {
-				return c
-			}
-			return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Key, b.Key))
-		})
-		out.Tools = append(out.Tools, *m)
-	}
-	slices.SortFunc(out.Tools, func(a, b ToolStats) int { return cmp.Compare(a.Tool, b.Tool) })
-	return out
 }

@@ -18,11 +18,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/internal/worker"
 
 	js "github.com/nats-io/nats.go/jetstream"
 )
@@ -200,7 +201,7 @@ func startPoolLogging(t *testing.T, log *slog.Logger, ts ...tools.Tool) *pool {
 		defer cancel()
 		_ = w.Stop(ctx)
 	})
-	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.RegistryCatalog(reg), Logger: log})
+	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: discovery.RegistryCatalog(reg), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/infra/netguard"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/infra/netguard"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

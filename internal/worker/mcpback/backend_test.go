@@ -19,14 +19,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/mcpwire"
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/internal/pooltest"
-	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/worker/mcpback"
 	"github.com/toolpool/toolpool/internal/worker/mcpback/internal/mcptest"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
@@ -44,7 +45,7 @@ func setup(t *testing.T, cfgs ...mcpback.Config) *testBundle {
 	srv, nc, _ := natstest.StartProvisioned(t)
 	reg, set := startSet(t, cfgs...)
 	pooltest.StartServer(t, srv.ClientURL(), reg)
-	orch := pooltest.StartOrchestrator(t, nc, dispatch.RegistryCatalog(reg))
+	orch := pooltest.StartOrchestrator(t, nc, discovery.RegistryCatalog(reg))
 	return &testBundle{set: set, reg: reg, d: orch.Dispatcher()}
 }
 

@@ -10,9 +10,9 @@ import (
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/worker/mcpback/internal/mcptest"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/worker/mcpback/internal/mcptest"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

@@ -17,9 +17,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolpool/toolpool/internal/infra/netguard"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/internal/infra/netguard"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

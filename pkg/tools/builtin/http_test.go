@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/internal/infra/netguard"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/builtin"
 )

@@ -14,14 +14,15 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/netguard"
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/builtin"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // fastRetry keeps the pool's backoff short in tests.
@@ -122,7 +123,7 @@ func startPool(t *testing.T) *poolBundle {
 		_ = w.Stop(ctx)
 	})
 	_ = nc
-	p.d, err = dispatch.New(dispatch.Config{JS: j, Catalog: dispatch.RegistryCatalog(reg), Logger: natstest.Logger(t)})
+	p.d, err = dispatch.New(dispatch.Config{JS: j, Catalog: discovery.RegistryCatalog(reg), Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/internal/infra/netguard"
+	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 

@@ -1,4 +1,4 @@
-package dlq
+package settle
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package dispatch
+package discovery
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -23,16 +24,16 @@ func TestRegistryCatalogFairShares(t *testing.T) {
 	limits := tools.KeyLimits{Concurrency: 8, Rate: 50, Per: time.Second, Burst: 50}
 	for _, tc := range []struct {
 		name    string
-		c       Catalog
+		c       pooltype.Catalog
 		tool    string
-		want    ToolInfo
+		want    pooltype.ToolInfo
 		comment string
 	}{
-		{"unknown slots", RegistryCatalog(reg), "review", ToolInfo{Name: "review", Slots: 64, Fairness: "input.repo", PerKey: limits}, "the tool's concurrency"},
-		{"default concurrency", RegistryCatalog(reg), "plain", ToolInfo{Name: "plain", Slots: tools.ConcurrencyDefault}, "the default concurrency"},
-		{"fewer worker slots", RegistryCatalogWithSlots(reg, 16), "review", ToolInfo{Name: "review", Slots: 16, Fairness: "input.repo", PerKey: limits}, "the workers' 16"},
-		{"more worker slots", RegistryCatalogWithSlots(reg, 4*256), "review", ToolInfo{Name: "review", Slots: 64, Fairness: "input.repo", PerKey: limits}, "capped by 64"},
-		{"no slots given", RegistryCatalogWithSlots(reg, 0), "plain", ToolInfo{Name: "plain", Slots: tools.ConcurrencyDefault}, "as RegistryCatalog"},
+		{"unknown slots", RegistryCatalog(reg), "review", pooltype.ToolInfo{Name: "review", Slots: 64, Fairness: "input.repo", PerKey: limits}, "the tool's concurrency"},
+		{"default concurrency", RegistryCatalog(reg), "plain", pooltype.ToolInfo{Name: "plain", Slots: tools.ConcurrencyDefault}, "the default concurrency"},
+		{"fewer worker slots", RegistryCatalogWithSlots(reg, 16), "review", pooltype.ToolInfo{Name: "review", Slots: 16, Fairness: "input.repo", PerKey: limits}, "the workers' 16"},
+		{"more worker slots", RegistryCatalogWithSlots(reg, 4*256), "review", pooltype.ToolInfo{Name: "review", Slots: 64, Fairness: "input.repo", PerKey: limits}, "capped by 64"},
+		{"no slots given", RegistryCatalogWithSlots(reg, 0), "plain", pooltype.ToolInfo{Name: "plain", Slots: tools.ConcurrencyDefault}, "as RegistryCatalog"},
 	} {
 		info, ok := tc.c.Lookup(ctx, tc.tool)
 		if !ok || info != tc.want {

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -31,9 +31,9 @@ type CatalogConfig struct {
 	// all, so that a call to it is answered "no worker serves it right now"
 	// rather than "unknown tool"; its Names are consulted. Default: tools
 	// with a durable consumer
-	// tool_<name> on TOOL_CALLS (dispatch.ConsumerCatalog). Tools announced
+	// tool_<name> on TOOL_CALLS (ConsumerCatalog). Tools announced
 	// once since the Catalog started count as known too.
-	Known dispatch.Catalog
+	Known pooltype.Catalog
 	// Logger receives the catalog's warnings. Default slog.Default().
 	Logger *slog.Logger
 	// ProbeInterval is how often the catalog asks the server whether the
@@ -69,7 +69,7 @@ const (
 // subject, when it announced one, has not been without a subscriber for
 // GoneAfter (a worker killed, or its connection gone for good). It watches
 // the bucket and probes the liveness subjects in the background, so
-// lookups are answered from memory. It implements dispatch.Catalog; Lookup
+// lookups are answered from memory. It implements pooltype.Catalog; Lookup
 // of a known tool with no live worker answers false with ToolInfo.NoWorker
 // set.
 type Catalog struct {
@@ -114,7 +114,7 @@ type unheard struct {
 	gone  bool      // since GoneAfter or longer: the worker does not count
 }
 
-var _ dispatch.Catalog = (*Catalog)(nil)
+var _ pooltype.Catalog = (*Catalog)(nil)
 
 // entry is one live announcement and when this process last heard of it.
 type entry struct {
@@ -146,7 +146,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 func (c CatalogConfig) WithDefaults() CatalogConfig {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Known == nil && c.JetStream != nil {
-		c.Known = dispatch.ConsumerCatalog(c.JetStream, 0)
+		c.Known = ConsumerCatalog(c.JetStream, 0)
 	}
 	c.ProbeInterval = cmp.Or(c.ProbeInterval, ProbeIntervalDefault)
 	if c.GoneAfter <= 0 {
@@ -346,7 +346,7 @@ func (c *Catalog) apply(e js.KeyValueEntry) {
 // toolSummary is what Lookup answers for a tool with live workers, good
 // until one of the announcements it counts expires.
 type toolSummary struct {
-	info    dispatch.ToolInfo
+	info    pooltype.ToolInfo
 	workers int       // live workers counted
 	until   time.Time // the first expiry among them
 }
@@ -358,7 +358,7 @@ type toolSummary struct {
 // (not known) when a worker announced none.
 func (c *Catalog) summarize(tool string, now time.Time) toolSummary {
 	var (
-		s      = toolSummary{info: dispatch.ToolInfo{Name: tool}}
+		s      = toolSummary{info: pooltype.ToolInfo{Name: tool}}
 		newest Announcement
 		slots  int
 		noSlot bool
@@ -462,7 +462,7 @@ func (c *Catalog) liveWorkers(tool string, now time.Time) []Announcement {
 // fairness key and per-key limits, as its most recently started worker
 // announced them. When no worker serves it but the tool is known (see
 // CatalogConfig.Known), it answers false with ToolInfo.NoWorker set.
-func (c *Catalog) Lookup(ctx context.Context, name string) (dispatch.ToolInfo, bool) {
+func (c *Catalog) Lookup(ctx context.Context, name string) (pooltype.ToolInfo, bool) {
 	now := c.now()
 	c.mu.RLock()
 	s, ok := c.infos[name]
@@ -475,14 +475,14 @@ func (c *Catalog) Lookup(ctx context.Context, name string) (dispatch.ToolInfo, b
 		return s.info, true
 	}
 	if seen {
-		return dispatch.ToolInfo{Name: name, NoWorker: true}, false
+		return pooltype.ToolInfo{Name: name, NoWorker: true}, false
 	}
 	// Names, not Lookup: a catalog that cannot tell (JetStream down) may
 	// say yes to every name in Lookup, but lists nothing.
 	if slices.Contains(c.cfg.Known.Names(ctx), name) {
-		return dispatch.ToolInfo{Name: name, NoWorker: true}, false
+		return pooltype.ToolInfo{Name: name, NoWorker: true}, false
 	}
-	return dispatch.ToolInfo{}, false
+	return pooltype.ToolInfo{}, false
 }
 
 // Names lists the tools at least one live worker serves, sorted.

@@ -1,4 +1,4 @@
-package dlq_test
+package settle_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 )
 
 // fakeMsg records the verbs Settle calls, in order, and fails the ones
@@ -23,7 +23,7 @@ func (m *fakeMsg) do(verb string) error {
 	return m.fail[verb]
 }
 
-func (m *fakeMsg) PublishDeadLetter(_ context.Context, e *dlq.Entry, id string) error {
+func (m *fakeMsg) PublishDeadLetter(_ context.Context, e *settle.Entry, id string) error {
 	return m.do("dead-letter " + string(e.Reason) + " " + id)
 }
 func (m *fakeMsg) PublishResult(_ context.Context, data []byte) error {
@@ -44,41 +44,41 @@ func TestSettle(t *testing.T) {
 		return p.Decide(classify.Delivery{Case: c, Decision: d, Attempt: n}, fixedJitter{})
 	}
 	timeout := classify.Classify(&classify.TimeoutError{})
-	letter := func(r classify.Fate) *dlq.Entry {
-		e := dlq.NewEntry(r, "echo", "toolu_1", []byte(`{}`))
+	letter := func(r classify.Fate) *settle.Entry {
+		e := settle.NewEntry(r, "echo", "toolu_1", []byte(`{}`))
 		e.Error = "bad envelope"
 		return &e
 	}
 	res := []byte(`{"r":1}`)
 	tests := []struct {
 		name string
-		s    dlq.Settlement
+		s    settle.Settlement
 		want []string
 	}{
-		{"success", dlq.Settlement{Verdict: decide(classify.CaseAttempt, classify.Decision{}, 1), Result: res},
+		{"success", settle.Settlement{Verdict: decide(classify.CaseAttempt, classify.Decision{}, 1), Result: res},
 			[]string{`result {"r":1}`, "ack"}},
-		{"success, no caller", dlq.Settlement{Verdict: decide(classify.CaseAttempt, classify.Decision{}, 1)}, []string{"ack"}},
-		{"error", dlq.Settlement{Verdict: decide(classify.CaseAttempt, classify.Classify(errors.New("x")), 1), Result: res},
+		{"success, no caller", settle.Settlement{Verdict: decide(classify.CaseAttempt, classify.Decision{}, 1)}, []string{"ack"}},
+		{"error", settle.Settlement{Verdict: decide(classify.CaseAttempt, classify.Classify(errors.New("x")), 1), Result: res},
 			[]string{`result {"r":1}`, "ack"}},
-		{"retry", dlq.Settlement{Verdict: decide(classify.CaseAttempt, timeout, 1)}, []string{"nak 1s"}},
-		{"exhausted", dlq.Settlement{Verdict: decide(classify.CaseAttempt, timeout, 3), Letter: letter(classify.FateExhausted), LetterID: "k", Result: res},
+		{"retry", settle.Settlement{Verdict: decide(classify.CaseAttempt, timeout, 1)}, []string{"nak 1s"}},
+		{"exhausted", settle.Settlement{Verdict: decide(classify.CaseAttempt, timeout, 3), Letter: letter(classify.FateExhausted), LetterID: "k", Result: res},
 			[]string{"dead-letter exhausted k", `result {"r":1}`, "ack"}},
-		{"stored", dlq.Settlement{Verdict: decide(classify.CaseStored, classify.Decision{}, 2), Result: res},
+		{"stored", settle.Settlement{Verdict: decide(classify.CaseStored, classify.Decision{}, 2), Result: res},
 			[]string{`result {"r":1}`, "ack"}},
-		{"malformed", dlq.Settlement{Verdict: decide(classify.CaseMalformed, classify.Decision{}, 1), Letter: letter(classify.FateMalformed), LetterID: "m"},
+		{"malformed", settle.Settlement{Verdict: decide(classify.CaseMalformed, classify.Decision{}, 1), Letter: letter(classify.FateMalformed), LetterID: "m"},
 			[]string{"dead-letter malformed m", "term malformed call: bad envelope"}},
-		{"expired", dlq.Settlement{Verdict: decide(classify.CaseExpired, classify.Decision{}, 1), Letter: letter(classify.FateExpired), LetterID: "k", Result: res},
+		{"expired", settle.Settlement{Verdict: decide(classify.CaseExpired, classify.Decision{}, 1), Letter: letter(classify.FateExpired), LetterID: "k", Result: res},
 			[]string{"dead-letter expired k", `result {"r":1}`, "ack"}},
-		{"poison", dlq.Settlement{Verdict: decide(classify.CasePoison, classify.Decision{}, 5), Letter: letter(classify.FatePoison), LetterID: "k"},
+		{"poison", settle.Settlement{Verdict: decide(classify.CasePoison, classify.Decision{}, 5), Letter: letter(classify.FatePoison), LetterID: "k"},
 			[]string{"dead-letter poison k", "ack"}},
-		{"outcome unknown", dlq.Settlement{Verdict: decide(classify.CaseStartedBefore, classify.Decision{}, 2), Letter: letter(classify.FateOutcomeUnknown), LetterID: "k", Result: res},
+		{"outcome unknown", settle.Settlement{Verdict: decide(classify.CaseStartedBefore, classify.Decision{}, 2), Letter: letter(classify.FateOutcomeUnknown), LetterID: "k", Result: res},
 			[]string{"dead-letter outcome_unknown k", `result {"r":1}`, "ack"}},
-		{"shutdown", dlq.Settlement{Verdict: decide(classify.CaseShutdown, classify.Decision{}, 1)}, []string{"nak 0s"}},
-		{"store failed", dlq.Settlement{Verdict: decide(classify.CaseStoreFailed, classify.Decision{}, 1)}, []string{"nak 1s"}},
+		{"shutdown", settle.Settlement{Verdict: decide(classify.CaseShutdown, classify.Decision{}, 1)}, []string{"nak 0s"}},
+		{"store failed", settle.Settlement{Verdict: decide(classify.CaseStoreFailed, classify.Decision{}, 1)}, []string{"nak 1s"}},
 	}
 	for _, tc := range tests {
 		m := &fakeMsg{}
-		if err := dlq.Settle(context.Background(), m, tc.s); err != nil {
+		if err := settle.Settle(context.Background(), m, tc.s); err != nil {
 			t.Errorf("%s: Settle: %v", tc.name, err)
 		}
 		if !reflect.DeepEqual(m.calls, tc.want) {
@@ -88,12 +88,12 @@ func TestSettle(t *testing.T) {
 }
 
 // A failed publish stops the settle before the message's verb, as a
-// *dlq.PublishError; a failed verb returns its error.
+// *settle.PublishError; a failed verb returns its error.
 func TestSettleFailures(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	v := classify.Verdict{Fate: classify.FateDeadLetter, Reason: classify.FateExhausted}
-	e := dlq.NewEntry(classify.FateExhausted, "echo", "toolu_1", []byte(`{}`))
+	e := settle.NewEntry(classify.FateExhausted, "echo", "toolu_1", []byte(`{}`))
 	for _, tc := range []struct {
 		fail     string
 		what     string
@@ -103,8 +103,8 @@ func TestSettleFailures(t *testing.T) {
 		{"result r", "result", []string{"dead-letter exhausted k", "result r"}},
 	} {
 		m := &fakeMsg{fail: map[string]error{tc.fail: boom}}
-		err := dlq.Settle(context.Background(), m, dlq.Settlement{Verdict: v, Letter: &e, LetterID: "k", Result: []byte("r")})
-		var pe *dlq.PublishError
+		err := settle.Settle(context.Background(), m, settle.Settlement{Verdict: v, Letter: &e, LetterID: "k", Result: []byte("r")})
+		var pe *settle.PublishError
 		if !errors.As(err, &pe) || pe.What != tc.what || !errors.Is(err, boom) {
 			t.Errorf("failing %q: error %v; want a PublishError of the %s wrapping boom", tc.fail, err, tc.what)
 		}
@@ -113,10 +113,10 @@ func TestSettleFailures(t *testing.T) {
 		}
 	}
 	m := &fakeMsg{fail: map[string]error{"ack": boom}}
-	if err := dlq.Settle(context.Background(), m, dlq.Settlement{Verdict: classify.Verdict{Fate: classify.FateSuccess}}); !errors.Is(err, boom) {
+	if err := settle.Settle(context.Background(), m, settle.Settlement{Verdict: classify.Verdict{Fate: classify.FateSuccess}}); !errors.Is(err, boom) {
 		t.Errorf("failing ack: error %v, want boom", err)
 	}
-	if err := dlq.Settle(context.Background(), &fakeMsg{}, dlq.Settlement{Verdict: v}); err == nil {
+	if err := settle.Settle(context.Background(), &fakeMsg{}, settle.Settlement{Verdict: v}); err == nil {
 		t.Error("a dead-letter verdict without its dead letter settled")
 	}
 }

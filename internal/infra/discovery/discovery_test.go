@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )

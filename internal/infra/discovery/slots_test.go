@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/pooltype"
+
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -42,7 +43,7 @@ func TestLookupSlots(t *testing.T) {
 	c := newCatalog(t, connect(t, srv.ClientURL()))
 	ctx := t.Context()
 
-	lookup := func() dispatch.ToolInfo {
+	lookup := func() pooltype.ToolInfo {
 		info, ok := c.Lookup(ctx, "review")
 		if !ok {
 			t.Fatalf("review is not live: %+v", info)
@@ -50,7 +51,7 @@ func TestLookupSlots(t *testing.T) {
 		return info
 	}
 	eventually(t, "both workers counted", func() bool { return lookup().Slots == 24 })
-	want := dispatch.ToolInfo{Name: "review", Slots: 24, Fairness: "input.repo",
+	want := pooltype.ToolInfo{Name: "review", Slots: 24, Fairness: "input.repo",
 		PerKey: tools.KeyLimits{Concurrency: 4, Rate: 50, Per: time.Second, Burst: 50}}
 	if got := lookup(); got != want {
 		t.Errorf("Lookup = %+v, want %+v", got, want)

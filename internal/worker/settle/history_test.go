@@ -1,4 +1,4 @@
-package dlq_test
+package settle_test
 
 import (
 	"context"
@@ -15,15 +15,17 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool"
+	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 func TestHistoryKey(t *testing.T) {
@@ -32,7 +34,7 @@ func TestHistoryKey(t *testing.T) {
 	ids := []string{"toolu_01ABCdef", "a", "call-1_x", "a.b", "a b", "ключ", "a/b", "=abc", "a\u00e9", "..", "*", ">"}
 	seen := map[string]string{}
 	for _, id := range ids {
-		k := dlq.HistoryKey(id)
+		k := settle.HistoryKey(id)
 		if !valid.MatchString(k) || strings.HasPrefix(k, ".") || strings.HasSuffix(k, ".") {
 			t.Errorf("HistoryKey(%q) = %q: not a valid KV key", id, k)
 		}
@@ -41,18 +43,9 @@ func TestHistoryKey(t *testing.T) {
 		}
 		seen[k] = id
 	}
-	if k := dlq.HistoryKey("toolu_01ABCdef"); k != "toolu_01ABCdef" {
+	if k := settle.HistoryKey("toolu_01ABCdef"); k != "toolu_01ABCdef" {
 		t.Errorf("a tool_use id is its own key, got %q", k)
 	}
-}
-
-func openHistory(t *testing.T, j js.JetStream) *dlq.History {
-	t.Helper()
-	h, err := dlq.OpenHistory(ctxFor(t), j, dlq.HistoryConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
 }
 
 func TestHistoryRecordLoadDelete(t *testing.T) {
@@ -60,14 +53,14 @@ func TestHistoryRecordLoadDelete(t *testing.T) {
 	b := setup(t)
 	h := openHistory(t, b.js)
 	ctx := ctxFor(t)
-	if h.TTL() != dlq.HistoryTTLDefault {
-		t.Errorf("TTL = %v, want %v", h.TTL(), dlq.HistoryTTLDefault)
+	if h.TTL() != settle.HistoryTTLDefault {
+		t.Errorf("TTL = %v, want %v", h.TTL(), settle.HistoryTTLDefault)
 	}
 	id := "call with spaces/and.dots"
 	start := time.Now().Truncate(time.Millisecond)
-	var want []dlq.Attempt
+	var want []settle.Attempt
 	for n := 1; n <= 3; n++ {
-		a := dlq.Attempt{N: n, WorkerID: "w" + string(rune('0'+n)), Class: envelope.ClassTransient, Code: "http_503",
+		a := settle.Attempt{N: n, WorkerID: "w" + string(rune('0'+n)), Class: envelope.ClassTransient, Code: "http_503",
 			Message: "its service is unavailable", Started: start.Add(time.Duration(n) * time.Second), Duration: time.Millisecond}
 		want = append(want, a)
 		got, err := h.Record(ctx, id, a)
@@ -86,7 +79,7 @@ func TestHistoryRecordLoadDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.EqualFunc(got, want, func(a, b dlq.Attempt) bool {
+	if !slices.EqualFunc(got, want, func(a, b settle.Attempt) bool {
 		return a.N == b.N && a.WorkerID == b.WorkerID && a.Code == b.Code && a.Started.Equal(b.Started) && a.Duration == b.Duration
 	}) {
 		t.Errorf("Load = %+v\nwant %+v", got, want)
@@ -126,7 +119,7 @@ func TestHistoryConcurrentWriters(t *testing.T) {
 			h = h2
 		}
 		wg.Go(func() {
-			if _, err := h.Record(ctxFor(t), "raced", dlq.Attempt{N: i + 1, Started: time.Now()}); err != nil {
+			if _, err := h.Record(ctxFor(t), "raced", settle.Attempt{N: i + 1, Started: time.Now()}); err != nil {
 				t.Errorf("Record %d: %v", i+1, err)
 			}
 		})
@@ -149,7 +142,7 @@ func TestHistoryConcurrentWriters(t *testing.T) {
 func TestHistoryBucketSettings(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	h, err := dlq.OpenHistory(ctxFor(t), b.js, dlq.HistoryConfig{TTL: time.Hour, MaxAttempts: 2})
+	h, err := settle.OpenHistory(ctxFor(t), b.js, settle.HistoryConfig{TTL: time.Hour, MaxAttempts: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,16 +150,16 @@ func TestHistoryBucketSettings(t *testing.T) {
 		t.Errorf("TTL = %v, want 1h", h.TTL())
 	}
 	// An existing bucket keeps its own TTL.
-	again, err := dlq.OpenHistory(ctxFor(t), b.js, dlq.HistoryConfig{TTL: 48 * time.Hour})
+	again, err := settle.OpenHistory(ctxFor(t), b.js, settle.HistoryConfig{TTL: 48 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.TTL() != time.Hour {
 		t.Errorf("TTL of the existing bucket = %v, want 1h", again.TTL())
 	}
-	kv, err := b.js.KeyValue(ctxFor(t), dlq.HistoryBucketDefault)
+	kv, err := b.js.KeyValue(ctxFor(t), settle.HistoryBucketDefault)
 	if err != nil {
-		t.Fatalf("bucket %s: %v", dlq.HistoryBucketDefault, err)
+		t.Fatalf("bucket %s: %v", settle.HistoryBucketDefault, err)
 	}
 	st, _ := kv.Status(ctxFor(t))
 	if st.TTL() != time.Hour || st.History() != 1 {
@@ -174,15 +167,15 @@ func TestHistoryBucketSettings(t *testing.T) {
 	}
 	// MaxAttempts keeps the newest.
 	for n := 1; n <= 3; n++ {
-		_, _ = h.Record(ctxFor(t), "capped", dlq.Attempt{N: n, Started: time.Now()})
+		_, _ = h.Record(ctxFor(t), "capped", settle.Attempt{N: n, Started: time.Now()})
 	}
 	got, _ := h.Load(ctxFor(t), "capped")
 	if len(got) != 2 || got[0].N != 2 || got[1].N != 3 {
 		t.Errorf("capped attempts = %+v, want 2 and 3", got)
 	}
 
-	for _, cfg := range []dlq.HistoryConfig{{TTL: time.Second}, {Replicas: 2}, {MaxAttempts: -1}} {
-		if _, err := dlq.OpenHistory(ctxFor(t), b.js, cfg); err == nil {
+	for _, cfg := range []settle.HistoryConfig{{TTL: time.Second}, {Replicas: 2}, {MaxAttempts: -1}} {
+		if _, err := settle.OpenHistory(ctxFor(t), b.js, cfg); err == nil {
 			t.Errorf("OpenHistory(%+v) accepted a bad config", cfg)
 		}
 	}
@@ -193,7 +186,7 @@ type pool struct {
 	*bundle
 	reg     *tools.Registry
 	d       *dispatch.Dispatcher
-	history *dlq.History
+	history *settle.History
 }
 
 func newPool(t *testing.T, history worker.History, ts ...tools.Tool) *pool {
@@ -211,7 +204,7 @@ func newPool(t *testing.T, history worker.History, ts ...tools.Tool) *pool {
 	for range 2 {
 		p.startWorker(t, history)
 	}
-	p.d = pooltest.StartOrchestrator(t, b.js.Conn(), dispatch.RegistryCatalog(p.reg)).Dispatcher()
+	p.d = pooltest.StartOrchestrator(t, b.js.Conn(), discovery.RegistryCatalog(p.reg)).Dispatcher()
 	return p
 }
 
@@ -252,7 +245,7 @@ func failing(name string, failFor int, maxAttempts int, execs *atomic.Int64) too
 // bucketKeys lists the keys of the attempts bucket.
 func bucketKeys(t *testing.T, j js.JetStream) []string {
 	t.Helper()
-	kv, err := j.KeyValue(ctxFor(t), dlq.HistoryBucketDefault)
+	kv, err := j.KeyValue(ctxFor(t), settle.HistoryBucketDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,14 +301,14 @@ func TestExhaustedDeadLetterCarriesEveryAttempt(t *testing.T) {
 		t.Errorf("the entry's call is not the original envelope: %v, %s", err, e.Call)
 	}
 	for h, want := range map[string]string{
-		dlq.HeaderReason: "exhausted", dlq.HeaderTool: "down", dlq.HeaderCallID: id,
-		dlq.HeaderAttempts: "3", dlq.HeaderClass: "transient", dlq.HeaderCode: "http_503",
+		settle.HeaderReason: "exhausted", settle.HeaderTool: "down", settle.HeaderCallID: id,
+		settle.HeaderAttempts: "3", settle.HeaderClass: "transient", settle.HeaderCode: "http_503",
 	} {
 		if got := l.Header.Get(h); got != want {
 			t.Errorf("header %s = %q, want %q", h, got, want)
 		}
 	}
-	for _, h := range []string{dlq.HeaderFirstFailure, dlq.HeaderLastFailure} {
+	for _, h := range []string{settle.HeaderFirstFailure, settle.HeaderLastFailure} {
 		if _, err := time.Parse(time.RFC3339Nano, l.Header.Get(h)); err != nil {
 			t.Errorf("header %s = %q: %v", h, l.Header.Get(h), err)
 		}
@@ -352,22 +345,22 @@ func TestSuccessWritesNoHistory(t *testing.T) {
 // brokenHistory fails every read and write.
 type brokenHistory struct{ calls atomic.Int64 }
 
-func (b *brokenHistory) Record(context.Context, string, dlq.Attempt) ([]dlq.Attempt, error) {
+func (b *brokenHistory) Record(context.Context, string, settle.Attempt) ([]settle.Attempt, error) {
 	b.calls.Add(1)
 	return nil, errors.New("bucket unavailable")
 }
 
-func (b *brokenHistory) Load(context.Context, string) ([]dlq.Attempt, error) {
+func (b *brokenHistory) Load(context.Context, string) ([]settle.Attempt, error) {
 	b.calls.Add(1)
 	return nil, errors.New("bucket unavailable")
 }
 
-func (b *brokenHistory) Begin(context.Context, string, dlq.Started, time.Time) (*dlq.Started, error) {
+func (b *brokenHistory) Begin(context.Context, string, settle.Started, time.Time) (*settle.Started, error) {
 	b.calls.Add(1)
 	return nil, errors.New("bucket unavailable")
 }
 
-func (b *brokenHistory) StartedOf(context.Context, string) (*dlq.Started, error) {
+func (b *brokenHistory) StartedOf(context.Context, string) (*settle.Started, error) {
 	b.calls.Add(1)
 	return nil, errors.New("bucket unavailable")
 }
@@ -405,14 +398,14 @@ func TestHistoryBegin(t *testing.T) {
 	ctx := ctxFor(t)
 	key := envelope.CallKey("", "s", "call_0", "send_mail", []byte(`{}`))
 	until := time.Now().Add(time.Minute)
-	first := dlq.Started{Seq: 7, N: 1, WorkerID: "w1", At: time.Now().Truncate(time.Millisecond)}
+	first := settle.Started{Seq: 7, N: 1, WorkerID: "w1", At: time.Now().Truncate(time.Millisecond)}
 	if prior, err := h.Begin(ctx, key, first, until); err != nil || prior != nil {
 		t.Fatalf("first Begin = %+v, %v; want nil, nil", prior, err)
 	}
 	if prior, err := h.Begin(ctx, key, first, until); err != nil || prior != nil {
 		t.Fatalf("Begin of the same delivery again = %+v, %v; want nil, nil", prior, err)
 	}
-	for _, other := range []dlq.Started{{Seq: 7, N: 2}, {Seq: 9, N: 1}} {
+	for _, other := range []settle.Started{{Seq: 7, N: 2}, {Seq: 9, N: 1}} {
 		prior, err := h.Begin(ctx, key, other, until)
 		if err != nil || prior == nil || prior.Seq != 7 || prior.N != 1 || prior.WorkerID != "w1" {
 			t.Errorf("Begin of delivery %+v = %+v, %v; want the first attempt's marker", other, prior, err)
@@ -422,13 +415,13 @@ func TestHistoryBegin(t *testing.T) {
 		t.Errorf("StartedOf = %+v, %v; want attempt 1", s, err)
 	}
 	// Attempt 1 reports a failure: attempt 2 may start.
-	if _, err := h.Record(ctx, key, dlq.Attempt{N: 1, Code: "http_503", Started: first.At}); err != nil {
+	if _, err := h.Record(ctx, key, settle.Attempt{N: 1, Code: "http_503", Started: first.At}); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := h.StartedOf(ctx, key); err != nil || s != nil {
 		t.Errorf("StartedOf after the attempt reported = %+v, %v; want nil", s, err)
 	}
-	if prior, err := h.Begin(ctx, key, dlq.Started{Seq: 7, N: 2}, until); err != nil || prior != nil {
+	if prior, err := h.Begin(ctx, key, settle.Started{Seq: 7, N: 2}, until); err != nil || prior != nil {
 		t.Errorf("Begin of attempt 2 after attempt 1 reported = %+v, %v; want nil, nil", prior, err)
 	}
 	if as, err := h.Load(ctx, key); err != nil || len(as) != 1 {
@@ -448,14 +441,14 @@ func TestHistoryBeginTellsRedeliveryWithSameCountByToken(t *testing.T) {
 	ctx := ctxFor(t)
 	key := envelope.CallKey("", "s", "call_1", "send_mail", []byte(`{}`))
 	until := time.Now().Add(time.Minute)
-	first := dlq.Started{Seq: 7, N: 1, WorkerID: "w1", At: time.Now(), Token: "a1"}
+	first := settle.Started{Seq: 7, N: 1, WorkerID: "w1", At: time.Now(), Token: "a1"}
 	if prior, err := h.Begin(ctx, key, first, until); err != nil || prior != nil {
 		t.Fatalf("first Begin = %+v, %v; want nil, nil", prior, err)
 	}
 	if prior, err := h.Begin(ctx, key, first, until); err != nil || prior != nil {
 		t.Fatalf("Begin of the same delivery again = %+v, %v; want nil, nil", prior, err)
 	}
-	again := dlq.Started{Seq: 7, N: 1, WorkerID: "w2", At: time.Now(), Token: "b2"}
+	again := settle.Started{Seq: 7, N: 1, WorkerID: "w2", At: time.Now(), Token: "b2"}
 	prior, err := h.Begin(ctx, key, again, until)
 	if err != nil || prior == nil || prior.Token != "a1" || prior.WorkerID != "w1" {
 		t.Errorf("Begin of a delivery with the same sequence and count but another token = %+v, %v; want the first's marker", prior, err)

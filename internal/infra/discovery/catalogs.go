@@ -1,7 +1,8 @@
-package dispatch
+package discovery
 
 import (
 	"context"
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"maps"
 	"slices"
 	"strings"
@@ -24,15 +25,15 @@ const catalogListTimeout = 2 * time.Second
 
 // RegistryCatalog is the Catalog of the tools registered in reg, for a pool
 // whose workers serve exactly those tools (the in-process setup). A tool's
-// ToolInfo carries its fairness key and per-key limits, and its
+// pooltype.ToolInfo carries its fairness key and per-key limits, and its
 // Concurrency as its Slots (see RegistryCatalogWithSlots).
-func RegistryCatalog(reg *tools.Registry) Catalog { return registryCatalog{reg: reg} }
+func RegistryCatalog(reg *tools.Registry) pooltype.Catalog { return registryCatalog{reg: reg} }
 
 // RegistryCatalogWithSlots is RegistryCatalog for a pool whose workers run
 // slots calls at once in all (the sum of their worker.Config.Concurrency):
 // a tool's Slots are the lesser of its Concurrency and slots. slots <= 0
 // is RegistryCatalog.
-func RegistryCatalogWithSlots(reg *tools.Registry, slots int) Catalog {
+func RegistryCatalogWithSlots(reg *tools.Registry, slots int) pooltype.Catalog {
 	return registryCatalog{reg: reg, slots: max(slots, 0)}
 }
 
@@ -41,22 +42,22 @@ type registryCatalog struct {
 	slots int // the workers' slots in all; 0: not known
 }
 
-func (c registryCatalog) Lookup(_ context.Context, name string) (ToolInfo, bool) {
+func (c registryCatalog) Lookup(_ context.Context, name string) (pooltype.ToolInfo, bool) {
 	rt, ok := c.reg.Lookup(name)
 	if !ok {
-		return ToolInfo{}, false
+		return pooltype.ToolInfo{}, false
 	}
 	slots := rt.Concurrency
 	if c.slots > 0 {
 		slots = min(slots, c.slots)
 	}
-	return ToolInfo{Name: name, Slots: slots, Fairness: rt.Fairness, PerKey: rt.PerKey}, true
+	return pooltype.ToolInfo{Name: name, Slots: slots, Fairness: rt.Fairness, PerKey: rt.PerKey}, true
 }
 
 func (c registryCatalog) Names(context.Context) []string { return c.reg.Names() }
 
 // StaticCatalog is a Catalog of a fixed list of tool names.
-func StaticCatalog(names ...string) Catalog {
+func StaticCatalog(names ...string) pooltype.Catalog {
 	s := staticCatalog{set: make(map[string]struct{}, len(names))}
 	for _, n := range names {
 		s.set[n] = struct{}{}
@@ -70,11 +71,11 @@ type staticCatalog struct {
 	names []string
 }
 
-func (c staticCatalog) Lookup(_ context.Context, name string) (ToolInfo, bool) {
+func (c staticCatalog) Lookup(_ context.Context, name string) (pooltype.ToolInfo, bool) {
 	if _, ok := c.set[name]; !ok {
-		return ToolInfo{}, false
+		return pooltype.ToolInfo{}, false
 	}
-	return ToolInfo{Name: name}, true
+	return pooltype.ToolInfo{Name: name}, true
 }
 
 func (c staticCatalog) Names(context.Context) []string { return slices.Clone(c.names) }
@@ -89,7 +90,7 @@ func (c staticCatalog) Names(context.Context) []string { return slices.Clone(c.n
 // answers yes for every tool (fail open): the call is then published, and
 // whether the pool can take it is decided by the publish, which fails with
 // ErrUnavailable when JetStream is down. Names is empty in that case.
-func ConsumerCatalog(j js.JetStream, ttl time.Duration) Catalog {
+func ConsumerCatalog(j js.JetStream, ttl time.Duration) pooltype.Catalog {
 	if ttl <= 0 {
 		ttl = CatalogTTLDefault
 	}
@@ -113,15 +114,15 @@ type catalogSnapshot struct {
 	names []string
 }
 
-func (c *consumerCatalog) Lookup(ctx context.Context, name string) (ToolInfo, bool) {
+func (c *consumerCatalog) Lookup(ctx context.Context, name string) (pooltype.ToolInfo, bool) {
 	s := c.current(ctx)
 	if !s.ok {
-		return ToolInfo{Name: name}, true
+		return pooltype.ToolInfo{Name: name}, true
 	}
 	if _, ok := s.set[name]; !ok {
-		return ToolInfo{}, false
+		return pooltype.ToolInfo{}, false
 	}
-	return ToolInfo{Name: name}, true
+	return pooltype.ToolInfo{Name: name}, true
 }
 
 func (c *consumerCatalog) Names(ctx context.Context) []string {

@@ -1,0 +1,87 @@
+package settle_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/jetstream"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// waitLong bounds every wait for something that should happen: generous,
+// because the machine is shared and the tests run with -race.
+const waitLong = 60 * time.Second
+
+// bundle is a provisioned server and a client connection.
+type bundle struct {
+	srv *jetstream.Embedded
+	nc  *nats.Conn
+	js  js.JetStream
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	srv, nc, j := natstest.StartProvisioned(t)
+	return &bundle{srv: srv, nc: nc, js: j}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var idSeq atomic.Int64
+
+// newID returns a call id unique in the test binary.
+func newID() string { return fmt.Sprintf("toolu_settletest_%05d", idSeq.Add(1)) }
+
+// eventually polls cond until it holds or waitLong passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	natstest.Eventually(t, waitLong, what, cond)
+}
+
+// openHistory opens the attempts bucket with its defaults.
+func openHistory(t *testing.T, j js.JetStream) *settle.History {
+	t.Helper()
+	h, err := settle.OpenHistory(ctxFor(t), j, settle.HistoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// streamMsgs returns the number of messages in stream.
+func streamMsgs(t *testing.T, j js.JetStream, stream string) uint64 {
+	t.Helper()
+	s, err := j.Stream(ctxFor(t), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}

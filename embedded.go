@@ -7,13 +7,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
 // EmbeddedConfig configures an Embedded server: its listen address (by
 // default loopback, port 4222; "127.0.0.1:-1" for a random port), data
-// directory, limits and logger. See jetstream.EmbeddedOptions.
-type EmbeddedConfig = jetstream.EmbeddedOptions
+// directory, limits and logger. See embedded.Options.
+type EmbeddedConfig = embedded.Options
 
 // Embedded is a NATS server with JetStream running in this process: the
 // pool on one machine, or in a test, with nothing to install. Create it
@@ -21,7 +22,7 @@ type EmbeddedConfig = jetstream.EmbeddedOptions
 type Embedded struct {
 	cfg     EmbeddedConfig
 	mu      sync.Mutex
-	srv     *jetstream.Embedded
+	srv     *embedded.Server
 	once    sync.Once
 	stopped chan struct{}
 }
@@ -34,7 +35,7 @@ func NewEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 
 // Start starts the server and returns once it accepts clients. Its store
 // lives under DataDir, locked against a second server (see
-// jetstream.StartEmbedded); a taken address or data directory is an error
+// embedded.Start); a taken address or data directory is an error
 // saying so.
 func (e *Embedded) Start(ctx context.Context) error {
 	e.mu.Lock()
@@ -45,7 +46,7 @@ func (e *Embedded) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	srv, err := jetstream.StartEmbedded(e.cfg)
+	srv, err := embedded.Start(e.cfg)
 	if err != nil {
 		return err
 	}
@@ -82,9 +83,9 @@ func (e *Embedded) URL() string {
 	return e.srv.ClientURL()
 }
 
-// Server is the running jetstream.Embedded (nil before Start), for what
+// Server is the running embedded.Server (nil before Start), for what
 // this type does not cover.
-func (e *Embedded) Server() *jetstream.Embedded {
+func (e *Embedded) Server() *embedded.Server {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.srv

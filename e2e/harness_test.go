@@ -20,11 +20,11 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/worker"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -40,7 +40,7 @@ const waitLong = 60 * time.Second
 // connection.
 type pool struct {
 	t   *testing.T
-	srv *jetstream.Embedded
+	srv *embedded.Server
 	nc  *nats.Conn
 	js  js.JetStream
 	reg *tools.Registry

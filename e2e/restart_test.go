@@ -12,6 +12,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -20,9 +21,9 @@ import (
 
 // startServerAt starts an embedded server storing in dataDir and listening
 // on listen; the test's cleanup shuts it down.
-func startServerAt(t *testing.T, dataDir, listen string) *jetstream.Embedded {
+func startServerAt(t *testing.T, dataDir, listen string) *embedded.Server {
 	t.Helper()
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: listen, DataDir: dataDir, Logger: natstest.Logger(t)})
+	srv, err := embedded.Start(embedded.Options{Listen: listen, DataDir: dataDir, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}

@@ -1,7 +1,6 @@
 package jetstream_test
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 )
@@ -48,7 +47,7 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func TestConnectUserPassword(t *testing.T) {
 	t.Parallel()
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+	srv, err := embedded.Start(embedded.Options{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: natstest.Logger(t),
 		User: "agent", Password: "s3cret-pw",
 	})
@@ -345,24 +344,6 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink safe for the connection's callback goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -377,13 +358,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestConnectReconnectsAndLogs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir, Logger: natstest.Logger(t)})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:0", DataDir: dir, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	url := srv.ClientURL()
 
-	var logs lockedBuffer
+	var logs natstest.LockedBuffer
 	nc, err := jetstream.Connect(jetstream.ConnectOptions{
 		URL: url, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ReconnectWait: 20 * time.Millisecond, ReconnectJitter: 10 * time.Millisecond,
@@ -397,7 +378,7 @@ func TestConnectReconnectsAndLogs(t *testing.T) {
 	waitFor(t, "the disconnect to be logged", func() bool { return strings.Contains(logs.String(), "nats: disconnected") })
 
 	// Same address, same store: the client finds it again by itself.
-	srv, err = jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: strings.TrimPrefix(url, "nats://"), DataDir: dir, Logger: natstest.Logger(t)})
+	srv, err = embedded.Start(embedded.Options{Listen: strings.TrimPrefix(url, "nats://"), DataDir: dir, Logger: natstest.Logger(t)})
 	if err != nil {
 		nc.Close()
 		t.Fatal(err)

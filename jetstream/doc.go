@@ -109,7 +109,7 @@
 //
 // # Example
 //
-//	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: "data"})
+//	srv, err := embedded.Start(embedded.Options{DataDir: "data"})
 //	if err != nil {
 //		return err
 //	}

@@ -9,6 +9,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
@@ -21,7 +22,7 @@ func Example() {
 	}
 	defer os.RemoveAll(dataDir)
 
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+	srv, err := embedded.Start(embedded.Options{
 		Listen:  "127.0.0.1:0", // a free port; the default is 127.0.0.1:4222
 		DataDir: dataDir,
 		Logger:  slog.New(slog.DiscardHandler),

@@ -21,6 +21,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 )
@@ -230,7 +231,7 @@ func waitReady(t *testing.T, p *serveProc) {
 // filled up: /readyz now answers 503 naming the store.
 func TestServeReadyzReportsUnwritableStore(t *testing.T) {
 	t.Parallel()
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+	srv, err := embedded.Start(embedded.Options{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), MaxStore: 1 << 20,
 	})
 	if err != nil {

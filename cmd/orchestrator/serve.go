@@ -13,6 +13,7 @@ import (
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
@@ -105,7 +106,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.nats.Register(fs)
 	f.log.Register(fs)
 	fs.StringVar(&f.dataDir, "data-dir", "data", "embedded server: where JetStream keeps its store")
-	fs.StringVar(&f.natsListen, "nats-listen", jetstream.EmbeddedListenDefault, "embedded server: client address, so separate worker processes can join")
+	fs.StringVar(&f.natsListen, "nats-listen", embedded.ListenDefault, "embedded server: client address, so separate worker processes can join")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address (agent API, /metrics, /healthz, /readyz); empty to disable")
 	f.builtin.Register(fs, cli.BuiltinAll)
 	f.catalog.Register(fs)

@@ -15,6 +15,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -48,7 +49,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		emb, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+		emb, err := embedded.Start(embedded.Options{
 			Listen: "127.0.0.1:0", DataDir: dir, Logger: cfg.Logger,
 		})
 		if err != nil {

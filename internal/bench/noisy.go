@@ -19,9 +19,9 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/progress"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
@@ -296,7 +296,7 @@ func RunNoisyNeighbour(ctx context.Context, cfg NoisyConfig) (*NoisyReport, erro
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	emb, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir, Logger: cfg.Logger})
+	emb, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:0", DataDir: dir, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

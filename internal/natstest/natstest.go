@@ -26,16 +26,17 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
 // Start starts an embedded JetStream server on a free loopback port with
 // its store in t.TempDir(). The test's cleanup shuts it down. Server
 // warnings and errors go to t.Log.
-func Start(t testing.TB) *jetstream.Embedded {
+func Start(t testing.TB) *embedded.Server {
 	t.Helper()
 	logger := Logger(t) // registered first, so it is closed after Shutdown
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+	srv, err := embedded.Start(embedded.Options{
 		Listen:  "127.0.0.1:0",
 		DataDir: t.TempDir(),
 		Logger:  logger,
@@ -86,7 +87,7 @@ func RespondJSON(t testing.TB, url, subject string, v any) {
 
 // StartProvisioned starts a server as Start does, connects to it and
 // provisions the streams with the default topology.
-func StartProvisioned(t testing.TB) (*jetstream.Embedded, *nats.Conn, js.JetStream) {
+func StartProvisioned(t testing.TB) (*embedded.Server, *nats.Conn, js.JetStream) {
 	t.Helper()
 	srv := Start(t)
 	nc := Connect(t, srv.ClientURL())

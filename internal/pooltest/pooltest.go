@@ -24,10 +24,10 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/worker"
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
@@ -35,7 +35,7 @@ import (
 // Pool is a running toolpool.
 type Pool struct {
 	// Srv is the embedded server; Restart replaces it.
-	Srv *jetstream.Embedded
+	Srv *embedded.Server
 	// NC and JS are the dispatcher's connection.
 	NC *nats.Conn
 	JS js.JetStream
@@ -152,7 +152,7 @@ func (p *Pool) Stop() { p.Srv.Shutdown() }
 func (p *Pool) Restart(t testing.TB) {
 	t.Helper()
 	p.Srv.Shutdown()
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+	srv, err := embedded.Start(embedded.Options{
 		Listen:  p.listen,
 		DataDir: p.dataDir,
 		Logger:  natstest.Logger(t),

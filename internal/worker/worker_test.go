@@ -18,6 +18,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/jetstream"
@@ -40,7 +41,7 @@ const replyTo = "worker-test"
 // testBundle is a provisioned JetStream server, a registry, and a watcher
 // of the results published for replyTo.
 type testBundle struct {
-	srv     *jetstream.Embedded
+	srv     *embedded.Server
 	js      js.JetStream // the publisher's connection
 	reg     *tools.Registry
 	results *resultWatcher

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -41,7 +42,7 @@ const waitLong = 60 * time.Second
 
 // bundle is a provisioned server and a client connection.
 type bundle struct {
-	srv *jetstream.Embedded
+	srv *embedded.Server
 	nc  *nats.Conn
 	js  js.JetStream
 }

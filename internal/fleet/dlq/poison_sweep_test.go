@@ -14,6 +14,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -404,7 +405,7 @@ func TestPoisonSweepOutageWarnsOnce(t *testing.T) {
 		t.Errorf("%d sweep warnings during one outage, want 1", n)
 	}
 
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: u.Host, DataDir: dataDir, Logger: natstest.Logger(t)})
+	srv, err := embedded.Start(embedded.Options{Listen: u.Host, DataDir: dataDir, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

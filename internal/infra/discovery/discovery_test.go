@@ -14,6 +14,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/jetstream"
@@ -599,8 +600,8 @@ func TestLivenessRefusedFallsBackToTTL(t *testing.T) {
 func TestServerRestartKeepsWorkers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	start := func(listen string) *jetstream.Embedded {
-		srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: listen, DataDir: dir, Logger: natstest.Logger(t)})
+	start := func(listen string) *embedded.Server {
+		srv, err := embedded.Start(embedded.Options{Listen: listen, DataDir: dir, Logger: natstest.Logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

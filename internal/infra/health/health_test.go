@@ -15,6 +15,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
@@ -128,7 +129,7 @@ func TestReadinessFollowsNATS(t *testing.T) {
 		t.Errorf("healthz with NATS down: %d, want 200 (the process is alive)", code)
 	}
 
-	again, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: u.Host, DataDir: dataDir, Logger: natstest.Logger(t)})
+	again, err := embedded.Start(embedded.Options{Listen: u.Host, DataDir: dataDir, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

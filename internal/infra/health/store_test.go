@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/jetstream"
 )
@@ -21,7 +22,7 @@ import (
 // succeeds), but the write probe fails and /readyz answers 503.
 func TestStoreWritableFailsOnFullStore(t *testing.T) {
 	t.Parallel()
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+	srv, err := embedded.Start(embedded.Options{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), MaxStore: 1 << 20,
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
@@ -251,7 +252,7 @@ func TestJetStreamCollectorOutage(t *testing.T) {
 		t.Error("a failed JetStream read dropped the other metrics")
 	}
 
-	again, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: u.Host, DataDir: dataDir, Logger: natstest.Logger(t)})
+	again, err := embedded.Start(embedded.Options{Listen: u.Host, DataDir: dataDir, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 
 // testBundle is a dispatcher on a real embedded JetStream server.
 type testBundle struct {
-	srv     *jetstream.Embedded
+	srv     *embedded.Server
 	nc      *nats.Conn
 	js      js.JetStream
 	d       *Dispatcher

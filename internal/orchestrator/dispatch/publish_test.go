@@ -18,6 +18,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -301,7 +302,7 @@ func serverDown(t *testing.T, b *testBundle) func() {
 	dataDir := filepath.Dir(b.srv.StoreDir())
 	b.srv.Shutdown()
 	return func() {
-		srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: u.Host, DataDir: dataDir, Logger: natstest.Logger(t)})
+		srv, err := embedded.Start(embedded.Options{Listen: u.Host, DataDir: dataDir, Logger: natstest.Logger(t)})
 		if err != nil {
 			t.Fatalf("restart: %v", err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -36,7 +37,7 @@ func TestDispatchSurvivesServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.srv.Shutdown()
-	srv2, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+	srv2, err := embedded.Start(embedded.Options{
 		Listen:  u.Host,
 		DataDir: filepath.Dir(b.srv.StoreDir()),
 		Logger:  natstest.Logger(t),

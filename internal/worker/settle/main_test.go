@@ -12,9 +12,9 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
-	"github.com/toolpool/toolpool/jetstream"
 )
 
 func TestMain(m *testing.M) {
@@ -34,7 +34,7 @@ const waitLong = 60 * time.Second
 
 // bundle is a provisioned server and a client connection.
 type bundle struct {
-	srv *jetstream.Embedded
+	srv *embedded.Server
 	nc  *nats.Conn
 	js  js.JetStream
 }

@@ -1,4 +1,4 @@
-package jetstream_test
+package embedded_test
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolpool/toolpool/jetstream"
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 )
 
 // TestEmbeddedLocksDataDir: a second embedded server on a data directory in
@@ -18,30 +18,30 @@ import (
 func TestEmbeddedLocksDataDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	opts := jetstream.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)}
-	first, err := jetstream.StartEmbedded(opts)
+	opts := embedded.Options{Listen: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)}
+	first, err := embedded.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Shutdown()
 
-	second, err := jetstream.StartEmbedded(opts)
+	second, err := embedded.Start(opts)
 	if err == nil {
 		second.Shutdown()
 		t.Fatal("a second embedded server started on a data dir in use")
 	}
-	if !errors.Is(err, jetstream.ErrDataDirInUse) {
+	if !errors.Is(err, embedded.ErrDataDirInUse) {
 		t.Errorf("error %v; want one matching ErrDataDirInUse", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, "pid "+strconv.Itoa(os.Getpid())) {
 		t.Errorf("error %q; want it to name %s and the holder's pid", msg, dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, jetstream.StoreLockFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, embedded.StoreLockFile)); err != nil {
 		t.Errorf("lock file: %v", err)
 	}
 
 	first.Shutdown()
-	again, err := jetstream.StartEmbedded(opts)
+	again, err := embedded.Start(opts)
 	if err != nil {
 		t.Fatalf("after the first server's shutdown: %v", err)
 	}

@@ -1,4 +1,4 @@
-package jetstream
+package embedded
 
 import (
 	"errors"
@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// StoreLockFile is the file in EmbeddedOptions.DataDir that an embedded
+// StoreLockFile is the file in Options.DataDir that an embedded
 // server holds locked while it runs. It names the holder (process id, host
 // and start time) for the error a second process gets.
 const StoreLockFile = "toolpool.lock"
 
-// ErrDataDirInUse matches (with errors.Is) the error StartEmbedded returns
+// ErrDataDirInUse matches (with errors.Is) the error Start returns
 // when another process runs an embedded server on the same data directory.
 // Two JetStream servers writing one store corrupt it, so the second one
 // refuses to start.

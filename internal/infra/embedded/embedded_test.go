@@ -1,4 +1,4 @@
-package jetstream_test
+package embedded_test
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 )
@@ -19,9 +20,9 @@ import (
 func TestEmbeddedSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
-	start := func() *jetstream.Embedded {
+	start := func() *embedded.Server {
 		t.Helper()
-		srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dataDir, Logger: natstest.Logger(t)})
+		srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:0", DataDir: dataDir, Logger: natstest.Logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,12 +97,12 @@ func TestEmbeddedListenAddressInUse(t *testing.T) {
 	defer l.Close()
 	addr := l.Addr().String()
 
-	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{Listen: addr, DataDir: t.TempDir(), Logger: natstest.Logger(t)})
+	srv, err := embedded.Start(embedded.Options{Listen: addr, DataDir: t.TempDir(), Logger: natstest.Logger(t)})
 	if err == nil {
 		srv.Shutdown()
-		t.Fatalf("StartEmbedded on taken address %s succeeded", addr)
+		t.Fatalf("Start on taken address %s succeeded", addr)
 	}
-	if !errors.Is(err, jetstream.ErrListenAddrInUse) {
+	if !errors.Is(err, embedded.ErrListenAddrInUse) {
 		t.Errorf("errors.Is(err, ErrListenAddrInUse) = false for %v", err)
 	}
 	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "in use") {
@@ -117,13 +118,13 @@ func TestEmbeddedStartErrors(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		opts jetstream.EmbeddedOptions
+		opts embedded.Options
 		want string
 	}{
-		{"no port", jetstream.EmbeddedOptions{Listen: "127.0.0.1"}, "want host:port"},
-		{"bad port", jetstream.EmbeddedOptions{Listen: "127.0.0.1:http"}, "port must be a number"},
-		{"port too big", jetstream.EmbeddedOptions{Listen: "127.0.0.1:70000"}, "port must be a number"},
-		{"data dir is a file", jetstream.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: notADir}, "data dir " + notADir},
+		{"no port", embedded.Options{Listen: "127.0.0.1"}, "want host:port"},
+		{"bad port", embedded.Options{Listen: "127.0.0.1:http"}, "port must be a number"},
+		{"port too big", embedded.Options{Listen: "127.0.0.1:70000"}, "port must be a number"},
+		{"data dir is a file", embedded.Options{Listen: "127.0.0.1:0", DataDir: notADir}, "data dir " + notADir},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -131,10 +132,10 @@ func TestEmbeddedStartErrors(t *testing.T) {
 			if tc.opts.DataDir == "" {
 				tc.opts.DataDir = t.TempDir()
 			}
-			srv, err := jetstream.StartEmbedded(tc.opts)
+			srv, err := embedded.Start(tc.opts)
 			if err == nil {
 				srv.Shutdown()
-				t.Fatal("StartEmbedded succeeded")
+				t.Fatal("Start succeeded")
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q, want it to contain %q", err, tc.want)
@@ -154,8 +155,8 @@ func TestEmbeddedLogging(t *testing.T) {
 	} {
 		t.Run(tc.level.String(), func(t *testing.T) {
 			t.Parallel()
-			var logs lockedBuffer
-			srv, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+			var logs natstest.LockedBuffer
+			srv, err := embedded.Start(embedded.Options{
 				Listen: "127.0.0.1:0", DataDir: t.TempDir(),
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: tc.level})),
 			})
@@ -176,9 +177,9 @@ func TestEmbeddedLogging(t *testing.T) {
 
 func TestEmbeddedOptionsWithDefaults(t *testing.T) {
 	t.Parallel()
-	o := jetstream.EmbeddedOptions{}.WithDefaults()
+	o := embedded.Options{}.WithDefaults()
 	if o.Listen != "127.0.0.1:4222" || o.DataDir != "data" || o.ServerName != "toolpool" || o.Logger == nil ||
 		o.MaxPayload != 8<<20 || o.ReadyTimeout != 10*time.Second {
-		t.Errorf("EmbeddedOptions{}.WithDefaults() = %+v", o)
+		t.Errorf("Options{}.WithDefaults() = %+v", o)
 	}
 }

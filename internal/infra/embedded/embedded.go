@@ -1,4 +1,4 @@
-package jetstream
+package embedded
 
 import (
 	"context"
@@ -15,31 +15,31 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Defaults of EmbeddedOptions.
+// Defaults of Options.
 const (
-	EmbeddedListenDefault       = "127.0.0.1:4222"
-	EmbeddedDataDirDefault      = "data"
-	EmbeddedServerNameDefault   = "toolpool"
-	EmbeddedMaxPayloadDefault   = 8 << 20 // 8 MiB
-	EmbeddedReadyTimeoutDefault = 10 * time.Second
+	ListenDefault       = "127.0.0.1:4222"
+	DataDirDefault      = "data"
+	ServerNameDefault   = "toolpool"
+	MaxPayloadDefault   = 8 << 20 // 8 MiB
+	ReadyTimeoutDefault = 10 * time.Second
 )
 
-// ErrListenAddrInUse matches (with errors.Is) the error StartEmbedded
+// ErrListenAddrInUse matches (with errors.Is) the error Start
 // returns when its listen address is taken, typically by another server.
 var ErrListenAddrInUse = errors.New("listen address is in use")
 
-// EmbeddedOptions configures an in-process nats-server with JetStream.
-type EmbeddedOptions struct {
+// Options configures an in-process nats-server with JetStream.
+type Options struct {
 	// Listen is the client address, host:port. Port 0 or -1 picks a free
 	// port (see ClientURL); an empty host listens on all interfaces.
-	// Default EmbeddedListenDefault (127.0.0.1:4222).
+	// Default ListenDefault (127.0.0.1:4222).
 	Listen string
 	// DataDir holds the server's state; JetStream stores streams in
-	// DataDir/jetstream. Default EmbeddedDataDirDefault ("data", relative
+	// DataDir/jetstream. Default DataDirDefault ("data", relative
 	// to the working directory).
 	DataDir string
 	// ServerName names the server in logs and monitoring.
-	// Default EmbeddedServerNameDefault ("toolpool").
+	// Default ServerNameDefault ("toolpool").
 	ServerName string
 	// Logger receives the server's log: warnings and errors at their
 	// levels, notices and debug lines at debug level. Default slog.Default().
@@ -49,10 +49,10 @@ type EmbeddedOptions struct {
 	User, Password string
 	// MaxPayload is the largest message the server accepts, in bytes. It
 	// must be at least Config.MaxMsgSize plus headers.
-	// Default EmbeddedMaxPayloadDefault (8 MiB).
+	// Default MaxPayloadDefault (8 MiB).
 	MaxPayload int32
 	// ReadyTimeout bounds the wait for the server to accept clients.
-	// Default EmbeddedReadyTimeoutDefault (10s).
+	// Default ReadyTimeoutDefault (10s).
 	ReadyTimeout time.Duration
 	// MaxStore, when positive, caps JetStream's file store in bytes; writes
 	// past it fail. Default 0: the server's own limit (most of the free
@@ -61,30 +61,30 @@ type EmbeddedOptions struct {
 }
 
 // WithDefaults returns o with zero fields set to their defaults.
-func (o EmbeddedOptions) WithDefaults() EmbeddedOptions {
+func (o Options) WithDefaults() Options {
 	if o.Listen == "" {
-		o.Listen = EmbeddedListenDefault
+		o.Listen = ListenDefault
 	}
 	if o.DataDir == "" {
-		o.DataDir = EmbeddedDataDirDefault
+		o.DataDir = DataDirDefault
 	}
 	if o.ServerName == "" {
-		o.ServerName = EmbeddedServerNameDefault
+		o.ServerName = ServerNameDefault
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.MaxPayload == 0 {
-		o.MaxPayload = EmbeddedMaxPayloadDefault
+		o.MaxPayload = MaxPayloadDefault
 	}
 	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = EmbeddedReadyTimeoutDefault
+		o.ReadyTimeout = ReadyTimeoutDefault
 	}
 	return o
 }
 
-// Embedded is a running in-process nats-server with JetStream.
-type Embedded struct {
+// Server is a running in-process nats-server with JetStream.
+type Server struct {
 	srv      *server.Server
 	url      string
 	storeDir string
@@ -92,7 +92,7 @@ type Embedded struct {
 	once     sync.Once
 }
 
-// StartEmbedded starts nats-server in this process with JetStream enabled,
+// Start starts nats-server in this process with JetStream enabled,
 // storing under opts.DataDir/jetstream, and returns once it accepts
 // clients. Zero fields of opts take their defaults. A taken listen address
 // gives an error matching ErrListenAddrInUse.
@@ -101,7 +101,7 @@ type Embedded struct {
 // Shutdown: a second process starting an embedded server on the same data
 // directory gets an error matching ErrDataDirInUse that names the holder,
 // instead of a second server corrupting the store.
-func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
+func Start(opts Options) (*Server, error) {
 	opts = opts.WithDefaults()
 	host, port, err := parseListen(opts.Listen)
 	if err != nil {
@@ -177,7 +177,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		clientPort = a.Port
 	}
 	started = true
-	return &Embedded{
+	return &Server{
 		srv:      srv,
 		url:      "nats://" + net.JoinHostPort(clientHost(host), strconv.Itoa(clientPort)),
 		storeDir: filepath.Join(dataDir, server.JetStreamStoreDir),
@@ -188,18 +188,18 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 // ClientURL is the URL clients in this or other processes connect to,
 // e.g. nats://127.0.0.1:4222. A server listening on all interfaces is
 // reached through loopback.
-func (e *Embedded) ClientURL() string { return e.url }
+func (e *Server) ClientURL() string { return e.url }
 
 // StoreDir is the directory holding JetStream's data: DataDir/jetstream.
-func (e *Embedded) StoreDir() string { return e.storeDir }
+func (e *Server) StoreDir() string { return e.storeDir }
 
 // Server is the underlying nats-server, for what this type does not cover.
-func (e *Embedded) Server() *server.Server { return e.srv }
+func (e *Server) Server() *server.Server { return e.srv }
 
 // Shutdown stops the server and waits until it has closed its clients and
 // flushed and closed its stores, then releases the data directory's lock.
 // It is safe to call more than once.
-func (e *Embedded) Shutdown() {
+func (e *Server) Shutdown() {
 	e.once.Do(func() {
 		e.srv.Shutdown()
 		e.srv.WaitForShutdown()

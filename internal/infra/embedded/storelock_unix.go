@@ -1,6 +1,6 @@
 //go:build unix
 
-package jetstream
+package embedded
 
 import (
 	"errors"

@@ -81,7 +81,7 @@ func TestImportedOnlyByEnvelopeAndTools(t *testing.T) {
 	t.Parallel()
 	const self = "github.com/toolpool/toolpool/internal/infra/jsonwire"
 	allowed := map[string]bool{"pkg/envelope": true, "pkg/tools": true, "internal/infra/jsonwire": true}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

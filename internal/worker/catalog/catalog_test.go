@@ -319,7 +319,7 @@ func TestLoadFileErrors(t *testing.T) {
 // with stand-ins for the built-in tools it overrides.
 func TestExampleCatalog(t *testing.T) {
 	t.Parallel()
-	f, err := Load(filepath.Join("..", "..", "examples", "tools.yaml"), Options{LookupEnv: env("WEATHER_API_TOKEN", "example-token")})
+	f, err := Load(filepath.Join("..", "..", "..", "examples", "tools.yaml"), Options{LookupEnv: env("WEATHER_API_TOKEN", "example-token")})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}

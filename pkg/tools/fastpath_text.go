@@ -53,95 +53,98 @@ func (f *fastSchema) checkText(input []byte) verdict {
 // check keyword by keyword.
 func (f *fastSchema) checkSpan(d []byte, v textSpan) verdict {
 	if f.always != nil {
-		if *f.always {
-			return verdictValid
-		}
-		return verdictInvalid
+		return boolVerdict(*f.always)
 	}
-	res := verdictValid
-	note := func(r verdict) bool { // reports whether r settles the result as invalid
-		if r == verdictInvalid {
-			return true
-		}
-		if r == verdictUnknown {
-			res = verdictUnknown
-		}
-		return false
-	}
-
-	if f.types != 0 && note(f.textType(d, v)) {
-		return verdictInvalid
-	}
-	if f.hasConst && note(textEqual(d, v, f.constVal)) {
-		return verdictInvalid
-	}
-	if f.enum != nil && note(f.textEnum(d, v)) {
-		return verdictInvalid
-	}
-	if f.format != nil && note(f.textFormat(d, v)) {
-		return verdictInvalid
+	res := f.textValueRules(d, v)
+	if res == verdictInvalid {
+		return res
 	}
 	if f.ref != nil {
-		if note(f.ref.checkSpan(d, v)) {
-			return verdictInvalid
-		}
-		if f.refOnly {
+		if res = res.and(f.ref.checkSpan(d, v)); res == verdictInvalid || f.refOnly {
 			return res
 		}
 	}
-
+	kind := verdictValid
 	switch d[v.start] {
 	case '"':
-		if note(f.textString(d, v)) {
-			return verdictInvalid
-		}
+		kind = f.textString(d, v)
 	case '{':
-		if note(f.textObject(d, v)) {
-			return verdictInvalid
-		}
+		kind = f.textObject(d, v)
 	case '[':
-		if note(f.textArray(d, v)) {
-			return verdictInvalid
-		}
+		kind = f.textArray(d, v)
 	case 't', 'f', 'n':
 	default:
-		if f.hasNumRule && note(f.textNumber(d, v)) {
-			return verdictInvalid
+		if f.hasNumRule {
+			kind = f.textNumber(d, v)
 		}
 	}
+	if res = res.and(kind); res == verdictInvalid || !f.applicators {
+		return res
+	}
+	return res.and(f.textApplicators(d, v))
+}
 
-	for _, g := range f.allOf {
-		if note(g.checkSpan(d, v)) {
-			return verdictInvalid
+// textValueRules is checkValueRules on text.
+func (f *fastSchema) textValueRules(d []byte, v textSpan) verdict {
+	res := verdictValid
+	if f.types != 0 {
+		if res = f.textType(d, v); res == verdictInvalid {
+			return res
 		}
 	}
-	if f.anyOf != nil && note(anyOfText(f.anyOf, d, v)) {
-		return verdictInvalid
+	if f.hasConst {
+		if res = res.and(textEqual(d, v, f.constVal)); res == verdictInvalid {
+			return res
+		}
 	}
-	if f.oneOf != nil && note(oneOfText(f.oneOf, d, v)) {
-		return verdictInvalid
+	if f.enum != nil {
+		if res = res.and(f.textEnum(d, v)); res == verdictInvalid {
+			return res
+		}
+	}
+	if f.format != nil {
+		res = res.and(f.textFormat(d, v))
+	}
+	return res
+}
+
+// textApplicators is checkApplicators on text.
+func (f *fastSchema) textApplicators(d []byte, v textSpan) verdict {
+	res := verdictValid
+	for _, g := range f.allOf {
+		if res = res.and(g.checkSpan(d, v)); res == verdictInvalid {
+			return res
+		}
+	}
+	if f.anyOf != nil {
+		if res = res.and(anyOfText(f.anyOf, d, v)); res == verdictInvalid {
+			return res
+		}
+	}
+	if f.oneOf != nil {
+		if res = res.and(oneOfText(f.oneOf, d, v)); res == verdictInvalid {
+			return res
+		}
 	}
 	if f.not != nil {
-		switch f.not.checkSpan(d, v) {
-		case verdictValid:
-			return verdictInvalid
-		case verdictUnknown:
-			res = verdictUnknown
+		if res = res.and(notVerdict(f.not.checkSpan(d, v))); res == verdictInvalid {
+			return res
 		}
 	}
-	if f.ifS != nil {
-		switch f.ifS.checkSpan(d, v) {
-		case verdictValid:
-			if f.thenS != nil && note(f.thenS.checkSpan(d, v)) {
-				return verdictInvalid
-			}
-		case verdictInvalid:
-			if f.elseS != nil && note(f.elseS.checkSpan(d, v)) {
-				return verdictInvalid
-			}
-		default:
-			res = verdictUnknown
+	if f.ifS == nil {
+		return res
+	}
+	switch f.ifS.checkSpan(d, v) {
+	case verdictValid:
+		if f.thenS != nil {
+			res = res.and(f.thenS.checkSpan(d, v))
 		}
+	case verdictInvalid:
+		if f.elseS != nil {
+			res = res.and(f.elseS.checkSpan(d, v))
+		}
+	default:
+		res = res.and(verdictUnknown)
 	}
 	return res
 }

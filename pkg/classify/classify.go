@@ -40,7 +40,7 @@ const (
 	CodePermanent       = "permanent"         // Permanent(err) with no better code
 	CodeCanceled        = "canceled"          // the attempt's context was canceled: the worker was stopping
 	CodeNetwork         = "network"           // another network failure: unreachable host or network, closed connection
-	CodePoison          = "poison"            // every delivery of the call killed its worker (ErrPoison)
+	CodePoison          = "poison"            // every delivery of the call killed its worker
 	CodeOutcomeUnknown  = "outcome_unknown"   // an attempt of a tool that is not idempotent started and never reported
 	CodeNoWorker        = "no_worker"         // the tool is known but no live worker serves it right now
 )
@@ -81,11 +81,12 @@ var (
 // ClassInternal and not retryable.
 //
 // Precedence: the explicit markers (Transient, Permanent, RetryAfter) force
-// their class over whatever the rest of the chain gives, keeping its code; the
-// outermost marker wins. Below them: ErrCallDeadline, ErrPoison,
-// *ValidationError, *UnknownToolError, *PanicError; then *HTTPError; then
-// context errors and timeouts; then network and file-system errors. A message
-// attached with WithMessage becomes the Cause.
+// their class over whatever the rest of the chain gives, keeping its code;
+// the outermost marker wins. Below them: the pool's own outcomes (the
+// call's deadline passed, a poison call), *ValidationError,
+// *UnknownToolError, *PanicError; then *HTTPError; then context errors and
+// timeouts; then network and file-system errors. A message attached with
+// WithMessage becomes the Cause.
 func Classify(err error) Decision {
 	if err == nil {
 		return Decision{}

@@ -170,8 +170,8 @@ func classifyCases() []classifyCase {
 
 		// Ours.
 		{"panic", &PanicError{Value: "index out of range"}, internal, CodePanic, false, 0},
-		{"call deadline", fmt.Errorf("call toolu_1: %w", ErrCallDeadline), transient, CodeDeadline, false, 0},
-		{"poison", ErrPoison, internal, CodePoison, false, 0},
+		{"call deadline", fmt.Errorf("call toolu_1: %w", errCallDeadline), transient, CodeDeadline, false, 0},
+		{"poison", errPoison, internal, CodePoison, false, 0},
 
 		// Unknown errors: internal, not retried.
 		{"unknown", errors.New("something odd"), internal, CodeInternal, false, 0},

@@ -13,8 +13,6 @@
 //	                                                                "transient"
 //	Permanent(err)                                      permanent   err's code, or        no
 //	                                                                "permanent"
-//	ErrCallDeadline                                     transient   deadline_exceeded     no
-//	ErrPoison                                           internal    poison                no
 //	*ValidationError, Invalid(field, reason)            validation  invalid_argument      no
 //	*UnknownToolError                                   validation  unknown_tool          no
 //	*PanicError                                         internal    panic                 no
@@ -37,6 +35,11 @@
 //	another *net.OpError, net.ErrClosed                 transient   network               yes
 //	*url.Error around io.EOF (closed mid-request)       transient   connection_reset      yes
 //	anything else                                       internal    internal              no
+//
+// Two codes never come from a tool's error: the pool writes them itself,
+// deadline_exceeded (transient, not retried) for a call whose overall
+// deadline passed, and poison (internal) for a call that stopped every
+// worker that ran it.
 //
 // A marker forces its class but keeps the code of what it wraps:
 // Permanent(context.DeadlineExceeded) is permanent with code "timeout". The

@@ -12,17 +12,16 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// Sentinel errors for outcomes the worker and the orchestrator report
-// themselves. Classify knows them; wrap them with fmt.Errorf("…: %w", …) to add
-// detail for logs.
+// Sentinel errors for the outcomes the pool reports itself rather than a
+// tool. Classify knows them, wrapped or not.
 var (
-	// ErrCallDeadline is a call whose overall deadline passed before it could
+	// errCallDeadline is a call whose overall deadline passed before it could
 	// finish. Classify gives ClassTransient, CodeDeadline, not retryable.
-	ErrCallDeadline error = &outcomeError{code: CodeDeadline, text: "the call's deadline passed"}
-	// ErrPoison is a call whose every delivery ended without an answer
+	errCallDeadline error = &outcomeError{code: CodeDeadline, text: "the call's deadline passed"}
+	// errPoison is a call whose every delivery ended without an answer
 	// (the worker running it died) until the redelivery limit was reached.
 	// Classify gives ClassInternal, CodePoison, not retryable.
-	ErrPoison error = &outcomeError{code: CodePoison, text: "the call stopped every worker that ran it"}
+	errPoison error = &outcomeError{code: CodePoison, text: "the call stopped every worker that ran it"}
 )
 
 // outcomeError is the type of the sentinels above: one errors.As finds any of

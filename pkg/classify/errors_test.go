@@ -144,7 +144,7 @@ func TestErrorStrings(t *testing.T) {
 		{&PanicError{Value: "boom"}, "tool panicked: boom"},
 		{&PanicError{Value: 42}, "tool panicked: 42"},
 		{&TimeoutError{}, "attempt timed out"},
-		{ErrCallDeadline, "the call's deadline passed"},
+		{errCallDeadline, "the call's deadline passed"},
 	}
 	for _, tc := range tests {
 		if got := tc.err.Error(); got != tc.want {

@@ -231,7 +231,7 @@ func TestDecideAttempt(t *testing.T) {
 		{"panic", Classify(&PanicError{Value: 1})},
 		{"transient", Classify(&TimeoutError{})},
 		{"transient, Retry-After 20s", Classify(httpErr(429, "Retry-After", "20"))},
-		{"transient, not retryable (call deadline)", Classify(ErrCallDeadline)},
+		{"transient, not retryable (call deadline)", Classify(errCallDeadline)},
 		{"forced transient", Classify(Transient(httpErr(404)))},
 		{"forced permanent", Classify(Permanent(httpErr(503)))},
 	}

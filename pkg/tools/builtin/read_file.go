@@ -19,16 +19,16 @@ import (
 
 // The encodings read_file knows.
 const (
-	EncodingUTF8   = "utf-8"
-	EncodingBase64 = "base64"
-	EncodingLatin1 = "latin-1"
+	encodingUTF8   = "utf-8"
+	encodingBase64 = "base64"
+	encodingLatin1 = "latin-1"
 )
 
 // encodingNames maps what a model may write to an encoding.
 var encodingNames = map[string]string{
-	"utf-8": EncodingUTF8, "utf8": EncodingUTF8,
-	"base64":  EncodingBase64,
-	"latin-1": EncodingLatin1, "latin1": EncodingLatin1, "iso-8859-1": EncodingLatin1,
+	"utf-8": encodingUTF8, "utf8": encodingUTF8,
+	"base64":  encodingBase64,
+	"latin-1": encodingLatin1, "latin1": encodingLatin1, "iso-8859-1": encodingLatin1,
 }
 
 // readFile is read_file: the file at "path", at most MaxReadBytes of it,
@@ -42,7 +42,7 @@ func (w *workspace) readFile(ctx context.Context, input json.RawMessage) (tools.
 	if err := decode(input, &in); err != nil {
 		return tools.Output{}, err
 	}
-	enc, ok := encodingNames[strings.ToLower(strings.TrimSpace(cmp.Or(in.Encoding, EncodingUTF8)))]
+	enc, ok := encodingNames[strings.ToLower(strings.TrimSpace(cmp.Or(in.Encoding, encodingUTF8)))]
 	if !ok {
 		return tools.Output{}, classify.Invalid("encoding", `must be one of "utf-8", "base64", "latin-1"`)
 	}
@@ -121,9 +121,9 @@ func (w *workspace) openRegular(p, name string) (*os.File, fs.FileInfo, error) {
 // invalid UTF-8 was replaced.
 func fileText(data []byte, enc string, cut bool, name string) (text string, shown int, note string) {
 	switch enc {
-	case EncodingBase64:
+	case encodingBase64:
 		return base64.StdEncoding.EncodeToString(data), len(data), ""
-	case EncodingLatin1:
+	case encodingLatin1:
 		return latin1(data), len(data), ""
 	}
 	if cut {

@@ -27,24 +27,25 @@ const (
 	// FlakyTimeout is flaky's per-attempt timeout: how long an attempt with
 	// "fail": "timeout" hangs before the worker's timeout ends it.
 	FlakyTimeout = 5 * time.Second
-	// SleepMaxMS is the longest sleep the schema allows.
-	SleepMaxMS = 600_000
 )
+
+// sleepMaxMS is the longest sleep, in milliseconds, sleep's schema allows.
+const sleepMaxMS = 600_000
 
 // The failures flaky can simulate.
 const (
-	FailTimeout = "timeout" // hang until the attempt's timeout fires
-	Fail429     = "429"     // HTTP 429 Too Many Requests, with Retry-After when retry_after_s > 0
-	Fail503     = "503"     // HTTP 503 Service Unavailable
-	Fail404     = "404"     // HTTP 404 Not Found (permanent: not retried)
-	FailConnect = "connect" // connection refused
-	FailPanic   = "panic"   // the handler panics
-	// FailCrash kills the worker process (exit status CrashExitCode) before
+	failTimeout = "timeout" // hang until the attempt's timeout fires
+	fail429     = "429"     // HTTP 429 Too Many Requests, with Retry-After when retry_after_s > 0
+	fail503     = "503"     // HTTP 503 Service Unavailable
+	fail404     = "404"     // HTTP 404 Not Found (permanent: not retried)
+	failConnect = "connect" // connection refused
+	failPanic   = "panic"   // the handler panics
+	// failCrash kills the worker process (exit status CrashExitCode) before
 	// the attempt can report, to test poison-call handling. Only a tool
 	// made with Options.AllowCrash does it (cmd/worker's); elsewhere it is
 	// a permanent error, so an orchestrator running in-process workers
 	// cannot be taken down by a call.
-	FailCrash = "crash"
+	failCrash = "crash"
 )
 
 // CrashExitCode is the exit status of a worker process that flaky crashed.
@@ -118,7 +119,7 @@ func Sleep() tools.Tool {
 				"ms": {
 					"type": "integer",
 					"minimum": 0,
-					"maximum": ` + strconv.Itoa(SleepMaxMS) + `,
+					"maximum": ` + strconv.Itoa(sleepMaxMS) + `,
 					"description": "How long to wait, in milliseconds (at most 600000, ten minutes)."
 				}
 			},
@@ -229,24 +230,24 @@ func flaky(ctx context.Context, input json.RawMessage, allowCrash bool) (tools.O
 		return tools.Text(okAfter(attempt)), nil
 	}
 	switch in.Fail {
-	case FailTimeout:
+	case failTimeout:
 		<-ctx.Done()
 		return tools.Output{}, fmt.Errorf("flaky: attempt %d hung until it was stopped: %w", attempt, ctx.Err())
-	case Fail429:
+	case fail429:
 		h := http.Header{}
 		if in.RetryAfterS > 0 {
 			h.Set("Retry-After", strconv.Itoa(in.RetryAfterS))
 		}
 		return tools.Output{}, &classify.HTTPError{StatusCode: http.StatusTooManyRequests, Header: h}
-	case Fail503:
+	case fail503:
 		return tools.Output{}, &classify.HTTPError{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}}
-	case Fail404:
+	case fail404:
 		return tools.Output{}, &classify.HTTPError{StatusCode: http.StatusNotFound, Header: http.Header{}}
-	case FailConnect:
+	case failConnect:
 		return tools.Output{}, connectionRefused()
-	case FailPanic:
+	case failPanic:
 		panic(fmt.Sprintf("flaky: simulated panic on attempt %d", attempt))
-	case FailCrash:
+	case failCrash:
 		if !allowCrash {
 			return tools.Output{}, classify.Invalid("fail",
 				`"crash" works only on a worker running as its own process (cmd/worker); this worker refuses to crash`)
@@ -256,7 +257,7 @@ func flaky(ctx context.Context, input json.RawMessage, allowCrash bool) (tools.O
 		return tools.Output{}, nil
 	default:
 		return tools.Output{}, classify.Invalid("fail", fmt.Sprintf("must be one of %q, %q, %q, %q, %q, %q, %q",
-			FailTimeout, Fail429, Fail503, Fail404, FailConnect, FailPanic, FailCrash))
+			failTimeout, fail429, fail503, fail404, failConnect, failPanic, failCrash))
 	}
 }
 

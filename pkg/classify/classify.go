@@ -21,36 +21,36 @@ import (
 
 // Codes say what went wrong, for machines. The class says what to do about it.
 const (
-	CodeTimeout         = "timeout"
-	CodeHTTP429         = "http_429"
-	CodeUnavailable     = "unavailable" // 5xx generic; HTTP codes use "http_<status>"
-	CodeConnRefused     = "connection_refused"
-	CodeConnReset       = "connection_reset"
-	CodeDNSNotFound     = "dns_not_found"
-	CodeDNSTemporary    = "dns_temporary"
-	CodeTLS             = "tls"
-	CodeNotFound        = "not_found"
-	CodePermission      = "permission_denied"
-	CodeInvalidArgument = "invalid_argument"
-	CodeUnknownTool     = "unknown_tool"
-	CodePanic           = "panic"
-	CodeInternal        = "internal"
-	CodeDeadline        = "deadline_exceeded" // the call's overall deadline passed
-	CodeTransient       = "transient"         // Transient(err) with no better code
-	CodePermanent       = "permanent"         // Permanent(err) with no better code
-	CodeCanceled        = "canceled"          // the attempt's context was canceled: the worker was stopping
-	CodeNetwork         = "network"           // another network failure: unreachable host or network, closed connection
-	CodePoison          = "poison"            // every delivery of the call killed its worker
-	CodeOutcomeUnknown  = "outcome_unknown"   // an attempt of a tool that is not idempotent started and never reported
-	CodeNoWorker        = "no_worker"         // the tool is known but no live worker serves it right now
+	CodeTimeout         = "timeout"            // the attempt ran past its timeout, or the service timed out
+	CodeHTTP429         = "http_429"           // the service answered 429 Too Many Requests
+	CodeUnavailable     = "unavailable"        // 5xx generic; HTTP codes use "http_<status>"
+	CodeConnRefused     = "connection_refused" // nothing listened at the address
+	CodeConnReset       = "connection_reset"   // the connection broke mid-request
+	CodeDNSNotFound     = "dns_not_found"      // the host name does not exist
+	CodeDNSTemporary    = "dns_temporary"      // the host name could not be resolved right now
+	CodeTLS             = "tls"                // TLS failed: a certificate was refused, or the peer does not speak TLS
+	CodeNotFound        = "not_found"          // a file or directory does not exist
+	CodePermission      = "permission_denied"  // the operating system refused access
+	CodeInvalidArgument = "invalid_argument"   // the input does not match the tool's schema, or the tool refused it
+	CodeUnknownTool     = "unknown_tool"       // no tool of that name
+	CodePanic           = "panic"              // the tool panicked
+	CodeInternal        = "internal"           // an error nothing above explains
+	CodeDeadline        = "deadline_exceeded"  // the call's overall deadline passed
+	CodeTransient       = "transient"          // Transient(err) with no better code
+	CodePermanent       = "permanent"          // Permanent(err) with no better code
+	CodeCanceled        = "canceled"           // the attempt's context was canceled: the worker was stopping
+	CodeNetwork         = "network"            // another network failure: unreachable host or network, closed connection
+	CodePoison          = "poison"             // every delivery of the call killed its worker
+	CodeOutcomeUnknown  = "outcome_unknown"    // an attempt of a tool that is not idempotent started and never reported
+	CodeNoWorker        = "no_worker"          // the tool is known but no live worker serves it right now
 )
 
 // Decision is what Classify concludes about an error.
 type Decision struct {
-	Class      envelope.Class
-	Code       string
-	Retryable  bool
-	RetryAfter time.Duration // from a Retry-After, 0 if none
+	Class      envelope.Class // what kind of failure; ClassNone for no error
+	Code       string         // what went wrong, one of the Code constants or "http_<status>"
+	Retryable  bool           // another attempt may succeed
+	RetryAfter time.Duration  // from a Retry-After, 0 if none
 	// Cause is a short, model-safe description of what went wrong: no Go type
 	// names, stack traces, credentials or internal host names.
 	Cause string

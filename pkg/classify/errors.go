@@ -49,8 +49,8 @@ func (f FieldError) String() string {
 // ClassValidation and CodeInvalidArgument; the fields (which come from the
 // schema validator and are safe to show) are part of the model's message.
 type ValidationError struct {
-	Tool   string
-	Fields []FieldError
+	Tool   string       // the tool whose input it is; may be empty
+	Fields []FieldError // the bad fields, each with its reason
 }
 
 // Error lists the bad fields.
@@ -75,8 +75,8 @@ func (e *ValidationError) Error() string {
 // UnknownToolError is a call to a tool that no one serves. Classify gives
 // ClassValidation and CodeUnknownTool; the message lists the available tools.
 type UnknownToolError struct {
-	Tool      string
-	Available []string
+	Tool      string   // the name the model asked for
+	Available []string // the tools it could have called
 }
 
 // Error names the unknown tool.
@@ -90,7 +90,7 @@ func (e *UnknownToolError) Error() string {
 // Retry-After date is taken relative to the response's Date header when there
 // is one, so clock skew between the service and us does not matter.
 type HTTPError struct {
-	StatusCode int
+	StatusCode int         // the response's status, e.g. 503
 	Header     http.Header // Retry-After is read from here
 	URL        string      // sanitized before it reaches any message
 }
@@ -161,9 +161,11 @@ func sanitizeURL(u *url.URL) string {
 	return c.String()
 }
 
-// TimeoutError is an attempt that ran past its timeout. It matches
+// TimeoutError is an attempt that ran past its timeout, After. It matches
 // context.DeadlineExceeded with errors.Is.
-type TimeoutError struct{ After time.Duration }
+type TimeoutError struct {
+	After time.Duration // how long the attempt ran; 0 if not known
+}
 
 // Error says how long the attempt ran.
 func (e *TimeoutError) Error() string {
@@ -181,7 +183,9 @@ func (e *TimeoutError) Timeout() bool { return true }
 
 // PanicError is a recovered panic in a tool. Classify gives ClassInternal and
 // CodePanic, not retryable; the panic value never reaches the model.
-type PanicError struct{ Value any }
+type PanicError struct {
+	Value any // what the tool passed to panic
+}
 
 // Error includes the panic value, for logs.
 func (e *PanicError) Error() string {

@@ -10,7 +10,7 @@ import (
 
 // MessageInput is what Message needs besides the decision.
 type MessageInput struct {
-	Tool      string
+	Tool      string        // the tool's name; "" writes "The tool"
 	Attempts  int           // executions so far
 	Timeout   time.Duration // the tool's per-attempt timeout, for timeout messages
 	Exhausted bool          // retries ran out (dead-lettered)

@@ -14,10 +14,10 @@ import (
 
 // Default retry policy.
 const (
-	MaxAttemptsDefault = 3
-	BaseDelayDefault   = time.Second
-	MaxDelayDefault    = 30 * time.Second
-	JitterDefault      = 0.25
+	MaxAttemptsDefault = 3                // Policy.MaxAttempts: executions of a call, the first included
+	BaseDelayDefault   = time.Second      // Policy.BaseDelay: the delay before the second attempt
+	MaxDelayDefault    = 30 * time.Second // Policy.MaxDelay: the longest delay
+	JitterDefault      = 0.25             // Policy.Jitter: delays vary by ±25%
 )
 
 // MaxAttemptsLimit is the largest MaxAttempts Validate accepts.
@@ -179,6 +179,7 @@ func (c Case) String() string {
 
 // Delivery is what Decide knows of one delivery of a call.
 type Delivery struct {
+	// Case is how the delivery ended.
 	Case Case
 	// Decision is how the attempt ended (CaseAttempt); the zero Decision
 	// is a success.

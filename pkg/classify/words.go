@@ -246,16 +246,16 @@ const (
 // Held describes a call the orchestrator held for its turn until its
 // deadline: the input of HeldMessage.
 type Held struct {
-	Tool   string
-	Reason HeldReason
+	Tool   string     // the tool called
+	Reason HeldReason // which limit held it
 	// Key names what the limit applies to, as the model knows it: "your
 	// session", "your account", "calls with this repo" ("" is "this caller").
 	Key string
 	// Concurrency, Rate and Per are the per-key limits of the tool
 	// (fleet-wide).
-	Concurrency int
-	Rate        float64
-	Per         time.Duration
+	Concurrency int           // calls in flight at once; 0: no limit
+	Rate        float64       // calls started per Per; 0: no limit
+	Per         time.Duration // the period of Rate
 	// Waited is how long the call waited; RetryAfter when a new call
 	// would likely pass (rounded as RetryAfterSeconds does).
 	Waited, RetryAfter time.Duration

@@ -4,19 +4,19 @@ import "encoding/json"
 
 // ToolUseBlock is an Anthropic Messages API tool_use content block.
 type ToolUseBlock struct {
-	Type  string          `json:"type"` // "tool_use"
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type  string          `json:"type"`  // "tool_use"
+	ID    string          `json:"id"`    // the tool_use id, which the tool_result answers
+	Name  string          `json:"name"`  // the tool's name
+	Input json.RawMessage `json:"input"` // the arguments, a JSON object
 }
 
 // ToolResultBlock is an Anthropic Messages API tool_result content block.
 // IsError is omitted unless true, as the API expects.
 type ToolResultBlock struct {
-	Type      string  `json:"type"` // "tool_result"
-	ToolUseID string  `json:"tool_use_id"`
-	Content   Content `json:"content"`
-	IsError   bool    `json:"is_error,omitempty"`
+	Type      string  `json:"type"`               // "tool_result"
+	ToolUseID string  `json:"tool_use_id"`        // the id of the tool_use block answered
+	Content   Content `json:"content"`            // what the model reads
+	IsError   bool    `json:"is_error,omitempty"` // the call failed; Content says why
 }
 
 // CallFromToolUse turns a tool_use block into a Call (V, ID, Tool, Input; the

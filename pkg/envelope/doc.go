@@ -1,7 +1,13 @@
 // Package envelope is the wire contract of toolpool: the call a worker
 // receives on tools.call.<tool> and the result it sends back on
-// tools.result.<instance>.<key> (the key is CallKey's), both JSON with a version field "v" (currently 1),
-// and their conversions to and from Anthropic Messages API content blocks.
+// tools.result.<instance>.<key> (the key is CallKey's), both JSON with a
+// version field "v" (currently 1), and their conversions to and from
+// Anthropic Messages API content blocks.
+//
+// A tool author rarely imports it: a handler returns tools.Output, whose
+// Content is a Content of this package, and tools.Text builds text. It is
+// for content beyond text (a Block holding an image or a document) and for
+// code that reads calls or results off the wire.
 //
 // # Calls
 //

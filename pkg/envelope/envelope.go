@@ -29,11 +29,19 @@ type Class string
 
 // The error classes. A successful result has the empty class.
 const (
-	ClassNone       Class = ""
+	// ClassNone is the class of a successful result.
+	ClassNone Class = ""
+	// ClassValidation: the call's input (or tool name) was wrong; the same
+	// call will fail again, a corrected one may not.
 	ClassValidation Class = "validation"
-	ClassTransient  Class = "transient"
-	ClassPermanent  Class = "permanent"
-	ClassInternal   Class = "internal"
+	// ClassTransient: a failure that may pass (a timeout, a refused
+	// connection, HTTP 429 or 5xx); the call may work later.
+	ClassTransient Class = "transient"
+	// ClassPermanent: a failure that will not pass by retrying (HTTP 404, a
+	// missing file, a permission refused).
+	ClassPermanent Class = "permanent"
+	// ClassInternal: a bug or an unknown failure, of the tool or the pool.
+	ClassInternal Class = "internal"
 )
 
 // Valid reports whether c is one of the classes above. Decoding keeps a class
@@ -52,19 +60,19 @@ func (c Class) Valid() bool {
 // tenant, session, id, tool and input) is its identity and the message's
 // Nats-Msg-Id.
 type Call struct {
-	V     int             `json:"v"`
-	ID    string          `json:"id"`
-	Tool  string          `json:"tool"`
-	Input json.RawMessage `json:"input"`
+	V     int             `json:"v"`     // Version; the encoders set it
+	ID    string          `json:"id"`    // the model's tool_use id
+	Tool  string          `json:"tool"`  // the tool's name (ValidToolName)
+	Input json.RawMessage `json:"input"` // the arguments, a JSON object
 	// Key is CallKey(Tenant, Session, ID, Tool, Input). DecodeCall derives
 	// it for an envelope written without one and refuses one that differs.
 	Key         string    `json:"key,omitempty"`
-	Tenant      string    `json:"tenant,omitempty"`
-	Session     string    `json:"session,omitempty"`
-	ReplyTo     string    `json:"reply_to,omitempty"` // orchestrator instance waiting for the result
-	CreatedAt   time.Time `json:"created_at"`
-	Deadline    time.Time `json:"deadline"`
-	Traceparent string    `json:"traceparent,omitempty"`
+	Tenant      string    `json:"tenant,omitempty"`      // the API key's tenant; "" for none
+	Session     string    `json:"session,omitempty"`     // the agent's conversation, as its host names it
+	ReplyTo     string    `json:"reply_to,omitempty"`    // orchestrator instance waiting for the result
+	CreatedAt   time.Time `json:"created_at"`            // when the orchestrator made the call
+	Deadline    time.Time `json:"deadline"`              // when the call as a whole gives up, retries included
+	Traceparent string    `json:"traceparent,omitempty"` // the W3C trace context (HeaderTraceparent)
 	// OriginalID is set on a call replayed from the dead-letter stream: the ID of
 	// the call it replays.
 	OriginalID string `json:"original_id,omitempty"`
@@ -73,23 +81,23 @@ type Call struct {
 // Result is the outcome of a call, travelling from a worker (or the
 // orchestrator itself) back on tools.result.<instance>.<key>.
 type Result struct {
-	V      int    `json:"v"`
-	CallID string `json:"call_id"`
+	V      int    `json:"v"`       // Version; the encoders set it
+	CallID string `json:"call_id"` // the ID of the call answered (its tool_use id)
 	// Key is the key of the call answered (see CallKey); empty in results
 	// the orchestrator writes itself for calls it never published.
 	Key     string  `json:"key,omitempty"`
-	Tool    string  `json:"tool,omitempty"`
-	Content Content `json:"content"`
-	IsError bool    `json:"is_error,omitempty"`
+	Tool    string  `json:"tool,omitempty"`     // the tool's name
+	Content Content `json:"content"`            // what the model reads: the output, or what went wrong
+	IsError bool    `json:"is_error,omitempty"` // the call failed
 
 	// Machine-readable fields; empty on success.
-	Class      Class         `json:"class,omitempty"`
-	Code       string        `json:"code,omitempty"`
-	Retryable  bool          `json:"retryable,omitempty"`
-	RetryAfter time.Duration `json:"retry_after_ns,omitempty"`
+	Class      Class         `json:"class,omitempty"`          // what kind of failure
+	Code       string        `json:"code,omitempty"`           // what went wrong, e.g. "timeout", "http_429" (package classify)
+	Retryable  bool          `json:"retryable,omitempty"`      // the same call may work later
+	RetryAfter time.Duration `json:"retry_after_ns,omitempty"` // how long to wait first, when known
 
-	Attempts  int           `json:"attempts,omitempty"`
-	WorkerID  string        `json:"worker_id,omitempty"`
-	QueueWait time.Duration `json:"queue_wait_ns,omitempty"`
-	ExecTime  time.Duration `json:"exec_time_ns,omitempty"`
+	Attempts  int           `json:"attempts,omitempty"`      // how many attempts ran, the answering one included
+	WorkerID  string        `json:"worker_id,omitempty"`     // the worker of the answering attempt
+	QueueWait time.Duration `json:"queue_wait_ns,omitempty"` // from the call's publication to the answering attempt's start
+	ExecTime  time.Duration `json:"exec_time_ns,omitempty"`  // how long the answering attempt ran
 }

@@ -24,8 +24,8 @@ var (
 // a message is never published.
 type DecodeError struct {
 	Field  string // JSON field name, "" for the whole message
-	Reason string
-	Err    error // sentinel: ErrMalformed, ErrVersion, ErrTooLarge
+	Reason string // what is wrong, e.g. "must be a JSON object, not an array"
+	Err    error  // sentinel: ErrMalformed, ErrVersion, ErrTooLarge
 }
 
 // Error reads like `envelope: field "input": must be a JSON object`.

@@ -3,6 +3,22 @@
 // handler, and the validation of a call's input against that schema before
 // the handler runs.
 //
+// # Which package
+//
+// A tool author imports this package to define, register and run tools,
+// and package classify to say what the tool's errors mean:
+//
+//   - tools (this package): Tool, Handler and Output; Registry to register
+//     tools and validate inputs; CallInfoFrom and ReportProgress inside a
+//     handler.
+//   - classify: Transient, Permanent, RetryAfter, Invalid, WithMessage and
+//     NewHTTPError to mark errors; Policy for a tool's retries.
+//   - envelope: content beyond text (envelope.Content, envelope.Block: an
+//     image, a document), and the wire format of calls and results for code
+//     that reads results.
+//   - builtin: ready-made file, HTTP and web search tools; demo: the
+//     diagnostic tools echo, sleep and flaky.
+//
 // # Define a tool
 //
 // A tool is a Tool value. The input schema is a JSON Schema whose root is
@@ -59,6 +75,25 @@
 //
 // Paths use the notation of JavaScript and Python: items[0].name. Fields
 // are sorted by path, then reason.
+//
+// # While a call runs
+//
+// A handler reads which call it runs from its context, and may report how
+// far it has come; the worker carries the report to a caller that asked
+// for progress, and it keeps a long call alive:
+//
+//	func(ctx context.Context, input json.RawMessage) (tools.Output, error) {
+//		ci, _ := tools.CallInfoFrom(ctx) // ci.Attempt, ci.Deadline, ci.Traceparent, …
+//		for i, page := range pages {
+//			tools.ReportProgress(ctx, tools.Progress{Progress: float64(i), Total: float64(len(pages))})
+//			// … fetch page, sending ci.Traceparent along
+//		}
+//		return tools.Text("done"), nil
+//	}
+//
+// The context ends when the tool's Timeout passes or the worker stops;
+// return its error (ctx.Err()) and classify counts it as a timeout or a
+// cancellation, both retried.
 //
 // # Schema engine
 //

@@ -11,9 +11,9 @@ import (
 // of Total (Total 0: unknown), with an optional Message for the caller.
 // The values only need to increase; they are not percentages.
 type Progress struct {
-	Progress float64 `json:"progress"`
-	Total    float64 `json:"total,omitempty"`
-	Message  string  `json:"message,omitempty"`
+	Progress float64 `json:"progress"`          // how much is done, in the tool's own unit
+	Total    float64 `json:"total,omitempty"`   // how much there is to do; 0: unknown
+	Message  string  `json:"message,omitempty"` // what the tool is doing now, for people
 }
 
 // MaxProgressMessageBytes bounds a Progress's Message as it travels to

@@ -15,8 +15,8 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// NamePattern is the pattern a tool name must match, as the Anthropic
-// Messages API requires. It is the rule of every token the pool builds into
+// NamePattern is the pattern a tool name must match,
+// ^[a-zA-Z0-9_-]{1,64}$, as the Anthropic Messages API requires. It is the rule of every token the pool builds into
 // a NATS subject; envelope.ValidToolName checks it.
 const NamePattern = subject.TokenPattern
 

@@ -11,13 +11,13 @@ import (
 
 // Defaults for a tool's settings.
 const (
-	TimeoutDefault     = 30 * time.Second
-	ConcurrencyDefault = 1000 // fleet-wide cap on calls in flight (MaxAckPending)
+	TimeoutDefault     = 30 * time.Second // Tool.Timeout: per attempt
+	ConcurrencyDefault = 1000             // Tool.Concurrency: fleet-wide cap on calls in flight (MaxAckPending)
 )
 
 // Output is what a handler returns on success.
 type Output struct {
-	Content envelope.Content
+	Content envelope.Content // what the model reads: text blocks, images, documents
 }
 
 // Text is an Output with one text block.
@@ -41,8 +41,8 @@ type Tool struct {
 	// (MCP's tool annotations): an MCP backend takes them from its server,
 	// a catalog entry may set them.
 	Hints       Hints
-	Concurrency int // fleet-wide cap on calls in flight. Default ConcurrencyDefault.
-	Handler     Handler
+	Concurrency int     // fleet-wide cap on calls in flight. Default ConcurrencyDefault.
+	Handler     Handler // runs a call whose input passed InputSchema. Required.
 	// PauseOn429Above, when positive, pauses the tool for the whole fleet
 	// (its consumer, on the server) when its downstream answers HTTP 429
 	// with a Retry-After above this: no worker takes its calls until the
@@ -110,23 +110,23 @@ type Hints struct {
 
 // Definition is a tool in the Anthropic Messages API tools format.
 type Definition struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name        string          `json:"name"`                  // Tool.Name
+	Description string          `json:"description,omitempty"` // Tool.Description
+	InputSchema json.RawMessage `json:"input_schema"`          // Tool.InputSchema
 }
 
 // CallInfo describes the call a handler is executing; see CallInfoFrom.
 type CallInfo struct {
-	ID string
+	ID string // the model's tool_use id
 	// Key is the call's identity (envelope.CallKey): the same key is the
 	// same call, whichever delivery or re-post runs it.
 	Key      string
-	Tool     string
-	Tenant   string
-	Session  string
-	Attempt  int // 1-based
-	Deadline time.Time
-	WorkerID string
+	Tool     string    // the tool's name
+	Tenant   string    // the caller's tenant; "" for none
+	Session  string    // the caller's session; "" for none
+	Attempt  int       // 1-based
+	Deadline time.Time // when the call as a whole gives up; zero: none
+	WorkerID string    // the worker running the attempt
 	// Traceparent is the call's W3C trace context, to send on outgoing requests.
 	Traceparent string
 }

@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -217,40 +216,4 @@ func quotePath(p string) string {
 		p = p[:runeCut([]byte(p[:maxLen]))] + "…"
 	}
 	return strconv.Quote(p)
-}
-
-// sizeText writes a byte size for a description: "1 MiB", "256 KiB",
-// "1,000 bytes".
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return strconv.FormatInt(n>>20, 10) + " MiB"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return strconv.FormatInt(n>>10, 10) + " KiB"
-	}
-	return countText(n) + " bytes"
-}
-
-// countText writes n with thousands separators.
-func countText(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	if n < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// decode reads the (already validated) input.
-func decode(input json.RawMessage, v any) error {
-	if err := json.Unmarshal(input, v); err != nil {
-		return classify.Invalid("", "does not match the tool's schema")
-	}
-	return nil
 }

@@ -161,21 +161,6 @@ func joinNotes(a, b string) string {
 	return a + "\n" + b
 }
 
-// runeCut returns the length of data without a UTF-8 sequence cut at its
-// end.
-func runeCut(data []byte) int {
-	n := len(data)
-	for i := 1; i <= utf8.UTFMax && i <= n; i++ {
-		if utf8.RuneStart(data[n-i]) {
-			if !utf8.FullRune(data[n-i:]) {
-				return n - i
-			}
-			break
-		}
-	}
-	return n
-}
-
 // replaceInvalid returns data as text with each byte that is not part of
 // valid UTF-8 replaced by U+FFFD, and how many there were.
 func replaceInvalid(data []byte) (string, int) {

@@ -37,6 +37,7 @@ const (
 // Clock is the scheduler's time: Now, and a timer for keys out of rate.
 // The default is the system clock; tests inject their own.
 type Clock interface {
+	// Now is the current time.
 	Now() time.Time
 	// AfterFunc calls f in its own goroutine after d; stop prevents that
 	// if it has not happened yet.

@@ -19,6 +19,7 @@ const (
 
 // Hold is why a cancelled ticket waited, for the words the model reads.
 type Hold struct {
+	// Reason is the limit that held the ticket.
 	Reason HoldReason
 	// Limits are the tool's fleet-wide per-key limits (not this
 	// replica's share): what the model is told.

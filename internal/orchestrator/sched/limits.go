@@ -3,7 +3,12 @@ package sched
 import (
 	"math"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/pooltype"
 )
+
+// Limits are a tool's per-key limits (pooltype.Limits).
+type Limits = pooltype.Limits
 
 // Share is the part of l that replica rank of replicas applies: the cap
 // divided among them, the remainder going to the lowest ranks, and at

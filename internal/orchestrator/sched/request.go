@@ -33,6 +33,7 @@ var levelNames = [levels]string{"high", "normal", "low"}
 // channel with room for every ticket of the caller is the intended
 // implementation).
 type Notifier interface {
+	// Granted tells of the grant of a ticket that waited.
 	Granted(*Ticket)
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	js "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/jetstream"
 )
@@ -45,7 +47,7 @@ type admission struct {
 	retryAfter  time.Duration
 	js          js.JetStream
 	log         *slog.Logger
-	stopped     <-chan struct{} // the dispatcher's: ends reads in progress
+	life        func() context.Context // the dispatcher's (startstop.Base.Life): bounds the reads
 	// sched is the dispatcher's scheduler (nil with NoFairness): the calls
 	// it holds count in their tool's queue, and a key below its fair share
 	// of a bound is admitted even when the bound is reached.
@@ -57,10 +59,10 @@ type admission struct {
 	depths map[string]*queueDepth
 }
 
-func newAdmission(cfg Config, sc *sched.Scheduler, stopped <-chan struct{}) *admission {
+func newAdmission(cfg Config, sc *sched.Scheduler, life func() context.Context) *admission {
 	return &admission{
 		sched:       sc,
-		stopped:     stopped,
+		life:        life,
 		maxInFlight: int64(cfg.MaxCallsInFlight),
 		maxDepth:    int64(cfg.MaxQueueDepth),
 		byWait:      !cfg.NoQueueWaitAdmission,
@@ -253,15 +255,8 @@ func (a *admission) observe(tool string, now time.Time) *queueDepth {
 // is the estimate's count of calls published before the read, which the
 // read includes (or which were delivered since).
 func (a *admission) readDepth(tool string, counted int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), max(a.refresh, time.Second))
+	ctx, cancel := context.WithTimeout(a.life(), max(a.refresh, time.Second)) // Stop ends it
 	defer cancel()
-	go func() {
-		select {
-		case <-a.stopped:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var pending int64
 	var delivered uint64
 	var working int64

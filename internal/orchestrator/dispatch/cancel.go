@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	js "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolpool/toolpool/jetstream"
 )
 
@@ -97,8 +99,8 @@ func (d *Dispatcher) cancelCalls(targets []cancelTarget) {
 			d.publishCancel(c)
 		}
 	}
-	d.background(func() {
-		ctx, cancel := context.WithTimeout(d.life, cancelWait)
+	d.tasks.Go(func() {
+		ctx, cancel := context.WithTimeout(d.Life(), cancelWait)
 		defer cancel()
 		for i := range targets {
 			c := &targets[i]

@@ -11,14 +11,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// Defaults of Config. DefaultTimeoutDefault is declared in dispatch.go.
+// Defaults of Config.
 const (
+	// DefaultTimeoutDefault is how long a call waits for its result when the
+	// caller's context has no deadline.
+	DefaultTimeoutDefault = 60 * time.Second
 	// PublishTimeoutDefault is how long Dispatch waits for JetStream to
 	// acknowledge one publish of a call before it publishes the call again.
 	PublishTimeoutDefault = 5 * time.Second
@@ -66,10 +70,6 @@ const (
 	// replica count as gone.
 	PresenceMissed = 3
 )
-
-// DefaultTimeoutDefault is how long a call waits for its result when the
-// caller's context has no deadline.
-const DefaultTimeoutDefault = 60 * time.Second
 
 // Config configures a Dispatcher. The zero value of every field but JS/NC and
 // Catalog takes its default.

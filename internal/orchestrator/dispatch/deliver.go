@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	js "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 

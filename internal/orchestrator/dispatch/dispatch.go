@@ -49,11 +49,10 @@ import (
 // (WithProgress) gets the progress its calls' tools report
 // (tools.ReportProgress), with the calls' ids.
 func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
-	d.turns.Add(1)
-	defer d.leaveTurn()
-	if !d.running.Load() {
+	if !d.turns.enter() {
 		return nil, d.notRunningErr()
 	}
+	defer d.turns.leave()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/jetstream"
@@ -23,7 +25,8 @@ import (
 var ErrUnavailable = errors.New("tool pool unavailable")
 
 // ErrStopped is wrapped, together with ErrUnavailable, by the errors of
-// Dispatch calls that Stop ended or that came after it.
+// Dispatch calls that Stop ended or that came after it. It is also the
+// cause of the dispatcher's life (startstop.Base) once Stop has drained.
 var ErrStopped = errors.New("dispatcher stopped")
 
 // stopWait bounds how long Stop waits for the result consumer to wind down.
@@ -40,6 +43,10 @@ type Catalog = pooltype.Catalog
 // from TOOL_RESULTS. Create it with New, call Start before Dispatch and Stop
 // when done. It is safe for concurrent use.
 type Dispatcher struct {
+	// Base is the dispatcher's lifecycle: Start once, Stop in two stages
+	// (drain the turns, then end the life with ErrStopped), Stopped.
+	startstop.Base
+
 	cfg     Config
 	js      js.JetStream
 	nc      *nats.Conn // js's connection: its last error tells of permission violations
@@ -51,18 +58,20 @@ type Dispatcher struct {
 	// progressSub receives the progress reports for this instance.
 	progressSub *nats.Subscription
 	watching    sync.Map // call key → struct{}: keys whose result a duplicate watch looks for
-	watches     sync.WaitGroup
-	life        context.Context // ends at Stop: bounds the duplicate watches' requests
-	endLife     context.CancelFunc
 	calls       *callTable
 	sessions    *sessionTracker
 	inflight    chan struct{}    // publish slots: MaxPublishInFlight
 	adm         *admission       // admission control: admission.go
 	sched       *sched.Scheduler // fair shares (fair.go); nil with NoFairness
-	presence    *presence        // the other replicas and the stats requests (presence.go); nil with NoFairness
 
-	mu      sync.Mutex
-	started bool
+	// turns lets Dispatch calls in from Start to Stop, and drains them.
+	turns turnGate
+	// ended is the Done channel of the dispatcher's life, set by Start
+	// before it lets turns in: turns select on it, and Base.Life takes a
+	// lock.
+	ended <-chan struct{}
+	// tasks are the goroutines turns leave behind (background.go).
+	tasks background
 
 	sub        atomic.Pointer[resultSub] // the result consumer; nil after a failed replacement
 	subs       atomic.Int64              // result consumers made: numbers their names
@@ -71,15 +80,6 @@ type Dispatcher struct {
 	quietSince time.Time                 // the watchdog's: start or last replacement
 	restarts   atomic.Int64              // result consumers made again by the watchdog
 	kicked     chan string               // asks the watchdog to replace the consumer now
-	watchDone  chan struct{}
-
-	running  atomic.Bool   // started and not stopped
-	draining atomic.Bool   // Stop was called: no new turn starts
-	turns    atomic.Int64  // Dispatch calls in progress
-	idle     chan struct{} // signalled when turns falls to 0 while draining
-	stopped  chan struct{} // closed when Stop fails the turns left
-	done     chan struct{} // closed when Stop has released everything
-	stopOnce sync.Once
 }
 
 // New returns a Dispatcher for cfg, with defaults applied. It does not touch
@@ -107,12 +107,8 @@ func New(cfg Config) (*Dispatcher, error) {
 			return nil, fmt.Errorf("dispatch: Config.WindowMargin: %w", err)
 		}
 	}
-	life, endLife := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	return &Dispatcher{
+	d := &Dispatcher{
 		sched:    sc,
-		life:     life,
-		endLife:  endLife,
 		cfg:      cfg,
 		js:       cfg.JS,
 		nc:       cfg.JS.Conn(),
@@ -122,12 +118,11 @@ func New(cfg Config) (*Dispatcher, error) {
 		calls:    newCallTable(cfg.RecentTTL, cfg.RecentMax, cfg.RecentMaxBytes),
 		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
-		adm:      newAdmission(cfg, sc, stopped),
-		stopped:  stopped,
-		done:     make(chan struct{}),
-		idle:     make(chan struct{}, 1),
 		kicked:   make(chan string, 1),
-	}, nil
+	}
+	d.turns.idle = make(chan struct{}, 1)
+	d.adm = newAdmission(cfg, sc, d.Life)
+	return d, nil
 }
 
 // Instance is the orchestrator instance id: results come on
@@ -149,17 +144,25 @@ func (d *Dispatcher) Instance() string { return d.cfg.Instance }
 // after the last result handled, so results stored meanwhile are still
 // delivered (see Config.ResultCheckInterval). TOOL_RESULTS must not be a
 // work-queue stream (those refuse consumers without acks).
+//
+// A second Start fails (startstop.ErrStarted), and so does a Start after
+// Stop (ErrStopped and ErrUnavailable) or after a Start that failed.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	select {
-	case <-d.stopped:
+	err := d.Base.Start(ctx, func(life context.Context) error { return d.start(ctx, life) })
+	switch {
+	case errors.Is(err, startstop.ErrStopped):
 		return fmt.Errorf("dispatch: start: %w", d.stoppedErr())
-	default:
+	case errors.Is(err, startstop.ErrStarted):
+		return fmt.Errorf("dispatch: start: %w", err)
 	}
-	if d.started {
-		return errors.New("dispatch: start: already started")
-	}
+	return err
+}
+
+// start is Start's work: the result stream, the progress subscription, the
+// presence of fair shares and the result consumer, bounded by ctx; then
+// launch. What it set up before a failure is undone, or ends with the
+// life, which the failure ends.
+func (d *Dispatcher) start(ctx, life context.Context) error {
 	// Start after the stream's last message rather than with DeliverNew:
 	// a consumer made again later starts after the last result handled,
 	// a sequence too.
@@ -174,31 +177,41 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("dispatch: start: progress reports: %w: %w", ErrUnavailable, err)
 	}
 	if d.sched != nil {
-		p, err := d.startPresence()
-		if err != nil {
+		if err := d.startPresence(); err != nil { // announces until the life ends
 			_ = d.progressSub.Unsubscribe()
 			return fmt.Errorf("dispatch: start: scheduler presence: %w: %w", ErrUnavailable, err)
 		}
-		d.presence = p
 	}
 	s, err := d.subscribeResults(ctx, info.State.LastSeq+1)
 	if err != nil {
 		_ = d.progressSub.Unsubscribe()
-		if d.presence != nil {
-			d.presence.stop()
-		}
 		return fmt.Errorf("dispatch: start: %w: %w", ErrUnavailable, err)
 	}
 	d.sub.Store(s)
-	d.started = true
 	d.quietSince = time.Now()
-	d.running.Store(true)
-	if d.cfg.ResultCheckInterval > 0 {
-		d.watchDone = make(chan struct{})
-		go d.watchResults()
-	}
+	d.launch(life)
 	d.log.Debug("dispatcher started", slog.String("subject", d.subject))
 	return nil
+}
+
+// launch lets turns in, with the dispatcher's life, and starts run: the
+// end of a Start whose network part succeeded.
+func (d *Dispatcher) launch(life context.Context) {
+	d.ended = life.Done()
+	d.Go(d.run)
+	d.turns.openUp()
+}
+
+// run is the dispatcher's goroutine from Start to Stop: the result
+// consumer's watchdog (unless Config.ResultCheckInterval is negative) until
+// the life ends, then release.
+func (d *Dispatcher) run(life context.Context) {
+	if d.cfg.ResultCheckInterval > 0 {
+		d.watchResults(life)
+	} else {
+		<-life.Done()
+	}
+	d.release()
 }
 
 // Stop stops the dispatcher in two stages. First it drains: new turns
@@ -206,110 +219,55 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // turns in progress go on until they end or ctx is done. Then it cancels:
 // every turn still waiting fails with ErrStopped, the result consumer stops
 // and results that arrive later are not consumed. Stop returns nil when
-// every turn ended in time, and ctx's cause otherwise. It is idempotent;
-// Dispatch after Stop fails as above.
+// every turn ended in time, and ctx's cause otherwise. It is idempotent: a
+// second Stop waits for the first and returns its error; Dispatch after
+// Stop fails as above. Stopped is closed once Stop has released everything.
 func (d *Dispatcher) Stop(ctx context.Context) error {
-	d.mu.Lock()
-	d.draining.Store(true)
-	d.running.Store(false)
-	d.mu.Unlock()
-	var err error
-	for err == nil && d.turns.Load() > 0 {
-		select {
-		case <-d.idle:
-		case <-ctx.Done():
-			err = context.Cause(ctx)
-		}
-	}
-	d.stop()
-	return err
+	d.turns.shut() // at once, even while Base.Stop waits for a Start to return
+	return d.Base.Stop(ctx, ErrStopped, d.drain)
 }
 
-// Stopped is closed once Stop has failed the turns left and released the
-// result consumer.
-func (d *Dispatcher) Stopped() <-chan struct{} { return d.done }
-
-// leaveTurn ends a Dispatch call begun with d.turns.Add(1).
-func (d *Dispatcher) leaveTurn() {
-	if d.turns.Add(-1) == 0 && d.draining.Load() {
-		select {
-		case d.idle <- struct{}{}:
-		default:
-		}
-	}
+// drain is Stop's first stage: it waits for the turns in progress.
+func (d *Dispatcher) drain(ctx context.Context) error {
+	d.turns.shut() // again: a Start that Stop waited for has let turns in
+	return d.turns.wait(ctx)
 }
 
-// stop is Stop's second stage.
-func (d *Dispatcher) stop() {
-	d.stopOnce.Do(func() {
-		defer close(d.done)
-		d.mu.Lock()
-		d.running.Store(false)
-		close(d.stopped)
-		d.endLife()
-		watchDone := d.watchDone
-		d.mu.Unlock()
-		defer d.watches.Wait() // they end on stopped
-		if d.progressSub != nil {
-			_ = d.progressSub.Unsubscribe()
-		}
-		if d.presence != nil {
-			d.presence.stop()
-		}
-		if d.sched != nil {
-			d.sched.Close()
-		}
-		if watchDone != nil {
-			<-watchDone // every wait of the watchdog is bounded; it may have swapped d.sub
-		}
-		s := d.sub.Swap(nil)
-		if s == nil {
-			return
-		}
-		s.cc.Stop()
-		t := time.NewTimer(stopWait)
-		defer t.Stop()
-		select {
-		case <-s.cc.Closed():
-		case <-t.C:
-			d.log.Warn("result consumer did not stop in time")
-		}
-		d.deleteResults(s)
-	})
+// release undoes what Start set up, once the life is over (the turns left
+// have failed) and the watchdog has returned (it may have replaced the
+// result consumer). The presence ends on its own with the life.
+func (d *Dispatcher) release() {
+	d.tasks.close()
+	defer d.tasks.wait() // they end with the life
+	if d.progressSub != nil {
+		_ = d.progressSub.Unsubscribe()
+	}
+	if d.sched != nil {
+		d.sched.Close()
+	}
+	s := d.sub.Swap(nil)
+	if s == nil {
+		return
+	}
+	s.cc.Stop()
+	t := time.NewTimer(stopWait)
+	defer t.Stop()
+	select {
+	case <-s.cc.Closed():
+	case <-t.C:
+		d.log.Warn("result consumer did not stop in time")
+	}
+	d.deleteResults(s)
 }
 
 func (d *Dispatcher) stoppedErr() error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, ErrStopped)
 }
 
+// notRunningErr is the error of a turn the gate refused.
 func (d *Dispatcher) notRunningErr() error {
-	if d.draining.Load() {
+	if d.turns.stopping() {
 		return fmt.Errorf("dispatch: %w", d.stoppedErr())
 	}
-	select {
-	case <-d.stopped:
-		return fmt.Errorf("dispatch: %w", d.stoppedErr())
-	default:
-		return fmt.Errorf("dispatch: %w: dispatcher not started", ErrUnavailable)
-	}
-}
-
-// background runs f on a goroutine Stop waits for, and reports whether it
-// did: not once Stop has begun (Stop closes stopped under mu and then waits
-// for these goroutines: none may be added after that).
-func (d *Dispatcher) background(f func()) bool {
-	d.mu.Lock()
-	select {
-	case <-d.stopped:
-		d.mu.Unlock()
-		return false
-	default:
-	}
-	d.watches.Add(1)
-	d.mu.Unlock()
-	go func() {
-		defer d.watches.Done()
-		f()
-	}()
-	return true
+	return fmt.Errorf("dispatch: %w: dispatcher not started", ErrUnavailable)
 }

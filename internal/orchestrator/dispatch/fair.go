@@ -16,7 +16,7 @@ import (
 
 // Fair shares. With Config.NoFairness off (the default) every call the
 // turn is about to publish first asks the dispatcher's scheduler
-// (pkg/sched) for its turn: tool = the call's tool, key = its fairness key
+// (package sched) for its turn: tool = the call's tool, key = its fairness key
 // (ToolInfo.Fairness: the tenant, the session, or a top-level field of the
 // input), weight and priority from the ctx (WithWeight, WithPriority), the
 // tool's slots and per-key limits as the catalog's Lookup in prepare said.

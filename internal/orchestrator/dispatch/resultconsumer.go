@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	js "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolpool/toolpool/jetstream"
 )
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
 )
@@ -97,9 +98,8 @@ func (d *Dispatcher) kick(why string) {
 // wait undelivered, or results it delivered never arrived, the watchdog
 // makes a new consumer starting after the last result handled. A failed
 // replacement is tried again after a short jittered backoff (0.1 s doubling
-// to 1 s).
-func (d *Dispatcher) watchResults() {
-	defer close(d.watchDone)
+// to 1 s). It returns when the dispatcher's life ends.
+func (d *Dispatcher) watchResults(life context.Context) {
 	every := d.cfg.ResultCheckInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -108,7 +108,7 @@ func (d *Dispatcher) watchResults() {
 	for {
 		var why string
 		select {
-		case <-d.stopped:
+		case <-life.Done():
 			return
 		case why = <-d.kicked:
 		case <-retry:

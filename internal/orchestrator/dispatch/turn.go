@@ -129,7 +129,7 @@ func (t *turn) wait() error {
 			t.expire()
 		case <-t.expiryC():
 			t.expire()
-		case <-d.stopped:
+		case <-d.ended:
 			return fmt.Errorf("dispatch: %w", d.stoppedErr())
 		}
 	}

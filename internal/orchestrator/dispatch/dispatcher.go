@@ -204,14 +204,14 @@ func (d *Dispatcher) launch(life context.Context) {
 
 // run is the dispatcher's goroutine from Start to Stop: the result
 // consumer's watchdog (unless Config.ResultCheckInterval is negative) until
-// the life ends, then release.
+// the life ends, then teardown.
 func (d *Dispatcher) run(life context.Context) {
 	if d.cfg.ResultCheckInterval > 0 {
 		d.watchResults(life)
 	} else {
 		<-life.Done()
 	}
-	d.release()
+	d.teardown()
 }
 
 // Stop stops the dispatcher in two stages. First it drains: new turns
@@ -233,10 +233,10 @@ func (d *Dispatcher) drain(ctx context.Context) error {
 	return d.turns.wait(ctx)
 }
 
-// release undoes what Start set up, once the life is over (the turns left
+// teardown undoes what Start set up, once the life is over (the turns left
 // have failed) and the watchdog has returned (it may have replaced the
 // result consumer). The presence ends on its own with the life.
-func (d *Dispatcher) release() {
+func (d *Dispatcher) teardown() {
 	d.tasks.close()
 	defer d.tasks.wait() // they end with the life
 	if d.progressSub != nil {

@@ -291,7 +291,8 @@ func stopNow(d *Dispatcher) {
 // startLocal starts d without a server, for a fake JetStream that answers
 // the calls itself: Start's result stream, progress subscription, presence
 // and result consumer are left out (Config.ResultCheckInterval must be
-// negative: there is no consumer to watch). Stop stops it as usual.
+// negative: there is no consumer to watch). It is stopped, without a
+// drain, when the test ends.
 func startLocal(tb testing.TB, d *Dispatcher) {
 	tb.Helper()
 	err := d.Base.Start(context.Background(), func(life context.Context) error {
@@ -301,4 +302,5 @@ func startLocal(tb testing.TB, d *Dispatcher) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { stopNow(d) })
 }

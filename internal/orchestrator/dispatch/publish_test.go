@@ -158,7 +158,6 @@ func newScripted(t *testing.T, script func(id string, n int) attempt, mod func(*
 	}
 	s.d = d
 	startLocal(t, d)
-	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) })
 	return d, s, logs
 }
 

@@ -2,10 +2,7 @@ package dispatch
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,8 +11,6 @@ import (
 
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // Defaults of the admission fields of Config.
@@ -39,80 +34,6 @@ const (
 	SaturatedRetryAfterMax = 30 * time.Second
 )
 
-// The queue wait estimate (see queueDepth.sample).
-const (
-	// drainDecay is how much of a tool's past deliveries and busy time
-	// each newly measured interval keeps: its drain rate is their ratio,
-	// so it is weighted by time and forgets an interval within a few
-	// reads. A ratio of sums, not an average of per-interval rates: a tool
-	// whose calls all take 2 s delivers in bursts every 2 s, and a reading
-	// once a second would swing between nothing and twice the rate.
-	drainDecay = 0.8
-	// staleSamples is how many refresh periods a read stays good for: an
-	// interval between reads further apart is not measured (the queue may
-	// have emptied in between), and an older read refuses nothing by
-	// estimate.
-	staleSamples = 5
-)
-
-// ErrSaturated is matched (errors.Is) by the error of a Dispatch that
-// admission control refused: the dispatcher has Config.MaxCallsInFlight
-// calls waiting, a tool's queue holds Config.MaxQueueDepth calls, or a
-// tool's queue holds more work than the turn has time left for. The
-// error is a *SaturatedError; it matches ErrUnavailable too, so callers
-// that retry an unavailable pool retry a saturated one. Nothing of the
-// turn was published.
-var ErrSaturated = errors.New("tool pool saturated")
-
-// SaturatedError says why a turn was refused and when to try again.
-type SaturatedError struct {
-	// Tool is the tool whose queue is full; empty when the dispatcher's
-	// bound on calls in flight was reached.
-	Tool string
-	// Load and Limit are the calls in flight (or in Tool's queue) and the
-	// bound they reached; Limit is 0 when Wait is set.
-	Load, Limit int64
-	// Wait, when not zero, is why the turn was refused: the estimated
-	// time until the turn's last call to Tool would be done (the calls
-	// queued and in progress ahead of it, and the turn's own, divided by
-	// the rate at which the tool's workers have drained its queue), more
-	// than the turn's Left.
-	Wait time.Duration
-	// Left is the time the turn had left until its deadline, when Wait is
-	// set.
-	Left time.Duration
-	// RetryAfter is when to try again.
-	RetryAfter time.Duration
-}
-
-// Error says what is saturated and when to try again.
-func (e *SaturatedError) Error() string {
-	if e.Wait > 0 {
-		return fmt.Sprintf("dispatch: %s: %d calls are queued for %s, about %s of work, more than the %s the turn has left",
-			ErrSaturated, e.Load, e.Tool, e.Wait.Round(100*time.Millisecond), e.Left.Round(100*time.Millisecond))
-	}
-	if e.Tool != "" {
-		return fmt.Sprintf("dispatch: %s: %d calls are queued for %s (the limit is %d)", ErrSaturated, e.Load, e.Tool, e.Limit)
-	}
-	return fmt.Sprintf("dispatch: %s: %d calls are in flight (the limit is %d)", ErrSaturated, e.Load, e.Limit)
-}
-
-// Is matches ErrSaturated and ErrUnavailable.
-func (e *SaturatedError) Is(target error) bool {
-	return target == ErrSaturated || target == ErrUnavailable
-}
-
-// SaturatedResult is the transient is_error a call of a refused turn is
-// answered with: the model reads that the pool is saturated and when to
-// try again.
-func SaturatedResult(id, tool string, e *SaturatedError) envelope.Result {
-	r := errorResult(id, tool, envelope.ClassTransient, classify.CodeTransient, classify.SaturatedMessage(classify.Saturation{
-		Tool: tool, Busy: e.Tool, Wait: e.Wait, Left: e.Left, RetryAfter: e.RetryAfter,
-	}))
-	r.RetryAfter = e.RetryAfter
-	return r
-}
-
 // admission bounds the calls a dispatcher accepts (Config.MaxCallsInFlight,
 // Config.MaxQueueDepth, and the estimated queue wait unless
 // Config.NoQueueWaitAdmission). A turn is admitted whole or not at all: its
@@ -126,7 +47,7 @@ type admission struct {
 	retryAfter  time.Duration
 	js          js.JetStream
 	log         *slog.Logger
-	stopped     <-chan struct{} // the dispatcher's: ends reads in progress
+	life        func() context.Context // the dispatcher's (startstop.Base.Life): bounds the reads
 	// sched is the dispatcher's scheduler (nil with NoFairness): the calls
 	// it holds count in their tool's queue, and a key below its fair share
 	// of a bound is admitted even when the bound is reached.
@@ -138,80 +59,10 @@ type admission struct {
 	depths map[string]*queueDepth
 }
 
-// queueDepth is a tool's queue depth as last read, plus the calls this
-// dispatcher published to it since that read started and has no results
-// for yet (an estimate that errs on the full side: some of them may have
-// been delivered already), and the rate at which the tool's workers drain
-// its queue. Calls answered leave the estimate: at a high rate, a second's
-// calls would otherwise count as queued although they ran.
-type queueDepth struct {
-	pending    int64
-	since      int64
-	gen        uint64    // counts the reads started: which calls since holds
-	read       time.Time // the last read, failed or not
-	refreshing bool
-
-	sampled   time.Time // the last read that succeeded
-	delivered uint64    // its consumer's delivery counter
-	working   int64     // its calls delivered, not yet acknowledged
-	drained   float64   // deliveries over the measured intervals, decayed
-	busy      float64   // the seconds of those intervals, decayed
-}
-
-// rate is the tool's drain rate, deliveries per second while its queue
-// was non-empty; 0 when unknown.
-func (q *queueDepth) rate() float64 {
-	if q.busy <= 0 {
-		return 0
-	}
-	return q.drained / q.busy
-}
-
-// sample records a read of the tool's consumer at time at: pending calls
-// waiting, working calls delivered and not acknowledged yet
-// (NumAckPending), delivered its delivery counter (Delivered.Consumer, which
-// counts redeliveries too: they take a worker's time as much as first
-// deliveries, and JetStream serves them first). The drain rate is only
-// measured over an interval in which the queue was non-empty at both
-// reads: the workers were busy all along, so the deliveries measure what
-// they can do; over any other interval they measure what arrived. An
-// interval longer than maxGap is not measured either (the queue may have
-// emptied in between), nor one over which the counter went back (the
-// consumer was made again).
-func (q *queueDepth) sample(pending, working int64, delivered uint64, at time.Time, maxGap time.Duration) {
-	if dt := at.Sub(q.sampled).Seconds(); !q.sampled.IsZero() && dt > 0 && at.Sub(q.sampled) <= maxGap &&
-		q.pending > 0 && pending > 0 && delivered >= q.delivered {
-		q.drained = q.drained*drainDecay + float64(delivered-q.delivered)
-		q.busy = q.busy*drainDecay + dt
-	}
-	q.pending, q.working, q.delivered, q.sampled = pending, working, delivered, at
-}
-
-// wait is the estimated time until the last of n calls published now
-// would be done: the deliveries up to it (the calls queued, those
-// published since the read, the n — which with fair shares include the
-// calls the scheduler grants before the last of them) over the drain rate, plus its own run time, which
-// while the workers are saturated is the calls they hold over the rate
-// (Little's law: each of them is held for its run time). ok is false when
-// there is no estimate: the rate is unknown (the tool was never seen
-// saturated, or it never delivered while saturated), the queue was empty
-// at the last read, or that read is older than maxAge.
-func (q *queueDepth) wait(now time.Time, maxAge time.Duration, n int64) (d time.Duration, ok bool) {
-	rate := q.rate()
-	if rate <= 0 || q.pending <= 0 || q.sampled.IsZero() || now.Sub(q.sampled) > maxAge {
-		return 0, false
-	}
-	secs := float64(q.pending+q.since+n+q.working) / rate
-	if secs >= float64(math.MaxInt64/int64(time.Second)) {
-		return time.Duration(math.MaxInt64), true
-	}
-	return time.Duration(secs * float64(time.Second)), true
-}
-
-func newAdmission(cfg Config, sc *sched.Scheduler, stopped <-chan struct{}) *admission {
+func newAdmission(cfg Config, sc *sched.Scheduler, life func() context.Context) *admission {
 	return &admission{
 		sched:       sc,
-		stopped:     stopped,
+		life:        life,
 		maxInFlight: int64(cfg.MaxCallsInFlight),
 		maxDepth:    int64(cfg.MaxQueueDepth),
 		byWait:      !cfg.NoQueueWaitAdmission,
@@ -404,15 +255,8 @@ func (a *admission) observe(tool string, now time.Time) *queueDepth {
 // is the estimate's count of calls published before the read, which the
 // read includes (or which were delivered since).
 func (a *admission) readDepth(tool string, counted int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), max(a.refresh, time.Second))
+	ctx, cancel := context.WithTimeout(a.life(), max(a.refresh, time.Second)) // Stop ends it
 	defer cancel()
-	go func() {
-		select {
-		case <-a.stopped:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var pending int64
 	var delivered uint64
 	var working int64

@@ -2,17 +2,13 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // Cancellation. When the ctx given to Dispatch is cancelled (not its
@@ -37,14 +33,6 @@ import (
 // table counts the call's cancellations, so the same call dispatched again
 // is published under a new Nats-Msg-Id (callMsgID) and runs again, instead of
 // being dropped as a duplicate of the deleted message.
-
-// CancelMetrics is implemented by a Metrics that also counts the calls
-// the dispatcher cancelled pool-wide because their caller gave up. The
-// dispatcher checks for it with a type assertion.
-type CancelMetrics interface {
-	// CallCancelled counts one call of tool cancelled pool-wide.
-	CallCancelled(tool string)
-}
 
 // cancelWait bounds the wait for the PubAck of a call whose publish was in
 // flight when it was cancelled, and the deletion of a cancelled message.
@@ -111,8 +99,8 @@ func (d *Dispatcher) cancelCalls(targets []cancelTarget) {
 			d.publishCancel(c)
 		}
 	}
-	d.background(func() {
-		ctx, cancel := context.WithTimeout(d.life, cancelWait)
+	d.tasks.Go(func() {
+		ctx, cancel := context.WithTimeout(d.Life(), cancelWait)
 		defer cancel()
 		for i := range targets {
 			c := &targets[i]
@@ -164,58 +152,4 @@ func (d *Dispatcher) callsStream(ctx context.Context) (js.Stream, error) {
 	}
 	d.queue.Store(&s)
 	return s, nil
-}
-
-// background runs f on a goroutine Stop waits for, and reports whether it
-// did: not once Stop has begun (Stop closes stopped under mu and then waits
-// for these goroutines: none may be added after that).
-func (d *Dispatcher) background(f func()) bool {
-	d.mu.Lock()
-	select {
-	case <-d.stopped:
-		d.mu.Unlock()
-		return false
-	default:
-	}
-	d.watches.Add(1)
-	d.mu.Unlock()
-	go func() {
-		defer d.watches.Done()
-		f()
-	}()
-	return true
-}
-
-// Progress. A worker publishes the reports of a call whose message has
-// jetstream.HeaderProgress (set when the Dispatch's ctx carries a
-// ProgressFunc) on tools.progress.<instance>.<key>, at most one every
-// 100 ms; the dispatcher subscribes to its instance's and hands each report
-// to the ProgressFunc of every Dispatch waiting for that call.
-
-// subscribeProgress subscribes to the progress reports for this instance.
-func (d *Dispatcher) subscribeProgress() error {
-	sub, err := d.nc.Subscribe(jetstream.ProgressFilter(d.cfg.Instance), d.handleProgress)
-	if err != nil {
-		return err
-	}
-	d.progressSub = sub
-	return nil
-}
-
-// handleProgress hands a progress report to the waiters of its call.
-func (d *Dispatcher) handleProgress(m *nats.Msg) {
-	key := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	var buf [4]progressTarget
-	targets := d.calls.progressOf(key, buf[:0])
-	if len(targets) == 0 {
-		return
-	}
-	var p tools.Progress
-	if err := json.Unmarshal(m.Data, &p); err != nil {
-		d.log.Debug("dropping a malformed progress report", slog.String("subject", m.Subject), slog.Any("error", err))
-		return
-	}
-	for _, pt := range targets {
-		pt.f(pt.id, p)
-	}
 }

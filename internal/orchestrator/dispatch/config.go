@@ -18,8 +18,11 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// Defaults of Config. DefaultTimeoutDefault is declared in dispatch.go.
+// Defaults of Config.
 const (
+	// DefaultTimeoutDefault is how long a call waits for its result when the
+	// caller's context has no deadline.
+	DefaultTimeoutDefault = 60 * time.Second
 	// PublishTimeoutDefault is how long Dispatch waits for JetStream to
 	// acknowledge one publish of a call before it publishes the call again.
 	PublishTimeoutDefault = 5 * time.Second
@@ -278,48 +281,3 @@ func newInstanceID() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return "orch-" + hex.EncodeToString(b[:])
 }
-
-// Metrics receives the dispatcher's measurements. Implementations must be
-// safe for concurrent use and must not block. Tool names come from the
-// Catalog, so their number is bounded.
-type Metrics interface {
-	// CallDispatched counts a call stored in TOOL_CALLS (a duplicate publish
-	// of the same call included).
-	CallDispatched(tool string)
-	// ResultReceived counts a result that reached its waiting caller;
-	// elapsed runs from the dispatch to the result's arrival. class is
-	// empty for a success.
-	ResultReceived(tool string, class envelope.Class, elapsed time.Duration)
-	// LateResult counts a result that arrived after its callers stopped
-	// waiting (deadline passed, cancelled, or publish of the turn failed).
-	LateResult(tool string)
-	// DuplicateResult counts a second result for an already answered call.
-	DuplicateResult(tool string)
-	// Expired counts a call answered with is_error because its deadline
-	// passed with no result.
-	Expired(tool string)
-	// Pending adds delta to the number of calls waiting for a result.
-	Pending(delta int)
-}
-
-// NopMetrics is a Metrics that records nothing. Embed it to implement only
-// some of the methods.
-type NopMetrics struct{}
-
-// CallDispatched does nothing.
-func (NopMetrics) CallDispatched(string) {}
-
-// ResultReceived does nothing.
-func (NopMetrics) ResultReceived(string, envelope.Class, time.Duration) {}
-
-// LateResult does nothing.
-func (NopMetrics) LateResult(string) {}
-
-// DuplicateResult does nothing.
-func (NopMetrics) DuplicateResult(string) {}
-
-// Expired does nothing.
-func (NopMetrics) Expired(string) {}
-
-// Pending does nothing.
-func (NopMetrics) Pending(int) {}

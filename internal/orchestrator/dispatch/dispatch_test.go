@@ -681,6 +681,30 @@ func TestStartTwice(t *testing.T) {
 	}
 }
 
+// A dispatcher not started refuses turns as unavailable; stopped before it
+// was started, it refuses them as stopped and cannot be started; Stopped
+// is closed.
+func TestStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	d, err := New(Config{JS: &loopbackJS{}, Instance: "never", Catalog: discovery.StaticCatalog("echo")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Dispatch(context.Background(), "", []envelope.ToolUseBlock{use("toolu_n", "echo", `{}`)}); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrStopped) {
+		t.Errorf("Dispatch before Start = %v, want ErrUnavailable and not ErrStopped", err)
+	}
+	if err := d.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	<-d.Stopped()
+	if _, err := d.Dispatch(context.Background(), "", []envelope.ToolUseBlock{use("toolu_n", "echo", `{}`)}); !errors.Is(err, ErrStopped) || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Dispatch after Stop = %v, want ErrStopped and ErrUnavailable", err)
+	}
+	if err := d.Start(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Errorf("Start after Stop = %v, want ErrStopped", err)
+	}
+}
+
 // The failure run behind the advice sentence is counted per tenant and
 // session: another tenant's session of the same name starts from zero.
 func TestAdviceIsScopedByTenant(t *testing.T) {

@@ -34,7 +34,7 @@ func (d *Dispatcher) watchDuplicate(key string) {
 	if _, running := d.watching.LoadOrStore(key, struct{}{}); running {
 		return
 	}
-	if !d.background(func() { d.runDuplicateWatch(key) }) {
+	if !d.tasks.Go(func() { d.runDuplicateWatch(key) }) {
 		d.watching.Delete(key)
 	}
 }
@@ -56,7 +56,7 @@ func (d *Dispatcher) runDuplicateWatch(key string) {
 	defer t.Stop()
 	for {
 		select {
-		case <-d.stopped:
+		case <-d.ended:
 			return
 		case <-t.C:
 		}
@@ -73,7 +73,7 @@ func (d *Dispatcher) runDuplicateWatch(key string) {
 
 // lookupResult delivers the stored result of key, if TOOL_RESULTS has one.
 func (d *Dispatcher) lookupResult(key string) {
-	ctx, cancel := context.WithTimeout(d.life, d.cfg.PublishTimeout)
+	ctx, cancel := context.WithTimeout(d.Life(), d.cfg.PublishTimeout)
 	defer cancel()
 	m, err := jetstream.LastResult(ctx, d.results, key)
 	switch {

@@ -16,7 +16,7 @@ import (
 
 // Fair shares. With Config.NoFairness off (the default) every call the
 // turn is about to publish first asks the dispatcher's scheduler
-// (pkg/sched) for its turn: tool = the call's tool, key = its fairness key
+// (package sched) for its turn: tool = the call's tool, key = its fairness key
 // (ToolInfo.Fairness: the tenant, the session, or a top-level field of the
 // input), weight and priority from the ctx (WithWeight, WithPriority), the
 // tool's slots and per-key limits as the catalog's Lookup in prepare said.
@@ -28,16 +28,6 @@ import (
 // at its deadline is answered with the transient is_error of HeldMessage:
 // the limit that held it and when to try again (Retry-After), or that the
 // tool was busy with other callers' calls.
-
-// HeldMetrics is implemented by a Metrics that also counts the calls
-// answered at their deadline while they still waited at the scheduler.
-// The dispatcher checks for it with a type assertion.
-type HeldMetrics interface {
-	// CallHeldExpired counts one call of tool that waited at the
-	// scheduler until its deadline; code is classify.CodeFairShare,
-	// CodeKeyConcurrency or CodeKeyRate.
-	CallHeldExpired(tool, code string)
-}
 
 // chanRoom is the room of a turn's channel for calls calls: a result for
 // each, and a grant for each when the scheduler may hold them (a call
@@ -288,14 +278,6 @@ func (t *turn) keyWords(i int) string {
 		}
 	}
 	return "this caller"
-}
-
-// heldExpired counts a call answered at its deadline while held.
-// (expire counts it as expired too).
-func (d *Dispatcher) heldExpired(tool, code string) {
-	if m, ok := d.metrics.(HeldMetrics); ok {
-		m.CallHeldExpired(tool, code)
-	}
 }
 
 // SchedSnapshot is the scheduler's state now (sched.Snapshot): per tool

@@ -67,7 +67,7 @@ func startSleepWorker(b *testing.B, tb *testBundle, tool string, slots int, d ti
 // one call every 100 ms. It reports A's throughput and B's p99 latency,
 // fairness off and on (one iteration is the whole scenario).
 //
-//	go test -run '^$' -bench NoisyNeighbour -benchtime 1x ./pkg/dispatch/
+//	go test -run '^$' -bench NoisyNeighbour -benchtime 1x ./internal/orchestrator/dispatch/
 func BenchmarkNoisyNeighbour(b *testing.B) {
 	const slots, run, backlog = 64, 20 * time.Millisecond, 3000
 	for _, fair := range []bool{false, true} {

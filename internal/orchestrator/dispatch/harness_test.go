@@ -287,3 +287,20 @@ func stopNow(d *Dispatcher) {
 	cancel()
 	_ = d.Stop(ctx)
 }
+
+// startLocal starts d without a server, for a fake JetStream that answers
+// the calls itself: Start's result stream, progress subscription, presence
+// and result consumer are left out (Config.ResultCheckInterval must be
+// negative: there is no consumer to watch). It is stopped, without a
+// drain, when the test ends.
+func startLocal(tb testing.TB, d *Dispatcher) {
+	tb.Helper()
+	err := d.Base.Start(context.Background(), func(life context.Context) error {
+		d.launch(life)
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { stopNow(d) })
+}

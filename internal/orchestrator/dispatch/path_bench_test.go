@@ -21,7 +21,7 @@ import (
 // PubAck bookkeeping, delivery through the call table, and collection.
 // The network path is measured end to end by "orchestrator bench".
 //
-//	go test -run '^$' -bench DispatchPath -benchmem ./pkg/dispatch/
+//	go test -run '^$' -bench DispatchPath -benchmem ./internal/orchestrator/dispatch/
 
 // loopbackJS answers every published call with a result, synchronously.
 type loopbackJS struct {
@@ -78,14 +78,15 @@ func BenchmarkDispatchPath(b *testing.B) {
 		for _, fm := range fairModes {
 			b.Run("turn-of-"+strconv.Itoa(k)+"/"+fm.name, func(b *testing.B) {
 				lj := &loopbackJS{}
-				cfg := Config{JS: lj, Instance: "bench", Catalog: discovery.StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true}
+				cfg := Config{JS: lj, Instance: "bench", Catalog: discovery.StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true,
+					ResultCheckInterval: -1} // no result consumer to watch
 				fm.mod(&cfg)
 				d, err := New(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
 				lj.d = d
-				d.running.Store(true) // Start would create the result consumer
+				startLocal(b, d) // Start would create the result consumer
 				n := 0
 				calls := make([]envelope.ToolUseBlock, k)
 				ctx := context.Background()

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
@@ -37,14 +38,12 @@ type presenceMsg struct {
 	Leaving bool `json:"leaving,omitempty"`
 }
 
-// presence is a dispatcher's announcements and its view of the others.
+// presence is a dispatcher's announcements and its view of the others,
+// from Start until the dispatcher's life ends (run).
 type presence struct {
 	d        *Dispatcher
 	interval time.Duration
 	subs     []*nats.Subscription
-	quit     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
 
 	mu       sync.Mutex
 	peers    map[string]time.Time // other instances → last heard; at most maxPeers
@@ -58,13 +57,10 @@ type presence struct {
 const maxPeers = 64
 
 // startPresence subscribes to the announcements and the stats requests,
-// announces the dispatcher and starts announcing it every interval.
-func (d *Dispatcher) startPresence() (*presence, error) {
-	p := &presence{
-		d: d, interval: d.cfg.PresenceInterval,
-		quit: make(chan struct{}), done: make(chan struct{}),
-		peers: map[string]time.Time{},
-	}
+// announces the dispatcher and starts announcing it every interval, until
+// the dispatcher's life ends. It is called by Start.
+func (d *Dispatcher) startPresence() error {
+	p := &presence{d: d, interval: d.cfg.PresenceInterval, peers: map[string]time.Time{}}
 	for _, sub := range []struct {
 		subject string
 		h       nats.MsgHandler
@@ -75,7 +71,7 @@ func (d *Dispatcher) startPresence() (*presence, error) {
 		s, err := d.nc.Subscribe(sub.subject, sub.h)
 		if err != nil {
 			p.unsubscribe()
-			return nil, err
+			return err
 		}
 		p.subs = append(p.subs, s)
 	}
@@ -83,11 +79,11 @@ func (d *Dispatcher) startPresence() (*presence, error) {
 	// does, so a replica that answers it at once is heard.
 	if err := d.nc.Flush(); err != nil {
 		p.unsubscribe()
-		return nil, err
+		return err
 	}
 	p.announce(false)
-	go p.run()
-	return p, nil
+	d.Go(p.run)
+	return nil
 }
 
 func (p *presence) unsubscribe() {
@@ -96,14 +92,16 @@ func (p *presence) unsubscribe() {
 	}
 }
 
-// run announces every interval and forgets the replicas not heard from.
-func (p *presence) run() {
-	defer close(p.done)
+// run announces every interval and forgets the replicas not heard from;
+// when the dispatcher's life ends (Stop, or a Start that failed after
+// startPresence) it unsubscribes and says the dispatcher leaves.
+func (p *presence) run(life context.Context) {
+	defer p.leave()
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-p.quit:
+		case <-life.Done():
 			return
 		case <-tick.C:
 			p.announce(false)
@@ -112,14 +110,10 @@ func (p *presence) run() {
 	}
 }
 
-// stop says the dispatcher leaves, unsubscribes and ends run.
-func (p *presence) stop() {
-	p.stopOnce.Do(func() {
-		close(p.quit)
-		<-p.done
-		p.unsubscribe()
-		p.announce(true)
-	})
+// leave unsubscribes and says the dispatcher leaves.
+func (p *presence) leave() {
+	p.unsubscribe()
+	p.announce(true)
 }
 
 func (p *presence) announce(leaving bool) {

@@ -173,7 +173,7 @@ func (p *publisher) acquire(i int) error {
 		return p.ctxErr(i)
 	case <-t.expiryC():
 		return t.publishErr(i, errPublishDeadline)
-	case <-d.stopped:
+	case <-d.ended:
 		return fmt.Errorf("dispatch: %w", d.stoppedErr())
 	}
 }
@@ -222,7 +222,7 @@ func (p *publisher) awaitHead() error {
 			return p.ctxErr(e.idx)
 		case <-t.expiryC():
 			return t.publishErr(e.idx, errPublishDeadline)
-		case <-d.stopped:
+		case <-d.ended:
 			return fmt.Errorf("dispatch: %w", d.stoppedErr())
 		}
 	}

@@ -147,7 +147,8 @@ func newScripted(t *testing.T, script func(id string, n int) attempt, mod func(*
 	s := &scriptedJS{script: script, sent: map[string][]*nats.Msg{}, ackied: map[string]time.Time{}}
 	logs := &logRecorder{}
 	cfg := Config{JS: s, Instance: "scripted", Catalog: discovery.StaticCatalog("echo"), Logger: slog.New(logs),
-		MaxQueueDepth: -1, NoQueueWaitAdmission: true} // scriptedJS has no consumers to read queue depths from
+		MaxQueueDepth: -1, NoQueueWaitAdmission: true, // scriptedJS has no consumers to read queue depths from
+		ResultCheckInterval: -1} // nor a result consumer to watch
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -156,8 +157,7 @@ func newScripted(t *testing.T, script func(id string, n int) attempt, mod func(*
 		t.Fatal(err)
 	}
 	s.d = d
-	d.running.Store(true)
-	t.Cleanup(func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) })
+	startLocal(t, d)
 	return d, s, logs
 }
 

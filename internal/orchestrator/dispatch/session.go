@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/toolpool/toolpool/pkg/classify"
 )
 
 // The session tracker counts, per agent session and tool, the is_error
@@ -121,4 +123,31 @@ func (t *sessionTracker) len() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// sessionScope is the session tracker's name for session of tenant. A NUL
+// cannot occur in a tenant (the envelope refuses control characters).
+func sessionScope(tenant, session string) string {
+	if tenant == "" {
+		return session
+	}
+	return tenant + "\x00" + session
+}
+
+// advise updates the session's failure counts in the calls' order and adds
+// the advice sentence to results of a tool that has failed too often.
+func (t *turn) advise() {
+	if t.session == "" || len(t.results) == 0 {
+		return
+	}
+	outs := make([]outcome, len(t.results))
+	for i := range t.results {
+		outs[i] = outcome{tool: t.calls[i].Name, isError: t.results[i].IsError}
+	}
+	t.d.sessions.record(sessionScope(t.tenant, t.session), time.Now(), outs)
+	for i := range outs {
+		if o := outs[i]; o.isError && o.run >= t.d.cfg.FailureThreshold {
+			t.results[i].Content = withSentence(t.results[i].Content, classify.RepeatedFailureMessage(o.tool, o.run))
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,127 +13,6 @@ import (
 
 	"github.com/toolpool/toolpool/jetstream"
 )
-
-// Result consumer settings.
-const (
-	// resultsHeartbeat is the idle heartbeat of the result pulls: two missed
-	// ones tell the dispatcher its consumer or connection is gone.
-	resultsHeartbeat = time.Second
-	// resultsExpiry is how long one result pull waits at the server.
-	resultsExpiry = 10 * time.Second
-	// resultsCreateWait bounds making a new result consumer (milliseconds
-	// normally). A cluster that placed it on a node that just died never
-	// answers: the next try, under a new name, is placed anew.
-	resultsCreateWait = 2 * time.Second
-	// resultsDeleteWait bounds deleting a replaced result consumer.
-	resultsDeleteWait = 5 * time.Second
-)
-
-// ResultConsumer is a consumer of the results published for one instance
-// (tools.result.<instance>.>), from a stream sequence on: the dispatcher
-// takes its calls' results with one (and makes a new one whenever it stops
-// delivering), and dlq's replay waits for its replayed calls' results with
-// another.
-//
-// It is a plain ephemeral pull consumer, not nats.go's ordered consumer.
-// The ordered consumer makes itself again after a failure on its own, but
-// retries under one name, without bound, holding a lock that its Info and
-// Stop also need. When the cluster had placed that name on the node that
-// had just died, every retry was an update of a consumer on a dead node,
-// and the dispatcher stayed blocked until the node came back (three
-// minutes in a CI run). Here every request is bounded by a context, every
-// new consumer has a new name, and the caller decides when to start over.
-type ResultConsumer struct {
-	js   js.JetStream
-	name string
-	log  *slog.Logger
-	cons js.Consumer
-	cc   js.ConsumeContext
-}
-
-// ResultConsumerConfig configures ConsumeResults.
-type ResultConsumerConfig struct {
-	// Name is the consumer's name, new for each consumer. Required.
-	Name string
-	// Instance is the instance whose results are consumed
-	// (tools.result.<Instance>.>). Required.
-	Instance string
-	// From is the first stream sequence delivered. Default 0: after the
-	// last message TOOL_RESULTS holds now.
-	From uint64
-	// Handler gets each result message. Required.
-	Handler js.MessageHandler
-	// OnError gets the errors of the pulls: a consumer deleted or gone
-	// (js.ErrConsumerDeleted, js.ErrConsumerNotFound), two heartbeats
-	// missed (js.ErrNoHeartbeat), no responders. Default: ignored.
-	OnError func(error)
-	// Logger logs, at debug level, a consumer that could not be deleted.
-	// Default: slog.Default().
-	Logger *slog.Logger
-}
-
-// ConsumeResults makes a result consumer as cfg says and starts pulling
-// from it. The consumer has one replica (see jetstream.ResultConsumerConfig):
-// when its node dies, the pulls miss their heartbeats (OnError) and the
-// caller makes a new one elsewhere, under a new name.
-func ConsumeResults(ctx context.Context, j js.JetStream, cfg ResultConsumerConfig) (*ResultConsumer, error) {
-	if cfg.Name == "" || cfg.Instance == "" || cfg.Handler == nil {
-		return nil, errors.New("dispatch: ResultConsumerConfig: Name, Instance and Handler are required")
-	}
-	c := &ResultConsumer{js: j, name: cfg.Name, log: cmp.Or(cfg.Logger, slog.Default())}
-	if cfg.From == 0 {
-		s, err := j.Stream(ctx, jetstream.StreamResults)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", jetstream.StreamResults, err)
-		}
-		cfg.From = s.CachedInfo().State.LastSeq + 1
-	}
-	cons, err := j.CreateConsumer(ctx, jetstream.StreamResults, jetstream.ResultConsumerConfig(cfg.Name, cfg.Instance, cfg.From))
-	if err != nil {
-		// The server may have placed it on a node that is down (it has not
-		// noticed yet) and never answer: forget that one, the next try
-		// uses a new name and gets a new placement.
-		go c.Delete()
-		return nil, fmt.Errorf("result consumer on %s: %w", jetstream.StreamResults, err)
-	}
-	c.cons = cons
-	onError := cfg.OnError
-	if onError == nil {
-		onError = func(error) {}
-	}
-	c.cc, err = cons.Consume(cfg.Handler,
-		js.PullExpiry(resultsExpiry), js.PullHeartbeat(resultsHeartbeat),
-		js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) { onError(err) }))
-	if err != nil {
-		c.Delete()
-		return nil, fmt.Errorf("consume results: %w", err)
-	}
-	return c, nil
-}
-
-// Name is the consumer's name.
-func (c *ResultConsumer) Name() string { return c.name }
-
-// Info asks the server about the consumer.
-func (c *ResultConsumer) Info(ctx context.Context) (*js.ConsumerInfo, error) { return c.cons.Info(ctx) }
-
-// Stop stops pulling; Closed is closed once the handler is done. It does
-// not delete the consumer (Delete does).
-func (c *ResultConsumer) Stop() { c.cc.Stop() }
-
-// Closed is closed when the consumer stopped delivering after Stop.
-func (c *ResultConsumer) Closed() <-chan struct{} { return c.cc.Closed() }
-
-// Delete deletes the consumer rather than leaving it to its inactivity
-// threshold. It is best effort, bounded to a few seconds: a consumer that
-// cannot be deleted now goes away on its own.
-func (c *ResultConsumer) Delete() {
-	ctx, cancel := context.WithTimeout(context.Background(), resultsDeleteWait)
-	defer cancel()
-	if err := c.js.DeleteConsumer(ctx, jetstream.StreamResults, c.name); err != nil && !errors.Is(err, js.ErrConsumerNotFound) {
-		c.log.Debug("deleting a result consumer", slog.String("consumer", c.name), slog.Any("error", err))
-	}
-}
 
 // resultSub is the dispatcher's result consumer: the dispatcher makes a
 // new one, starting after the last result it handled, whenever the old one
@@ -220,9 +98,8 @@ func (d *Dispatcher) kick(why string) {
 // wait undelivered, or results it delivered never arrived, the watchdog
 // makes a new consumer starting after the last result handled. A failed
 // replacement is tried again after a short jittered backoff (0.1 s doubling
-// to 1 s).
-func (d *Dispatcher) watchResults() {
-	defer close(d.watchDone)
+// to 1 s). It returns when the dispatcher's life ends.
+func (d *Dispatcher) watchResults(life context.Context) {
 	every := d.cfg.ResultCheckInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -231,7 +108,7 @@ func (d *Dispatcher) watchResults() {
 	for {
 		var why string
 		select {
-		case <-d.stopped:
+		case <-life.Done():
 			return
 		case why = <-d.kicked:
 		case <-retry:

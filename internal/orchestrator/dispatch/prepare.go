@@ -1,0 +1,99 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
+)
+
+// prepare answers the calls that cannot run and registers the others in the
+// call table; a call whose result is cached is answered from the cache.
+func (t *turn) prepare() {
+	d := t.d
+	traceparent, ok := TraceparentFrom(t.ctx)
+	if !ok {
+		traceparent = NewTraceparent()
+	}
+	t.traceparent = traceparent
+	var available []string // catalog names, listed once per turn if needed
+	listed := false
+	for i, c := range t.calls {
+		if c.ID == "" {
+			t.results[i] = missingIDResult(c.Name)
+			d.rejected(c.Name, false, t.results[i].Code)
+			continue
+		}
+		info, ok := d.cfg.Catalog.Lookup(t.ctx, c.Name)
+		if !ok {
+			if !listed {
+				available, listed = d.cfg.Catalog.Names(t.ctx), true
+			}
+			if info.NoWorker {
+				t.results[i] = noWorkerResult(c.ID, c.Name, available)
+			} else {
+				t.results[i] = unknownToolResult(c.ID, c.Name, available)
+			}
+			d.rejected(c.Name, info.NoWorker, t.results[i].Code)
+			continue
+		}
+		input := bytes.TrimSpace(c.Input)
+		if len(input) == 0 {
+			input = json.RawMessage(`{}`)
+		}
+		if len(input) > d.cfg.MaxInputBytes {
+			t.results[i] = invalidInputResult(c.ID, c.Name,
+				fmt.Sprintf("is %d bytes; the limit is %d bytes", len(input), d.cfg.MaxInputBytes))
+			d.rejected(c.Name, true, t.results[i].Code)
+			continue
+		}
+		key := envelope.CallKey(t.tenant, t.session, c.ID, c.Name, input)
+		payload, err := envelope.EncodeCall(&envelope.Call{
+			ID:          c.ID,
+			Tool:        c.Name,
+			Input:       input,
+			Key:         key,
+			Tenant:      t.tenant,
+			Session:     t.session,
+			ReplyTo:     d.cfg.Instance,
+			CreatedAt:   t.now,
+			Deadline:    t.deadline,
+			Traceparent: traceparent,
+		})
+		if err != nil {
+			t.results[i] = encodeErrorResult(c.ID, c.Name, err)
+			d.rejected(c.Name, true, t.results[i].Code)
+			continue
+		}
+		cached, ok, epoch := d.calls.registerEpoch(key, c.Name, waiter{ch: t.ch, idx: i, t: t}, t.now)
+		if ok {
+			t.results[i] = *cached
+			t.results[i].Content = slices.Clone(cached.Content)
+			continue
+		}
+		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info}
+		t.keys[i] = key
+		t.payloads[i] = payload
+		t.waiting++
+	}
+	if t.waiting > 0 {
+		d.metrics.Pending(t.waiting)
+	}
+}
+
+// encodeErrorResult answers a call the envelope refuses to encode.
+func encodeErrorResult(id, tool string, err error) envelope.Result {
+	var de *envelope.DecodeError
+	if errors.As(err, &de) {
+		if de.Field == "input" {
+			return invalidInputResult(id, tool, de.Reason)
+		}
+		return errorResult(id, tool, envelope.ClassValidation, classify.CodeInvalidArgument,
+			classify.RefusedFieldMessage(tool, de.Field, de.Reason))
+	}
+	return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal, classify.NotPreparedMessage(tool))
+}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/internal/opscmd"
 )
 
 func main() {
@@ -39,11 +40,11 @@ func orchestratorCommand() *cli.Command {
 		Commands: []*cli.Command{
 			serveCommand(),
 			callCommand(),
-			runCommand(),
+			opscmd.Run(&servePool{}),
 			toolsCommand(),
-			dlqCommand(),
-			statusCommand(),
-			benchCommand(),
+			opscmd.DLQ(),
+			opscmd.Status(),
+			opscmd.Bench(),
 			mcpCommand(),
 		},
 	}

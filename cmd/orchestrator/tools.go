@@ -33,13 +33,13 @@ func toolsCommand() *cli.Command {
 			}
 			defer live.close()
 			if withWorkers {
-				return writeIndented(env.Stdout, ops.LiveTools(live.ctx, live.catalog))
+				return cli.WriteJSON(env.Stdout, ops.LiveTools(live.ctx, live.catalog))
 			}
 			defs := live.catalog.Definitions(live.ctx)
 			if defs == nil {
 				defs = []tools.Definition{}
 			}
-			return writeIndented(env.Stdout, defs)
+			return cli.WriteJSON(env.Stdout, defs)
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -103,34 +104,14 @@ func (l *Loop) Run(ctx context.Context, task string) (Result, error) {
 		return Result{}, fmt.Errorf("agent: MaxTokens (%d), MaxIterations (%d) and ToolTimeout (%v) must not be negative",
 			l.MaxTokens, l.MaxIterations, l.ToolTimeout)
 	}
-	model := l.Model
-	if model == "" {
-		model = ModelDefault
-	}
-	maxTokens := l.MaxTokens
-	if maxTokens == 0 {
-		maxTokens = MaxTokensDefault
-	}
-	maxIter := l.MaxIterations
-	if maxIter == 0 {
-		maxIter = MaxIterationsDefault
-	}
-	session := l.Session
-	if session == "" {
-		session = newSession()
-	}
-	log := l.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-
+	c := l.withDefaults()
 	res := Result{Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(task))}}
-	for i := 1; i <= maxIter; i++ {
-		params := anthropic.MessageNewParams{Model: model, MaxTokens: maxTokens, Messages: res.Messages, Tools: l.Tools}
-		if l.System != "" {
-			params.System = []anthropic.TextBlockParam{{Text: l.System}}
+	for i := 1; i <= c.MaxIterations; i++ {
+		params := anthropic.MessageNewParams{Model: c.Model, MaxTokens: c.MaxTokens, Messages: res.Messages, Tools: c.Tools}
+		if c.System != "" {
+			params.System = []anthropic.TextBlockParam{{Text: c.System}}
 		}
-		msg, err := l.Client.New(ctx, params)
+		msg, err := c.Client.New(ctx, params)
 		if err != nil {
 			return res, fmt.Errorf("agent: model request %d failed: %w", i, err)
 		}
@@ -139,41 +120,66 @@ func (l *Loop) Run(ctx context.Context, task string) (Result, error) {
 		res.Text = text(msg)
 		res.StopReason = msg.StopReason
 		uses := client.ToolUseBlocks(msg)
-		log.InfoContext(ctx, "model turn", slog.Int("iteration", i), slog.String("stop_reason", string(msg.StopReason)),
+		c.Logger.InfoContext(ctx, "model turn", slog.Int("iteration", i), slog.String("stop_reason", string(msg.StopReason)),
 			slog.Int("tool_calls", len(uses)))
 
 		switch {
 		case len(uses) > 0 && msg.StopReason != anthropic.StopReasonMaxTokens:
 		case msg.StopReason == anthropic.StopReasonPauseTurn:
-			if i == maxIter {
-				return res, fmt.Errorf("%w: the model paused its turn at request %d of %d", ErrMaxIterations, i, maxIter)
+			if i == c.MaxIterations {
+				return res, fmt.Errorf("%w: the model paused its turn at request %d of %d", ErrMaxIterations, i, c.MaxIterations)
 			}
 			continue // send the paused turn back as it is, to let it go on
 		default:
 			return res, nil
 		}
-		if i == maxIter {
+		if i == c.MaxIterations {
 			return res, fmt.Errorf("%w: after %d model requests the model still asked for tools (%s)",
-				ErrMaxIterations, maxIter, names(uses))
+				ErrMaxIterations, c.MaxIterations, names(uses))
 		}
-		results, err := l.dispatch(ctx, session, uses)
-		if err != nil {
-			return res, fmt.Errorf("agent: running the %d tool calls of turn %d: %w", len(uses), i, err)
+		if err := c.runTools(ctx, i, uses, &res); err != nil {
+			return res, err
 		}
-		if len(results) != len(uses) {
-			return res, fmt.Errorf("agent: turn %d: %d results for %d tool calls", i, len(results), len(uses))
-		}
-		for j, r := range results {
-			isErr := r.IsError.Valid() && r.IsError.Value
-			res.ToolCalls++
-			if isErr {
-				res.ToolErrors++
-			}
-			log.InfoContext(ctx, "tool result", slog.String("tool", uses[j].Name), slog.String("id", uses[j].ID), slog.Bool("is_error", isErr))
-		}
-		res.Messages = append(res.Messages, client.UserMessage(results))
 	}
-	return res, fmt.Errorf("%w: %d model requests", ErrMaxIterations, maxIter) // not reached: the loop returns
+	return res, fmt.Errorf("%w: %d model requests", ErrMaxIterations, c.MaxIterations) // not reached: the loop returns
+}
+
+// withDefaults is l with its zero fields set to their defaults, a new
+// random Session among them.
+func (l *Loop) withDefaults() Loop {
+	c := *l
+	c.Model = cmp.Or(c.Model, ModelDefault)
+	c.MaxTokens = cmp.Or(c.MaxTokens, MaxTokensDefault)
+	c.MaxIterations = cmp.Or(c.MaxIterations, MaxIterationsDefault)
+	if c.Session == "" {
+		c.Session = newSession()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// runTools runs the tool calls of turn i and appends their results to
+// res's conversation.
+func (l *Loop) runTools(ctx context.Context, i int, uses []anthropic.ToolUseBlock, res *Result) error {
+	results, err := l.dispatch(ctx, l.Session, uses)
+	if err != nil {
+		return fmt.Errorf("agent: running the %d tool calls of turn %d: %w", len(uses), i, err)
+	}
+	if len(results) != len(uses) {
+		return fmt.Errorf("agent: turn %d: %d results for %d tool calls", i, len(results), len(uses))
+	}
+	for j, r := range results {
+		isErr := r.IsError.Valid() && r.IsError.Value
+		res.ToolCalls++
+		if isErr {
+			res.ToolErrors++
+		}
+		l.Logger.InfoContext(ctx, "tool result", slog.String("tool", uses[j].Name), slog.String("id", uses[j].ID), slog.Bool("is_error", isErr))
+	}
+	res.Messages = append(res.Messages, client.UserMessage(results))
+	return nil
 }
 
 // dispatch runs one turn's calls, within ToolTimeout when it is set.

@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
@@ -19,17 +19,6 @@ import (
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
-	"github.com/toolpool/toolpool/pkg/tools"
-)
-
-// The baseline's own streams: the pool's configurations under other names
-// and subjects, so nothing it does touches the pool's streams or consumers.
-const (
-	rawCallStream    = "BENCH_RAW_CALLS"
-	rawResultStream  = "BENCH_RAW_RESULTS"
-	rawCallSubject   = "benchraw.call.echo"
-	rawResultSubject = "benchraw.result.bench"
-	rawConsumer      = "bench_raw"
 )
 
 func nuidShort() string { return nuid.Next()[12:] }
@@ -44,89 +33,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	url, server := cfg.NATSURL, "external"
 	if url == "" {
-		dir, err := os.MkdirTemp("", "toolpool-bench-")
-		if err != nil {
+		var stop func()
+		var err error
+		if url, stop, err = startEmbedded(cfg.Logger); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
-		emb, err := embedded.Start(embedded.Options{
-			Listen: "127.0.0.1:0", DataDir: dir, Logger: cfg.Logger,
-		})
-		if err != nil {
-			return nil, err
-		}
-		defer emb.Shutdown()
-		url, server = emb.ClientURL(), "embedded"
+		defer stop()
+		server = "embedded"
 	}
 	nc, err := cfg.Connect(url, "toolpool-bench")
 	if err != nil {
 		return nil, fmt.Errorf("bench: connect: %w", err)
 	}
 	defer nc.Close()
-	j, err := js.New(nc)
+	r, err := newRunner(ctx, cfg, url, nc, server == "embedded")
 	if err != nil {
 		return nil, err
 	}
-	callsCfg, resultsCfg, err := poolStreams(ctx, j, cfg, server == "embedded")
-	if err != nil {
+	rep := &Report{Machine: machine(), Settings: r.settings(server)}
+	if err := r.rounds(ctx, rep); err != nil {
 		return nil, err
-	}
-	reg, err := benchRegistry(cfg)
-	if err != nil {
-		return nil, err
-	}
-	r := &runner{
-		cfg: cfg, url: url, js: j, embedded: server == "embedded",
-		reg: reg, runID: nuidShort(), progress: newProgress(cfg.Progress),
-	}
-	r.inputs = newCallInputs(cfg)
-	r.callBytes, r.resultBytes, err = messageSizes(cfg, r.inputs)
-	if err != nil {
-		return nil, err
-	}
-	r.raw = r.rawConfig(callsCfg, resultsCfg)
-
-	rep := &Report{Machine: machine(), Settings: Settings{
-		Server: server, Storage: strings.ToLower(callsCfg.Storage.String()),
-		Workers: cfg.Workers, WorkerConcurrency: cfg.WorkerConcurrency,
-		Calls: cfg.Calls, DurationSeconds: cfg.Duration.Seconds(), Warmup: max(cfg.Warmup, 0),
-		Concurrency: cfg.Concurrency, Rate: cfg.Rate, Batch: cfg.Batch, Tool: cfg.Tool,
-		Payload: cfg.Payload, CallBytes: r.callBytes, ResultBytes: r.resultBytes,
-		Fail: cfg.Fail.String(), Rounds: cfg.Rounds, Fronts: cfg.Fronts,
-	}}
-	if cfg.ExternalWorkers {
-		rep.Settings.Workers = 0
-	}
-	if cfg.Tool == ToolSleep {
-		rep.Settings.SleepMillis = ms(cfg.Sleep)
-	}
-	for round := 1; round <= cfg.Rounds; round++ {
-		if !cfg.SkipBaseline {
-			p, err := r.phase(ctx, PhaseBaseline, round)
-			if err != nil {
-				return nil, err
-			}
-			rep.Runs = append(rep.Runs, p)
-		}
-		if !cfg.Fail.Zero() {
-			p, err := r.phase(ctx, PhasePoolNoFailures, round)
-			if err != nil {
-				return nil, err
-			}
-			rep.Runs = append(rep.Runs, p)
-		}
-		p, err := r.phase(ctx, PhasePool, round)
-		if err != nil {
-			return nil, err
-		}
-		rep.Runs = append(rep.Runs, p)
-		for _, front := range cfg.Fronts {
-			p, err := r.phase(ctx, frontPhase(front), round)
-			if err != nil {
-				return nil, err
-			}
-			rep.Runs = append(rep.Runs, p)
-		}
 	}
 	rep.summarise()
 	rep.PeakRSSBytes = max(r.peakRSS, PeakRSS())
@@ -136,6 +62,102 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// startEmbedded starts the bench's own embedded server, with file storage
+// in a temporary directory, on a random loopback port; stop shuts it down
+// and removes the directory.
+func startEmbedded(log *slog.Logger) (url string, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "toolpool-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	emb, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:0", DataDir: dir, Logger: log})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return emb.ClientURL(), func() {
+		emb.Shutdown()
+		_ = os.RemoveAll(dir)
+	}, nil
+}
+
+// newRunner prepares the phases on the server at url, nc the setup
+// connection to it: the pool's streams, the tools, the calls' inputs, the
+// message sizes and the baseline's configuration.
+func newRunner(ctx context.Context, cfg Config, url string, nc *nats.Conn, embedded bool) (*runner, error) {
+	j, err := js.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	callsCfg, resultsCfg, err := poolStreams(ctx, j, cfg, embedded)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := benchRegistry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{
+		cfg: cfg, url: url, js: j, embedded: embedded, storage: callsCfg.Storage,
+		reg: reg, runID: nuidShort(), progress: newProgress(cfg.Progress),
+	}
+	r.inputs = newCallInputs(cfg)
+	r.callBytes, r.resultBytes, err = messageSizes(cfg, r.inputs)
+	if err != nil {
+		return nil, err
+	}
+	r.raw = r.rawConfig(callsCfg, resultsCfg)
+	return r, nil
+}
+
+// settings echo the run's configuration, on server ("embedded" or
+// "external").
+func (r *runner) settings(server string) Settings {
+	cfg := r.cfg
+	s := Settings{
+		Server: server, Storage: strings.ToLower(r.storage.String()),
+		Workers: cfg.Workers, WorkerConcurrency: cfg.WorkerConcurrency,
+		Calls: cfg.Calls, DurationSeconds: cfg.Duration.Seconds(), Warmup: max(cfg.Warmup, 0),
+		Concurrency: cfg.Concurrency, Rate: cfg.Rate, Batch: cfg.Batch, Tool: cfg.Tool,
+		Payload: cfg.Payload, CallBytes: r.callBytes, ResultBytes: r.resultBytes,
+		Fail: cfg.Fail.String(), Rounds: cfg.Rounds, Fronts: cfg.Fronts,
+	}
+	if cfg.ExternalWorkers {
+		s.Workers = 0
+	}
+	if cfg.Tool == ToolSleep {
+		s.SleepMillis = ms(cfg.Sleep)
+	}
+	return s
+}
+
+// rounds runs every round's phases and appends them to rep.Runs: the
+// baseline (unless skipped), the pool without failures (when failures are
+// injected), the pool, and the pool through each front door.
+func (r *runner) rounds(ctx context.Context, rep *Report) error {
+	for round := 1; round <= r.cfg.Rounds; round++ {
+		var names []string
+		if !r.cfg.SkipBaseline {
+			names = append(names, PhaseBaseline)
+		}
+		if !r.cfg.Fail.Zero() {
+			names = append(names, PhasePoolNoFailures)
+		}
+		names = append(names, PhasePool)
+		for _, front := range r.cfg.Fronts {
+			names = append(names, frontPhase(front))
+		}
+		for _, name := range names {
+			p, err := r.phase(ctx, name, round)
+			if err != nil {
+				return err
+			}
+			rep.Runs = append(rep.Runs, p)
+		}
+	}
+	return nil
 }
 
 // poolStreams makes sure the pool's streams exist (provisioning them on
@@ -189,218 +211,4 @@ func messageSizes(cfg Config, in callInputs) (call, result int, err error) {
 		return 0, 0, err
 	}
 	return len(c), len(res), nil
-}
-
-// runner runs the phases.
-type runner struct {
-	cfg                    Config
-	url                    string
-	js                     js.JetStream // the setup connection's
-	embedded               bool
-	reg                    *tools.Registry
-	runID                  string
-	inputs                 callInputs
-	callBytes, resultBytes int
-	raw                    rawConfig
-	progress               *phaseProgress
-	phases                 int
-	peakRSS                uint64
-}
-
-// rawConfig is the baseline's setup: the pool's stream configurations and
-// the loaded tool's consumer configuration, renamed.
-func (r *runner) rawConfig(calls, results js.StreamConfig) rawConfig {
-	calls.Name, calls.Subjects = rawCallStream, []string{"benchraw.call.>"}
-	calls.Description = "toolpool bench: raw baseline calls"
-	results.Name, results.Subjects = rawResultStream, []string{"benchraw.result.>"}
-	results.Description = "toolpool bench: raw baseline results"
-	rt, _ := r.reg.Lookup(r.cfg.Tool)
-	cc := jetstream.ConsumerConfig(jetstream.ConsumerSpec{
-		Tool: rt.Name, Timeout: rt.Timeout, MaxAttempts: rt.Retry.MaxAttempts, Concurrency: rt.Concurrency,
-	})
-	cc.Durable, cc.Name, cc.FilterSubject, cc.Description = rawConsumer, "", rawCallSubject, "toolpool bench: raw baseline"
-	work := time.Duration(0)
-	if r.cfg.Tool == ToolSleep {
-		work = r.cfg.Sleep
-	}
-	return rawConfig{
-		callStream: calls, resultStream: results, consumer: cc,
-		callSubject: rawCallSubject, resultSubject: rawResultSubject,
-		callSize: r.callBytes, resultSize: r.resultBytes,
-		// The dispatcher sends the call's trace context in a header too.
-		traceparent: dispatch.NewTraceparent(),
-		executors:   r.cfg.Workers * r.cfg.WorkerConcurrency,
-		// As pkg/worker pulls.
-		pullMax:     min(r.cfg.WorkerConcurrency, 512),
-		work:        work,
-		turnTimeout: r.cfg.TurnTimeout,
-	}
-}
-
-// phase sets up one phase's system, warms it up, measures it and tears it
-// down.
-func (r *runner) phase(ctx context.Context, name string, round int) (Phase, error) {
-	r.peakRSS = max(r.peakRSS, PeakRSS())
-	runtime.GC()
-	resetPeakRSS()
-
-	var t target
-	var stop func()
-	mix := r.cfg.Fail
-	switch name {
-	case PhaseBaseline:
-		onc, err := r.cfg.Connect(r.url, "toolpool-bench-raw-caller")
-		if err != nil {
-			return Phase{}, err
-		}
-		defer onc.Close()
-		wnc, err := r.cfg.Connect(r.url, "toolpool-bench-raw-worker")
-		if err != nil {
-			return Phase{}, err
-		}
-		defer wnc.Close()
-		rt, err := startRaw(ctx, r.raw, onc, wnc)
-		if err != nil {
-			return Phase{}, err
-		}
-		t, stop = rt, func() { rt.stop(context.Background()) }
-		mix = FailMix{}
-	default:
-		if name == PhasePoolNoFailures {
-			mix = FailMix{}
-		}
-		if r.embedded {
-			// Empty streams, as the baseline gets: earlier phases' results
-			// and message ids would otherwise weigh on the later ones.
-			if err := r.freshPoolStreams(ctx); err != nil {
-				return Phase{}, err
-			}
-		}
-		p, err := startPool(ctx, r.cfg, r.url, r.reg, poolOptions{})
-		if err != nil {
-			return Phase{}, err
-		}
-		t, stop = p.target, p.stop
-		if name == PhasePoolHTTP || name == PhasePoolMCP {
-			front := FrontHTTP
-			if name == PhasePoolMCP {
-				front = FrontMCP
-			}
-			ft, stopFront, err := startFront(ctx, front, p, r.cfg)
-			if err != nil {
-				p.stop()
-				return Phase{}, err
-			}
-			t, stop = ft, func() { stopFront(); p.stop() }
-		}
-	}
-	defer stop()
-
-	r.phases++
-	prefix := "toolu_" + r.runID + "_" + strconv.Itoa(r.phases) + "_"
-	spec := loadSpec{
-		concurrency: r.cfg.Concurrency, rate: r.cfg.Rate, batch: r.cfg.Batch,
-		mix: mix, seed: uint64(r.phases),
-	}
-	if r.cfg.Warmup > 0 {
-		warm := spec
-		warm.calls, warm.prefix = r.cfg.Warmup, prefix+"w"
-		if warm.rate > 0 {
-			warm.calls = max(min(warm.calls, int(warm.rate)), warm.batch)
-		}
-		r.progress.setLabel(r.label(name, round) + " warm-up")
-		warm.progress = r.progress
-		runLoad(ctx, t, warm)
-		if err := ctx.Err(); err != nil {
-			return Phase{}, err
-		}
-	}
-	spec.calls, spec.duration, spec.prefix = r.cfg.Calls, r.cfg.Duration, prefix
-	r.progress.setLabel(r.label(name, round))
-	spec.progress = r.progress
-
-	runtime.GC()
-	var profile io.Writer
-	switch name {
-	case PhaseBaseline:
-		profile = r.cfg.BaselineCPUProfile
-	case PhasePool:
-		profile = r.cfg.CPUProfile
-	case PhasePoolHTTP:
-		profile = r.cfg.FrontCPUProfiles[FrontHTTP]
-	case PhasePoolMCP:
-		profile = r.cfg.FrontCPUProfiles[FrontMCP]
-	}
-	if round != 1 {
-		profile = nil
-	}
-	if profile != nil {
-		if err := pprof.StartCPUProfile(profile); err != nil {
-			return Phase{}, fmt.Errorf("bench: cpu profile: %w", err)
-		}
-	}
-	cpu0 := cpuTime()
-	objs0, bytes0 := heapAllocs()
-	res := runLoad(ctx, t, spec)
-	cpu := cpuTime() - cpu0
-	objs1, bytes1 := heapAllocs()
-	if profile != nil {
-		pprof.StopCPUProfile()
-	}
-	if err := ctx.Err(); err != nil {
-		return Phase{}, err
-	}
-	peak := PeakRSS()
-	r.peakRSS = max(r.peakRSS, peak)
-
-	return phaseOf(name, round, res, cpu, objs1-objs0, bytes1-bytes0, peak), nil
-}
-
-// phaseOf is what a load run measured, as a Phase: cpu is the process's
-// CPU time during the run, objs and bytes its heap allocations, peak its
-// peak RSS.
-func phaseOf(name string, round int, res loadResult, cpu time.Duration, objs, bytes, peak uint64) Phase {
-	p := Phase{
-		Name: name, Round: round, Calls: res.calls, Turns: res.turns,
-		Seconds: res.elapsed.Seconds(), Errors: res.errs,
-		Latency: Latency{
-			P50: ms(res.hist.quantile(0.50)), P90: ms(res.hist.quantile(0.90)),
-			P99: ms(res.hist.quantile(0.99)), P999: ms(res.hist.quantile(0.999)), Max: ms(res.hist.max),
-		},
-		PeakRSSBytes: peak,
-	}
-	for _, n := range res.errs {
-		p.ErrorCalls += n
-	}
-	if res.calls > 0 {
-		p.CallsPerSec = float64(res.calls) / res.elapsed.Seconds()
-		p.AttemptsPerCall = float64(res.attempts) / float64(res.calls)
-		p.CPUPerCallMicros = float64(cpu) / float64(time.Microsecond) / float64(res.calls)
-		p.AllocsPerCall = float64(objs) / float64(res.calls)
-		p.AllocBytesPerCall = float64(bytes) / float64(res.calls)
-	}
-	return p
-}
-
-// label names a phase on the progress bar.
-func (r *runner) label(name string, round int) string {
-	if r.cfg.Rounds == 1 {
-		return name
-	}
-	return fmt.Sprintf("%s %d/%d", name, round, r.cfg.Rounds)
-}
-
-// freshPoolStreams deletes the pool's call and result streams (and with
-// them the tools' consumers, which the workers create again) and
-// provisions them anew. Only on the bench's own embedded server.
-func (r *runner) freshPoolStreams(ctx context.Context) error {
-	for _, name := range []string{jetstream.StreamCalls, jetstream.StreamResults} {
-		if err := r.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, js.ErrStreamNotFound) {
-			return fmt.Errorf("bench: delete stream %s: %w", name, err)
-		}
-	}
-	if err := jetstream.Provision(ctx, r.js, jetstream.Config{Storage: r.cfg.Storage}); err != nil {
-		return fmt.Errorf("bench: streams: %w", err)
-	}
-	return nil
 }

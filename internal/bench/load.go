@@ -10,6 +10,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/progress"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -98,6 +99,25 @@ type loadResult struct {
 // duration has passed or ctx ends.
 func runLoad(ctx context.Context, t target, spec loadSpec) loadResult {
 	var shards [histShards]histShard
+	agents := spec.agents(&shards)
+	l := loadRun{t: t, agents: agents, k: spec.batch, start: time.Now()}
+	if spec.calls > 0 {
+		l.turns = uint64((spec.calls + spec.batch - 1) / spec.batch)
+	} else {
+		l.end = l.start.Add(spec.duration)
+	}
+	l.done = spec.progress.begin(spec.calls, spec.duration) // nil without a terminal
+	defer l.done.Finish()
+	if spec.rate <= 0 {
+		l.closedLoop(ctx)
+	} else {
+		l.openLoop(ctx, spec.rate)
+	}
+	return collect(&shards, agents, time.Since(l.start))
+}
+
+// agents are spec's simulated agents, recording into the shards.
+func (spec *loadSpec) agents(shards *[histShards]histShard) []*agent {
 	agents := make([]*agent, spec.concurrency)
 	for i := range agents {
 		agents[i] = &agent{
@@ -109,76 +129,98 @@ func runLoad(ctx context.Context, t target, spec loadSpec) loadResult {
 			mix:     spec.mix,
 		}
 	}
-	turns := uint64(0)
-	if spec.calls > 0 {
-		turns = uint64((spec.calls + spec.batch - 1) / spec.batch)
-	}
-	k := spec.batch
-	start := time.Now()
-	var end time.Time
-	if spec.calls == 0 {
-		end = start.Add(spec.duration)
-	}
-	done := spec.progress.begin(spec.calls, spec.duration) // nil without a terminal
-	defer done.Finish()
+	return agents
+}
+
+// loadRun is one load run under way: turns of k calls, a number of them
+// (turns) or until end.
+type loadRun struct {
+	t      target
+	agents []*agent
+	k      int
+	turns  uint64    // 0: until end
+	start  time.Time // of the run
+	end    time.Time // with turns 0
+	done   *progress.Bar
+}
+
+// closedLoop runs the agents, each starting its next turn as soon as its
+// last one ended, until the turns are taken, end has passed or ctx ends.
+func (l *loadRun) closedLoop(ctx context.Context) {
+	t, k, turns, end, done := l.t, l.k, l.turns, l.end, l.done
 	var wg sync.WaitGroup
-	if spec.rate <= 0 {
-		var next atomic.Uint64
-		for _, a := range agents {
-			wg.Go(func() {
-				for ctx.Err() == nil {
-					i := next.Add(1) - 1
-					if turns > 0 && i >= turns {
-						return
-					}
-					if turns == 0 && !time.Now().Before(end) {
-						return
-					}
-					t0 := time.Now()
-					t.turn(ctx, a, i*uint64(k), k)
-					a.hist.record(time.Since(t0))
-					done.Add(k)
-				}
-			})
-		}
-	} else {
-		tickets := make(chan ticket, 1<<16)
-		interval := time.Duration(float64(k) / spec.rate * float64(time.Second))
+	var next atomic.Uint64
+	for _, a := range l.agents {
 		wg.Go(func() {
-			defer close(tickets)
-			for i := uint64(0); ctx.Err() == nil; i++ {
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
 				if turns > 0 && i >= turns {
 					return
 				}
-				due := start.Add(time.Duration(i) * interval)
-				if turns == 0 && !due.Before(end) {
+				if turns == 0 && !time.Now().Before(end) {
 					return
 				}
-				if d := time.Until(due); d > 0 {
-					time.Sleep(d)
-				}
-				select {
-				case tickets <- ticket{seq: i * uint64(k), due: due}:
-				case <-ctx.Done():
-					return
-				}
+				t0 := time.Now()
+				t.turn(ctx, a, i*uint64(k), k)
+				a.hist.record(time.Since(t0))
+				done.Add(k)
 			}
 		})
-		for _, a := range agents {
-			wg.Go(func() {
-				for tk := range tickets {
-					if ctx.Err() != nil {
-						continue
-					}
-					t.turn(ctx, a, tk.seq, k)
-					a.hist.record(time.Since(tk.due))
-					done.Add(k)
-				}
-			})
-		}
 	}
 	wg.Wait()
-	res := loadResult{elapsed: time.Since(start), errs: map[string]uint64{}}
+}
+
+// openLoop offers a turn each k/rate seconds, whatever the latency, to the
+// first agent free; each turn's latency runs from when it was due.
+func (l *loadRun) openLoop(ctx context.Context, rate float64) {
+	t, k, done := l.t, l.k, l.done
+	tickets := make(chan ticket, 1<<16)
+	var wg sync.WaitGroup
+	wg.Go(func() { l.issue(ctx, tickets, rate) })
+	for _, a := range l.agents {
+		wg.Go(func() {
+			for tk := range tickets {
+				if ctx.Err() != nil {
+					continue
+				}
+				t.turn(ctx, a, tk.seq, k)
+				a.hist.record(time.Since(tk.due))
+				done.Add(k)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// issue sends the open loop's tickets, each when it is due, and closes
+// tickets when the turns are taken, end has passed or ctx ends.
+func (l *loadRun) issue(ctx context.Context, tickets chan<- ticket, rate float64) {
+	defer close(tickets)
+	k, turns, start, end := l.k, l.turns, l.start, l.end
+	interval := time.Duration(float64(k) / rate * float64(time.Second))
+	for i := uint64(0); ctx.Err() == nil; i++ {
+		if turns > 0 && i >= turns {
+			return
+		}
+		due := start.Add(time.Duration(i) * interval)
+		if turns == 0 && !due.Before(end) {
+			return
+		}
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		select {
+		case tickets <- ticket{seq: i * uint64(k), due: due}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// collect merges the agents' counts and the shards' histograms, for a run
+// that took elapsed.
+func collect(shards *[histShards]histShard, agents []*agent, elapsed time.Duration) loadResult {
+	res := loadResult{elapsed: elapsed, errs: map[string]uint64{}}
 	for i := range shards {
 		res.hist.merge(&shards[i].h)
 	}
@@ -193,6 +235,8 @@ func runLoad(ctx context.Context, t target, spec loadSpec) loadResult {
 	return res
 }
 
+// ticket is a turn of the open loop: its first call's number and when it
+// is due.
 type ticket struct {
 	seq uint64
 	due time.Time

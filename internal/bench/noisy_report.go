@@ -10,6 +10,131 @@ import (
 	"text/tabwriter"
 )
 
+// NoisyReport is what RunNoisyNeighbour measured.
+type NoisyReport struct {
+	Machine  Machine       `json:"machine"`
+	Settings NoisySettings `json:"settings"`
+	// AAlone is tenant A's backlog with nobody else; WithB the same
+	// backlog with tenant B's trickle; B is B's calls in that phase.
+	AAlone BacklogPhase `json:"a_alone"`
+	WithB  BacklogPhase `json:"a_with_b"`
+	B      TricklePhase `json:"b"`
+	// Cap is the per-key concurrency cap phase, Rate the per-key rate
+	// limit phase.
+	Cap  CapPhase  `json:"cap"`
+	Rate RatePhase `json:"rate"`
+	// FairnessOff and FairnessOn are one tenant's closed-loop load with
+	// the scheduler off and on.
+	FairnessOff Phase `json:"fairness_off"`
+	FairnessOn  Phase `json:"fairness_on"`
+	// FairnessRatio is the median of FairnessPairRatios: on's throughput
+	// over off's in each pair of parts run one after the other.
+	FairnessRatio      float64   `json:"fairness_ratio"`
+	FairnessPairRatios []float64 `json:"fairness_pair_ratios"`
+	// Targets are the issue's targets and whether this run met them.
+	Targets []Target `json:"targets"`
+	// PeakRSSBytes is the peak resident set size of the whole run.
+	PeakRSSBytes uint64 `json:"peak_rss_bytes"`
+}
+
+// NoisySettings echo the scenario's configuration in the report.
+type NoisySettings struct {
+	Scenario          string  `json:"scenario"`
+	Storage           string  `json:"storage"`
+	Workers           int     `json:"workers"`
+	WorkerConcurrency int     `json:"worker_concurrency"`
+	Slots             int     `json:"slots"`
+	SleepMillis       float64 `json:"sleep_ms"`
+	Backlog           int     `json:"backlog"`
+	BacklogTurn       int     `json:"backlog_turn"`
+	IntervalMillis    float64 `json:"b_interval_ms"`
+	Calls             int     `json:"calls"`
+	Concurrency       int     `json:"concurrency"`
+	Cap               int     `json:"cap"`
+	CapCalls          int     `json:"cap_calls_per_key"`
+	Rate              int     `json:"rate_per_s"`
+	Offered           float64 `json:"offered_per_s"`
+	RateForSeconds    float64 `json:"rate_for_s"`
+	// Admission says how the dispatcher's admission bounds were set so
+	// that the backlog is admitted whole.
+	Admission string `json:"admission"`
+}
+
+// BacklogPhase is tenant A's backlog: Calls dispatched at once, answered
+// over Seconds.
+type BacklogPhase struct {
+	Calls       int     `json:"calls"`
+	Errors      int     `json:"errors"`
+	Seconds     float64 `json:"seconds"`
+	CallsPerSec float64 `json:"calls_per_s"`
+}
+
+// TricklePhase is tenant B's calls, one per interval, request to result.
+type TricklePhase struct {
+	Calls   int     `json:"calls"`
+	Errors  int     `json:"errors"`
+	Latency Latency `json:"latency_ms"`
+	// Slowest are the slowest calls (at most slowestShown), slowest
+	// first: when in the phase each was sent, and its latency.
+	Slowest []TrickleCall `json:"slowest"`
+	// Intakes are, for each phase with B, when the dispatcher had taken
+	// in all of A's backlog (from its start; 0: not seen, e.g. without a
+	// scheduler); AfterIntake is the latency of the AfterIntakeCalls calls
+	// of B sent from then on.
+	Intakes          []float64 `json:"intake_ms"`
+	AfterIntake      Latency   `json:"after_intake_latency_ms"`
+	AfterIntakeCalls int       `json:"after_intake_calls"`
+
+	// Of one phase (backlog): its intake, and every call.
+	IntakeMillis float64       `json:"-"`
+	all          []TrickleCall // slowest first once merged
+}
+
+// TrickleCall is one of B's calls: when it was sent, from the start of
+// A's backlog, and how long it took, in milliseconds.
+type TrickleCall struct {
+	SentMillis    float64 `json:"sent_ms"`
+	LatencyMillis float64 `json:"latency_ms"`
+}
+
+// slowestShown is how many of B's slowest calls a report lists.
+const slowestShown = 5
+
+// CapPhase is the per-key concurrency cap: the most calls of each key the
+// tool's handler saw running at once, fleet-wide.
+type CapPhase struct {
+	Cap        int            `json:"cap"`
+	Calls      int            `json:"calls"`
+	Errors     int            `json:"errors"`
+	Seconds    float64        `json:"seconds"`
+	MaxRunning map[string]int `json:"max_running"`
+}
+
+// RatePhase is the per-key rate limit: a key offering more than its limit.
+type RatePhase struct {
+	Limit   int     `json:"limit_per_s"`
+	Offered float64 `json:"offered_per_s"`
+	Calls   int     `json:"calls"`
+	// Served is the calls that ran; ServedPerSec their rate from 1 s
+	// after the offer began (after the first burst) to its end.
+	Served       int     `json:"served"`
+	ServedPerSec float64 `json:"served_per_s"`
+	// Cancelled is the calls not answered when the offer ended (nearly
+	// all still held by their key's limit), then cancelled; Errors the
+	// calls answered with an is_error before.
+	Cancelled int `json:"cancelled"`
+	Errors    int `json:"errors"`
+}
+
+// Target is one of the issue's targets.
+type Target struct {
+	Name     string  `json:"name"`
+	Measured float64 `json:"measured"`
+	Unit     string  `json:"unit,omitempty"`
+	Goal     string  `json:"goal"`
+	Met      bool    `json:"met"`
+}
+
 // WriteJSON writes r as indented JSON.
 func (r *NoisyReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 

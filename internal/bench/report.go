@@ -239,8 +239,19 @@ func writeJSON(w io.Writer, v any) error {
 
 // WriteText writes r as a table for people.
 func (r *Report) WriteText(w io.Writer) error {
-	s := r.Settings
 	var b strings.Builder
+	r.writeHeader(&b)
+	if err := r.writeTable(&b); err != nil {
+		return err
+	}
+	r.writeSummary(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeHeader says what was loaded, on what, and on which machine.
+func (r *Report) writeHeader(b *strings.Builder) {
+	s := r.Settings
 	load := "closed loop"
 	if s.Rate > 0 {
 		load = fmt.Sprintf("open loop at %s calls/s", thousands(s.Rate))
@@ -249,27 +260,29 @@ func (r *Report) WriteText(w io.Writer) error {
 	if s.Calls == 0 {
 		size = fmt.Sprintf("%gs", s.DurationSeconds)
 	}
-	tool := s.Tool
+	tool := fmt.Sprintf("echo, %d-byte input", s.Payload)
 	if s.Tool == ToolSleep {
 		tool = fmt.Sprintf("sleep %gms", s.SleepMillis)
-	} else {
-		tool = fmt.Sprintf("echo, %d-byte input", s.Payload)
 	}
 	workers := fmt.Sprintf("%d in-process worker(s) × %d", s.Workers, s.WorkerConcurrency)
 	if s.Workers == 0 {
 		workers = "external workers"
 	}
-	fmt.Fprintf(&b, "toolpool bench: %s per phase, %s, %d agents, %d call(s) per turn, %s\n", size, tool, s.Concurrency, s.Batch, load)
-	fmt.Fprintf(&b, "server: %s, %s storage; %s; messages: call %d B, result %d B", s.Server, s.Storage, workers, s.CallBytes, s.ResultBytes)
+	fmt.Fprintf(b, "toolpool bench: %s per phase, %s, %d agents, %d call(s) per turn, %s\n", size, tool, s.Concurrency, s.Batch, load)
+	fmt.Fprintf(b, "server: %s, %s storage; %s; messages: call %d B, result %d B", s.Server, s.Storage, workers, s.CallBytes, s.ResultBytes)
 	if s.Fail != "" {
-		fmt.Fprintf(&b, "; failures: %s", s.Fail)
+		fmt.Fprintf(b, "; failures: %s", s.Fail)
 	}
 	if s.Rounds > 1 {
-		fmt.Fprintf(&b, "; medians of %d rounds", s.Rounds)
+		fmt.Fprintf(b, "; medians of %d rounds", s.Rounds)
 	}
-	fmt.Fprintf(&b, "\nmachine: %d CPU(s), %s, %s\n\n", r.Machine.CPUs, cmp.Or(r.Machine.CPUModel, "unknown CPU"), r.Machine.GoVersion)
+	fmt.Fprintf(b, "\nmachine: %d CPU(s), %s, %s\n\n", r.Machine.CPUs, cmp.Or(r.Machine.CPUModel, "unknown CPU"), r.Machine.GoVersion)
+}
 
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+// writeTable writes a row per phase, the ratios to the baseline, and the
+// pool's errors by class.
+func (r *Report) writeTable(b *strings.Builder) error {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tcalls/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tattempts/call\terrors\tCPU µs/call\tpeak RSS\t")
 	row := func(p *Phase) {
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.1f\t%s\t\n", p.Name, thousands(p.CallsPerSec),
@@ -298,32 +311,36 @@ func (r *Report) WriteText(w io.Writer) error {
 		return err
 	}
 	if len(r.Pool.Errors) > 0 {
-		fmt.Fprintf(&b, "\npool errors by class:")
+		fmt.Fprintf(b, "\npool errors by class:")
 		for _, c := range slices.Sorted(maps.Keys(r.Pool.Errors)) {
-			fmt.Fprintf(&b, " %s=%d", c, r.Pool.Errors[c])
+			fmt.Fprintf(b, " %s=%d", c, r.Pool.Errors[c])
 		}
-		fmt.Fprintln(&b)
+		fmt.Fprintln(b)
 	}
+	return nil
+}
+
+// writeSummary writes the headline, the front doors, the cost of the
+// failures and the peak RSS.
+func (r *Report) writeSummary(b *strings.Builder) {
 	b.WriteString("\n")
 	if q := r.Ratios; q != nil {
-		fmt.Fprintf(&b, "headline: the pool runs at %.0f%% of raw JetStream's throughput in the same run; latency p50 %.2fx, p99 %.2fx of raw",
+		fmt.Fprintf(b, "headline: the pool runs at %.0f%% of raw JetStream's throughput in the same run; latency p50 %.2fx, p99 %.2fx of raw",
 			q.Throughput*100, q.P50, q.P99)
 		if r.PoolNoFailures != nil {
 			b.WriteString(" (both without failures)")
 		}
 		b.WriteString(".\n")
 	}
-	r.writeFronts(&b)
+	r.writeFronts(b)
 	if r.FailureThroughputRatio != nil {
-		fmt.Fprintf(&b, "with failures (%s) the pool keeps %.0f%% of its throughput without them.\n", s.Fail, *r.FailureThroughputRatio*100)
+		fmt.Fprintf(b, "with failures (%s) the pool keeps %.0f%% of its throughput without them.\n", r.Settings.Fail, *r.FailureThroughputRatio*100)
 	}
-	fmt.Fprintf(&b, "peak RSS of the bench process: %s", mib(r.PeakRSSBytes))
-	if s.Server == "embedded" {
+	fmt.Fprintf(b, "peak RSS of the bench process: %s", mib(r.PeakRSSBytes))
+	if r.Settings.Server == "embedded" {
 		b.WriteString(" (the embedded server included)")
 	}
 	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func mib(b uint64) string {

@@ -11,6 +11,7 @@
 package progress
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 )
 
 // width is the bar's width in characters.
@@ -47,10 +50,11 @@ type Bar struct {
 	start time.Time
 	n     atomic.Int64
 
+	// life runs the redrawing from Start to Finish.
+	life startstop.Base
+
 	mu       sync.Mutex // drawing, and the lines written around the bar
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	finished bool
+	finished bool       // the last line is drawn: nothing clears it any more
 }
 
 // Terminal returns w when it is a terminal (a character device), nil
@@ -83,26 +87,32 @@ func New(w io.Writer, cfg Config) *Bar {
 	return &Bar{w: w, cfg: cfg, start: time.Now()}
 }
 
-// Start redraws the bar a few times a second until Finish.
+// Start redraws the bar a few times a second until Finish. A second
+// Start, or one after Finish, does nothing.
 func (b *Bar) Start() {
-	if b == nil || b.stop != nil {
+	if b == nil {
 		return
 	}
-	b.stop = make(chan struct{})
-	b.wg.Go(func() {
-		t := time.NewTicker(redraw)
-		defer t.Stop()
-		for {
-			select {
-			case <-b.stop:
-				return
-			case <-t.C:
-				b.mu.Lock()
-				b.draw()
-				b.mu.Unlock()
-			}
-		}
+	_ = b.life.Start(context.Background(), func(context.Context) error {
+		b.life.Go(b.redraw)
+		return nil
 	})
+}
+
+// redraw draws the bar every redraw interval until life ends.
+func (b *Bar) redraw(life context.Context) {
+	t := time.NewTicker(redraw)
+	defer t.Stop()
+	for {
+		select {
+		case <-life.Done():
+			return
+		case <-t.C:
+			b.mu.Lock()
+			b.draw()
+			b.mu.Unlock()
+		}
+	}
 }
 
 // Add counts n more steps done.
@@ -130,15 +140,13 @@ func (b *Bar) Printf(w io.Writer, format string, args ...any) {
 	}
 }
 
-// Finish draws the bar a last time and ends its line.
+// Finish stops the redrawing, draws the bar a last time and ends its
+// line. A second Finish does nothing.
 func (b *Bar) Finish() {
 	if b == nil {
 		return
 	}
-	if b.stop != nil {
-		close(b.stop)
-		b.wg.Wait()
-	}
+	_ = b.life.Stop(context.Background(), nil, nil)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.finished {

@@ -82,3 +82,20 @@ func TestBarRedraws(t *testing.T) {
 		t.Errorf("drawn %d times in %s: %q", n, 3*redraw, term.String())
 	}
 }
+
+// A started bar finished twice ends its line once; a Start after Finish
+// draws nothing more.
+func TestBarStartedFinishTwice(t *testing.T) {
+	t.Parallel()
+	var term bytes.Buffer // read only after Finish, which waits for the drawing
+	b := New(&term, Config{Total: 1})
+	b.Start()
+	b.Start() // once
+	b.Add(1)
+	b.Finish()
+	b.Finish() // once
+	b.Start()  // over
+	if n := strings.Count(term.String(), "\n"); n != 1 || !strings.Contains(term.String(), " 1/1 done") {
+		t.Errorf("terminal %q, want one line ended once", term.String())
+	}
+}

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 )
 
-// dlqPurgeCommand is "dlq purge": the dead letters deleted for good, with
+// dlqPurge is "dlq purge": the dead letters deleted for good, with
 // --yes; without, what would be deleted.
-func dlqPurgeCommand() *cli.Command {
+func dlqPurge() *cli.Command {
 	var (
 		f        dlqFlags
 		all, yes bool

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
-	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/pkg/classify"
 )
 
@@ -41,7 +41,7 @@ func statusByKey(ctx context.Context, env *cli.Env, lf *liveFlags, asJSON bool) 
 	}
 	st := ops.SumSchedStats(snaps)
 	if asJSON {
-		return writeIndented(env.Stdout, st)
+		return cli.WriteJSON(env.Stdout, st)
 	}
 	writeStatusByKey(env, st)
 	return nil
@@ -65,7 +65,7 @@ func writeStatusByKey(env *cli.Env, st ops.SchedStatus) {
 		fmt.Fprintf(tw, "%s\t*\t-\t-\t%d\t%d\t%d\t%s\t%s\n", t.Tool, t.Waiting, t.Limited, t.InFlight,
 			formatRate(perSecond), windowText(t))
 		for _, k := range t.Keys {
-			tenant, weight := cmpOrDash(k.Tenant), "-"
+			tenant, weight := orDash(k.Tenant), "-"
 			if k.Weight > 0 {
 				weight = strconv.Itoa(k.Weight)
 			}
@@ -77,7 +77,7 @@ func writeStatusByKey(env *cli.Env, st ops.SchedStatus) {
 }
 
 // windowText is a tool row's LIMITS: its slots and window.
-func windowText(t sched.ToolStats) string {
+func windowText(t pooltype.ToolStats) string {
 	if t.Slots == 0 {
 		return "slots unknown, no window"
 	}
@@ -86,7 +86,7 @@ func windowText(t sched.ToolStats) string {
 
 // waitingText is a key's waiting calls, with those of a priority other
 // than normal named: "12 (3 high)".
-func waitingText(k sched.KeyStats) string {
+func waitingText(k pooltype.KeyStats) string {
 	s := strconv.Itoa(k.Waiting)
 	var parts []string
 	for _, p := range []string{"high", "low"} {
@@ -102,7 +102,7 @@ func waitingText(k sched.KeyStats) string {
 
 // limitsText is a key row's LIMITS: the per-key cap and rate the fleet
 // applies, "-" for none.
-func limitsText(l sched.Limits) string {
+func limitsText(l pooltype.Limits) string {
 	var parts []string
 	if l.Concurrency > 0 {
 		parts = append(parts, fmt.Sprintf("cap %d", l.Concurrency))
@@ -123,11 +123,4 @@ func limitsText(l sched.Limits) string {
 // formatRate prints a rate with at most one decimal.
 func formatRate(r float64) string {
 	return strconv.FormatFloat(math.Round(r*10)/10, 'f', -1, 64)
-}
-
-func cmpOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -1,11 +1,8 @@
-package main
+package opscmd
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
 	"strconv"
 	"time"
 
@@ -18,11 +15,11 @@ import (
 	"github.com/toolpool/toolpool/pkg/classify"
 )
 
-// dlqCommand is "orchestrator dlq": a group, one file per subcommand
+// DLQ is "orchestrator dlq": a group, one file per subcommand
 // (dlq_ls.go, dlq_show.go, dlq_replay.go, dlq_purge.go). Exit 0 on
 // success, 1 when a command failed (or a replayed call failed with
 // --wait), 2 on usage or connection errors.
-func dlqCommand() *cli.Command {
+func DLQ() *cli.Command {
 	return &cli.Command{
 		Name:    "dlq",
 		Summary: "operate the dead letters: dlq ls|show|replay|purge (orchestrator dlq -h)",
@@ -33,7 +30,7 @@ kept killing workers (poison), their deadline passed in the queue
 never reported, so it was not run again (outcome_unknown).
 
 Every command takes --nats-url (env NATS_URL) and the credential flags.`,
-		Commands: []*cli.Command{dlqLsCommand(), dlqShowCommand(), dlqReplayCommand(), dlqPurgeCommand()},
+		Commands: []*cli.Command{dlqLs(), dlqShow(), dlqReplay(), dlqPurge()},
 	}
 }
 
@@ -45,6 +42,8 @@ type dlqFlags struct {
 	reason string
 }
 
+// register adds the connection's flags to fs and, with filters, --tool
+// and --reason.
 func (f *dlqFlags) register(fs *flag.FlagSet, filters bool) {
 	f.nats.Register(fs)
 	if filters {
@@ -120,6 +119,7 @@ type letterJSON struct {
 	Error   string        `json:"decode_error,omitempty"`
 }
 
+// toJSON is l as the --json outputs print it.
 func toJSON(l *dlq.Letter) letterJSON {
 	out := letterJSON{Seq: l.Seq, Subject: l.Subject, Stored: l.Stored, Tool: l.Tool(), Reason: l.Reason(), Entry: l.Entry}
 	if l.Err != nil {
@@ -128,19 +128,10 @@ func toJSON(l *dlq.Letter) letterJSON {
 	return out
 }
 
+// orDash is s, or "-" for nothing.
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
-}
-
-// writeIndented prints v as indented JSON.
-func writeIndented(w io.Writer, v any) error {
-	out, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(out))
-	return err
 }

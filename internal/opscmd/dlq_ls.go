@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/ops"
 )
 
-// dlqLsCommand is "dlq ls": the dead letters, one a line.
-func dlqLsCommand() *cli.Command {
+// dlqLs is "dlq ls": the dead letters, one a line.
+func dlqLs() *cli.Command {
 	var (
 		f      dlqFlags
 		since  time.Duration
@@ -57,7 +57,7 @@ func dlqLsCommand() *cli.Command {
 				for _, l := range letters {
 					out = append(out, toJSON(l))
 				}
-				return writeIndented(env.Stdout, out)
+				return cli.WriteJSON(env.Stdout, out)
 			}
 			if len(letters) == 0 {
 				fmt.Fprintln(env.Stderr, "no dead letters")

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"bufio"
@@ -24,6 +24,7 @@ import (
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/testbin"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -264,13 +265,15 @@ func TestDLQReplayAllAfterRecovery(t *testing.T) {
 }
 
 // A replay killed (SIGKILL) halfway, then run again: no dead letter is
-// lost and none is replayed twice.
+// lost and none is replayed twice. It runs the orchestrator binary, to
+// kill it.
 func TestDLQReplayKilledHalfway(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "orchestrator")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	dir := t.TempDir()
+	if err := testbin.Build(dir, "./cmd/orchestrator"); err != nil {
+		t.Fatal(err)
 	}
+	bin := filepath.Join(dir, "orchestrator")
 	const n = 8
 	p := newDLPool(t, 2)
 	ids := p.fail(t, n)

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 )
 
-// dlqShowCommand is "dlq show SEQ": one dead letter, its call and every
+// dlqShow is "dlq show SEQ": one dead letter, its call and every
 // attempt.
-func dlqShowCommand() *cli.Command {
+func dlqShow() *cli.Command {
 	var (
 		f      dlqFlags
 		asJSON bool
@@ -50,7 +50,7 @@ func dlqShowCommand() *cli.Command {
 				return err
 			}
 			if asJSON {
-				return writeIndented(env.Stdout, toJSON(l))
+				return cli.WriteJSON(env.Stdout, toJSON(l))
 			}
 			writeLetter(env.Stdout, l, time.Now())
 			return nil

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/ops"
 )
 
-// statusCommand is "orchestrator status": per tool, the calls pending, in
+// Status is "orchestrator status": per tool, the calls pending, in
 // flight and redelivered, the dead letters, whether the tool is paused,
 // and its live workers; with --by-key, the orchestrators' schedulers per
 // tool and fairness key (statusByKey). Exit 0, 1 when the state cannot be
 // read, 2 on usage or connection errors.
-func statusCommand() *cli.Command {
+func Status() *cli.Command {
 	var (
 		lf     liveFlags
 		asJSON bool
@@ -47,7 +47,7 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			if asJSON {
-				return writeIndented(env.Stdout, st)
+				return cli.WriteJSON(env.Stdout, st)
 			}
 			if len(st) == 0 {
 				fmt.Fprintln(env.Stderr, "no tools: no worker has served one yet")

@@ -186,7 +186,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 			timeout = max(rem, time.Millisecond)
 		}
 	}
-	ctx := j.runContext(w.ctx, timeout)
+	ctx := j.runContext(w.calls, timeout)
 	defer j.endRun()
 	ctx = tools.WithReporter(ctx, j)
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{

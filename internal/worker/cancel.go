@@ -3,17 +3,14 @@ package worker
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
-	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // ErrCancelled is the cause (context.Cause) given to the context of a call
@@ -217,26 +214,3 @@ type runCtx struct {
 
 // Deadline is when the call's timeout ends.
 func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-
-// settleCancelled settles a call its caller cancelled: acked, not retried,
-// not dead-lettered, not answered (classify.CaseCancelled), and recorded in
-// the call's attempt history as cancelled. ran says the handler ran.
-func (w *Worker) settleCancelled(j *job, call *envelope.Call, start time.Time, ev Event, ran bool, log *slog.Logger) {
-	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseCancelled, Attempt: j.attempt}, w.cfg.Rand)
-	if !w.settle(j, v, settle.Settlement{}) {
-		return
-	}
-	msg := "cancelled by the caller before it ran"
-	if ran {
-		msg = "cancelled by the caller while it ran"
-	}
-	if w.cfg.History != nil { // after the ack: it does not hold the message
-		w.recordAttempt(call, settle.Attempt{
-			N: j.attempt, WorkerID: w.cfg.WorkerID, Code: string(classify.FateCancelled), Message: msg,
-			Started: start, Duration: ev.ExecTime, Cancelled: true,
-		}, &ev, log)
-	}
-	log.Info("call "+msg, "queue_wait", ev.QueueWait, "exec_time", ev.ExecTime)
-	ev.Outcome, ev.Code = v.Fate, string(classify.FateCancelled)
-	w.cfg.Metrics.Observe(ev)
-}

@@ -64,9 +64,11 @@ func (j *job) seq() uint64 {
 // settle reports whether the caller is the one to settle the message.
 func (j *job) settle() bool { return j.settled.CompareAndSwap(false, true) }
 
-// process handles one delivery from decoding to ack or nak. Every fate it
-// reaches is decided by the tool's classify.Policy.Decide and carried out
-// by settle.Settle (w.settle).
+// process handles one delivery from decoding to ack or nak. It finds out
+// what happened to the call (it does not decode, its caller cancelled it,
+// it has its result already, its deadline passed, it ran and how it
+// ended) and hands that to conclude, the one settle path, where the tool's
+// classify.Policy.Decide gives the verdict that settle.Settle carries out.
 func (w *Worker) process(j *job) {
 	start := time.Now()
 	rt := j.served.tool
@@ -79,6 +81,7 @@ func (w *Worker) process(j *job) {
 	}
 	j.attempt = int(meta.NumDelivered)
 	ev := Event{Tool: rt.Name, Attempt: j.attempt, QueueWait: start.Sub(meta.Timestamp)}
+	d := delivery{Delivery: classify.Delivery{Attempt: j.attempt}, start: start}
 
 	// The input aliases the message's data: nats.go allocates it for this
 	// message alone, and nothing writes to it.
@@ -87,113 +90,81 @@ func (w *Worker) process(j *job) {
 		err = fmt.Errorf("envelope names tool %q but arrived on the subject of %q", call.Tool, rt.Name)
 	}
 	if err != nil {
-		w.deadLetterMalformed(j, meta, err, ev)
+		d.Case, d.Decision = classify.CaseMalformed, malformedDecision(err)
+		d.malformed = strings.TrimPrefix(j.msg.Subject(), jetstream.CallSubjectPrefix)
+		log := w.cfg.Logger.With(slog.String("tool", d.malformed), slog.Uint64("stream_seq", meta.Sequence.Stream))
+		w.conclude(j, &d, &ev, log)
 		return
 	}
 	log := w.callLogger(rt.Name, call, j.attempt) // attributes added only when it logs
 	j.call = call
+	d.Deadline = call.Deadline
+	w.attend(j, meta, &d, &ev, log)
+	w.conclude(j, &d, &ev, log)
+}
+
+// attend finds out what happens to the decoded call of j and records it in
+// d: it runs the call unless its caller cancelled it, it has its result
+// already, its deadline passed, its input is invalid, or an earlier
+// attempt of a tool that is not idempotent may have run.
+func (w *Worker) attend(j *job, meta *js.MsgMetadata, d *delivery, ev *Event, log *slog.Logger) {
+	rt, call := j.served.tool, j.call
 	if j.cancelled.Load() { // before it ran: a cancellation came first
-		w.settleCancelled(j, call, start, ev, false, log)
+		d.Case, d.Decision = classify.CaseCancelled, decCancelled
 		return
 	}
-
 	// A redelivered call may have run to its result already (the worker
 	// died between publishing it and acking); a call of a tool that is not
 	// idempotent is checked on every delivery, which also finds the result
 	// of a re-post that came after the duplicate window.
-	if j.attempt > 1 || !rt.Idempotent {
-		if w.answerStored(j, call, meta, ev, rt.Idempotent, log) {
-			return
-		}
+	if (j.attempt > 1 || !rt.Idempotent) && w.lookUpStored(j, meta, d, log) {
+		return
 	}
 	once := !rt.Idempotent && w.cfg.History != nil // at most one start: see begin
-
-	if !call.Deadline.IsZero() && start.After(call.Deadline) {
-		if once && w.startedBefore(j, call, meta, &ev, log) {
-			return
+	if !call.Deadline.IsZero() && d.start.After(call.Deadline) {
+		d.Case, d.Decision = classify.CaseExpired, decExpired
+		if once {
+			w.startedBefore(j, d, ev)
 		}
-		w.expire(j, call, meta, ev, log)
 		return
 	}
-
-	var out tools.Output
-	var d classify.Decision
 	if verr := rt.Validate(call.Input); verr != nil {
-		d = classify.Classify(verr)
-	} else if once && !w.begin(j, call, meta, &ev, log) {
+		d.Decision = classify.Classify(verr)
 		return
-	} else {
-		w.cfg.Metrics.InFlight(rt.Name, 1)
-		execStart := time.Now()
-		var execErr error
-		var handedBack bool
-		out, execErr, ev.Panicked, handedBack = w.execute(j, call)
-		ev.ExecTime = time.Since(execStart)
-		ev.Executed = true
-		w.cfg.Metrics.InFlight(rt.Name, -1)
-		if execErr != nil && j.cancelled.Load() && !handedBack {
-			// The caller cancelled it: an error it returned is the
-			// cancellation's (a result it still produced is published).
-			w.settleCancelled(j, call, start, ev, true, log)
-			return
-		}
-		if handedBack {
-			// The worker is shutting down and cancelled the call: another
-			// worker takes it.
-			if w.giveBack(j, j.attempt) {
-				ev.Outcome = classify.FateHandedBack
-				w.cfg.Metrics.Observe(ev)
-			}
-			return
-		}
-		d = classify.Classify(execErr)
-		if ev.Panicked {
-			log.Error("tool panicked; answered with an internal error", "err", execErr)
-		}
 	}
-	ev.Class, ev.Code = d.Class, d.Code
-	w.pauseOnRateLimit(rt, d, log)
-
-	v := rt.Retry.Decide(classify.Delivery{Decision: d, Attempt: j.attempt, Now: time.Now(), Deadline: call.Deadline}, w.cfg.Rand)
-	switch v.Fate {
-	case classify.FateRetry:
-		w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
-		if !w.settle(j, v, settle.Settlement{}) {
-			return
-		}
-		ev.RetryDelay = v.Delay
-		log.Info("attempt failed; retrying", "class", d.Class, "code", d.Code, "delay", v.Delay)
-
-	case classify.FateDeadLetter:
-		entry := settle.NewEntry(v.Reason, rt.Name, call.ID, j.msg.Data())
-		entry.Error = d.Cause
-		entry.SourceSeq = meta.Sequence.Stream
-		entry.Attempts = w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
-		entry.FirstFailure, entry.LastFailure = entry.Attempts[0].Started, time.Now()
-		res := w.errorResult(call, d, j.attempt, true, false, ev)
-		if !w.answer(j, v, settle.Settlement{Letter: &entry, LetterID: call.Key}, res) {
-			return
-		}
-		log.Warn("attempts exhausted; call dead-lettered", "class", d.Class, "code", d.Code)
-
-	default: // FateSuccess, FateError
-		var res *envelope.Result
-		if v.Fate == classify.FateSuccess {
-			res = w.result(call, j.attempt, ev)
-			res.Content = out.Content.Truncate(w.cfg.Limits.MaxContentBytes)
-		} else {
-			res = w.errorResult(call, d, j.attempt, false, v.GaveUp, ev)
-			log.Info("call failed", "class", d.Class, "code", d.Code, "gave_up_for_deadline", v.GaveUp)
-		}
-		if !w.answer(j, v, settle.Settlement{}, res) {
-			return
-		}
-		if v.Fate == classify.FateError { // recorded after the reply: it does not delay the result
-			w.recordAttempt(call, w.attemptOf(j, d, start, ev), &ev, log)
-		}
+	if once && !w.begin(j, meta, d, ev, log) {
+		return
 	}
-	ev.Outcome, ev.DLQReason = v.Fate, v.Reason
-	w.cfg.Metrics.Observe(ev)
+	w.runCall(j, d, ev, log)
+}
+
+// runCall executes the call of j and records in d how it ended: an attempt
+// with the decision its error gives, a cancellation by its caller, or a
+// hand-back by the worker's shutdown.
+func (w *Worker) runCall(j *job, d *delivery, ev *Event, log *slog.Logger) {
+	rt := j.served.tool
+	w.cfg.Metrics.InFlight(rt.Name, 1)
+	execStart := time.Now()
+	out, err, panicked, handedBack := w.execute(j, j.call)
+	ev.ExecTime = time.Since(execStart)
+	ev.Executed, ev.Panicked = true, panicked
+	w.cfg.Metrics.InFlight(rt.Name, -1)
+	switch {
+	case handedBack:
+		// The worker is shutting down and cancelled the call: another
+		// worker takes it.
+		d.Case = classify.CaseShutdown
+	case err != nil && j.cancelled.Load():
+		// The caller cancelled it: an error it returned is the
+		// cancellation's (a result it still produced is published).
+		d.Case, d.Decision, d.ran = classify.CaseCancelled, decCancelled, true
+	default:
+		d.Decision, d.out = classify.Classify(err), out
+		if panicked {
+			log.Error("tool panicked; answered with an internal error", "err", err)
+		}
+		w.pauseOnRateLimit(rt, d.Decision, log)
+	}
 }
 
 // outcome is what a handler goroutine returns.
@@ -215,7 +186,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 			timeout = max(rem, time.Millisecond)
 		}
 	}
-	ctx := j.runContext(w.ctx, timeout)
+	ctx := j.runContext(w.calls, timeout)
 	defer j.endRun()
 	ctx = tools.WithReporter(ctx, j)
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{
@@ -276,30 +247,6 @@ func (w *Worker) shutdownCancelled(ctx context.Context) bool {
 	return errors.Is(context.Cause(ctx), ErrShutdown)
 }
 
-// result starts a result envelope for call.
-func (w *Worker) result(call *envelope.Call, attempt int, ev Event) *envelope.Result {
-	return &envelope.Result{
-		CallID: call.ID, Key: call.Key, Tool: call.Tool, Attempts: attempt, WorkerID: w.cfg.WorkerID,
-		QueueWait: ev.QueueWait, ExecTime: ev.ExecTime,
-	}
-}
-
-// errorResult is an is_error result carrying d and its message for the model.
-func (w *Worker) errorResult(call *envelope.Call, d classify.Decision, attempt int, exhausted, gaveUp bool, ev Event) *envelope.Result {
-	res := w.result(call, attempt, ev)
-	rt, _ := w.cfg.Registry.Lookup(call.Tool)
-	var timeout time.Duration
-	if rt != nil {
-		timeout = rt.Timeout
-	}
-	res.IsError = true
-	res.Class, res.Code, res.Retryable, res.RetryAfter = d.Class, d.Code, d.Retryable, d.RetryAfter
-	res.Content = envelope.Text(d.Message(classify.MessageInput{
-		Tool: call.Tool, Attempts: attempt, Timeout: timeout, Exhausted: exhausted, GaveUp: gaveUp,
-	}))
-	return res
-}
-
 // publishResultData publishes an encoded result of call to its caller.
 func (w *Worker) publishResultData(call *envelope.Call, data []byte) error {
 	m := &nats.Msg{Subject: jetstream.ResultSubject(call.ReplyTo, call.Key), Data: data, Header: nats.Header{}}
@@ -320,48 +267,4 @@ func (w *Worker) publishDLQ(e *settle.Entry, msgID string) error {
 	defer cancel()
 	_, err = w.js.PublishMsg(ctx, m)
 	return err
-}
-
-// deadLetterMalformed moves an undecodable call message to TOOL_DLQ and
-// terminates it, so it is never redelivered.
-func (w *Worker) deadLetterMalformed(j *job, meta *js.MsgMetadata, decodeErr error, ev Event) {
-	tool := strings.TrimPrefix(j.msg.Subject(), jetstream.CallSubjectPrefix)
-	log := w.cfg.Logger.With(slog.String("tool", tool), slog.Uint64("stream_seq", meta.Sequence.Stream))
-	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseMalformed, Attempt: j.attempt}, w.cfg.Rand)
-	entry := settle.NewEntry(v.Reason, tool, "", j.msg.Data())
-	entry.Error = decodeErr.Error()
-	entry.SourceSeq = meta.Sequence.Stream
-	entry.FirstFailure = time.Now()
-	entry.LastFailure = entry.FirstFailure
-	msgID := fmt.Sprintf("malformed-%s-%d", jetstream.StreamCalls, meta.Sequence.Stream)
-	if !w.settle(j, v, settle.Settlement{Letter: &entry, LetterID: msgID}) {
-		return
-	}
-	log.Warn("malformed call dead-lettered", "err", decodeErr)
-	ev.Outcome, ev.DLQReason, ev.Class, ev.Code = v.Fate, v.Reason, envelope.ClassValidation, "malformed"
-	w.cfg.Metrics.Observe(ev)
-}
-
-// expire answers a call whose deadline passed before it started: dead letter
-// with reason expired (operators may replay it), is_error to the caller.
-func (w *Worker) expire(j *job, call *envelope.Call, meta *js.MsgMetadata, ev Event, log *slog.Logger) {
-	v := j.served.tool.Retry.Decide(classify.Delivery{Case: classify.CaseExpired, Attempt: j.attempt, Deadline: call.Deadline}, w.cfg.Rand)
-	entry := settle.NewEntry(v.Reason, call.Tool, call.ID, j.msg.Data())
-	entry.Error = "the call's deadline passed before a worker started it"
-	entry.SourceSeq = meta.Sequence.Stream
-	entry.FirstFailure = time.Now()
-	entry.LastFailure = entry.FirstFailure
-	if entry.Attempts = w.loadAttempts(call, &ev, log); len(entry.Attempts) > 0 {
-		entry.FirstFailure = entry.Attempts[0].Started
-	}
-	res := w.result(call, j.attempt, ev)
-	res.IsError = true
-	res.Class, res.Code = envelope.ClassTransient, classify.CodeDeadline
-	res.Content = envelope.Text(classify.ExpiredMessage(call.Tool, ev.QueueWait))
-	if !w.answer(j, v, settle.Settlement{Letter: &entry, LetterID: call.Key}, res) {
-		return
-	}
-	log.Warn("call expired before it started; dead-lettered")
-	ev.Outcome, ev.DLQReason, ev.Class, ev.Code = v.Fate, v.Reason, envelope.ClassTransient, classify.CodeDeadline
-	w.cfg.Metrics.Observe(ev)
 }

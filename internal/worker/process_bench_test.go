@@ -23,7 +23,7 @@ import (
 // fate, encode, metrics hook) and its allocations; the NATS round trips
 // are measured end to end by "orchestrator bench".
 //
-//	go test -run '^$' -bench Process -benchmem ./pkg/worker/
+//	go test -run '^$' -bench Process -benchmem ./internal/worker/
 
 // nopJS publishes into the void: every publish is acknowledged at once.
 type nopJS struct{ js.JetStream }
@@ -91,6 +91,7 @@ func BenchmarkProcess(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			b.Cleanup(w.pool.close) // the handlers' goroutines
 			rt, _ := reg.Lookup(bc.tool.Name)
 			s := &served{tool: rt, heartbeat: 10 * time.Second}
 			now := time.Now()

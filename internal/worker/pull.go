@@ -49,20 +49,20 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 	defer close(s.pulled)
 	failures := 0
 	deleted := false // a pull said the consumer was deleted
-	for !w.stopping.Load() && !s.quitting() {
+	for !w.isDraining() && !s.quitting() {
 		n, freed := w.slots.available()
 		if n == 0 {
 			select {
 			case <-freed:
 				continue
-			case <-w.stopCh:
+			case <-w.draining:
 				return
 			case <-s.quit:
 				return
 			}
 		}
 		err := w.round(ctx, cons, s, min(n, maxPull, s.maxAckPending))
-		if w.stopping.Load() || s.quitting() {
+		if w.isDraining() || s.quitting() {
 			return
 		}
 		if err == nil {
@@ -83,7 +83,7 @@ func (w *Worker) pull(ctx context.Context, cons js.Consumer, s *served, log *slo
 		}
 		select {
 		case <-time.After(jetstream.RepublishDelay(failures)):
-		case <-w.stopCh:
+		case <-w.draining:
 			return
 		case <-s.quit:
 			return
@@ -115,7 +115,7 @@ func (w *Worker) round(ctx context.Context, cons js.Consumer, s *served, n int) 
 		return nil
 	case err = <-failed:
 	case <-t.C:
-	case <-w.stopCh:
+	case <-w.draining:
 	case <-s.quit:
 	}
 	cc.Drain()
@@ -131,7 +131,7 @@ func (w *Worker) round(ctx context.Context, cons js.Consumer, s *served, n int) 
 // is, keeping the message alive while it waits.
 func (w *Worker) take(msg js.Msg, s *served) {
 	j := &job{msg: msg, served: s, w: w}
-	if w.stopping.Load() || s.quitting() {
+	if w.isDraining() || s.quitting() {
 		// Pulled while the worker stops, or stops serving the tool (its
 		// pull is drained: the hand-back cannot come back to it): another
 		// worker takes it.
@@ -140,6 +140,11 @@ func (w *Worker) take(msg js.Msg, s *served) {
 	}
 	seq := j.seq()
 	w.mu.Lock()
+	if w.sealed { // pulled by a drain Stop stopped waiting for
+		w.mu.Unlock()
+		w.giveBack(j, 0)
+		return
+	}
 	if held := w.seqs[seq]; held != nil && !held.settled.Load() {
 		// This worker holds the message already and has not settled it: a
 		// NATS server that was killed before it stored the first delivery
@@ -159,7 +164,6 @@ func (w *Worker) take(msg js.Msg, s *served) {
 		}
 	}
 	w.jobs[j] = struct{}{}
-	w.wg.Add(1)
 	w.mu.Unlock()
 	if w.slots.take() {
 		w.pool.Go(func() { w.run(j) })
@@ -172,7 +176,7 @@ func (w *Worker) take(msg js.Msg, s *served) {
 		switch {
 		case got:
 			w.run(j)
-		case j.cancelled.Load() && !w.stopping.Load():
+		case j.cancelled.Load() && !w.isDraining():
 			w.process(j) // settles it without running it, and without a slot
 			w.finish(j, false)
 		default:
@@ -195,11 +199,14 @@ func (w *Worker) finish(j *job, slot bool) {
 	if seq := j.seq(); w.seqs[seq] == j {
 		delete(w.seqs, seq)
 	}
+	last := w.sealed && len(w.jobs) == 0
 	w.mu.Unlock()
 	if slot {
 		w.slots.put()
 	}
-	w.wg.Done()
+	if last {
+		close(w.idle) // Stopped: the worker stopped and its last call is done
+	}
 }
 
 // acquire queues for a slot, keeping j's message alive with InProgress

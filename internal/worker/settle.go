@@ -178,7 +178,7 @@ func (w *Worker) publishInPlace(j *job, what string, publish func() error) error
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-w.ctx.Done(): // shutdown: Stop hands the call back
+		case <-w.calls.Done(): // shutdown: Stop hands the call back
 			t.Stop()
 			return err
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -25,23 +25,32 @@ var ErrShutdown = errors.New("worker: shutting down")
 
 // Worker pulls calls for its tools from TOOL_CALLS, executes them and
 // publishes their results. Create one with New, then Run it (or Start and
-// Stop it).
+// Stop it). Its lifecycle is a startstop.Base: its life, cancelled with
+// ErrShutdown once Stop's drain is over, is the parent of every call's
+// context.
 type Worker struct {
+	startstop.Base
+
 	cfg Config
 	js  js.JetStream
 
-	slots        *slots // one per call executing
-	queued       QueueMetrics
-	pool         *goPool // runs calls and their handlers on reused goroutines
-	stopping     atomic.Bool
-	stopCh       chan struct{} // closed when Stop begins: pulling ends
-	handBack     chan struct{} // closed once pulling has ended: queued calls go back
-	stopOnce     sync.Once
-	handBackOnce sync.Once
-	stopped      chan struct{} // closed once the pull loops and every call's processing returned
-
-	ctx    context.Context // parent of every call's context
-	cancel context.CancelCauseFunc
+	slots  *slots // one per call executing
+	queued QueueMetrics
+	pool   *goPool // runs calls and their handlers on reused goroutines
+	// calls is the parent of every call's context: the worker's life once
+	// Start began, context.Background() before (a job processed without
+	// Start, as the package's tests do, runs with no shutdown).
+	calls context.Context
+	// draining is closed when Stop's drain begins: pulling ends, and a call
+	// pulled from then on is handed back.
+	draining chan struct{}
+	// handBack is closed once pulling has ended: calls queued for a slot go
+	// back.
+	handBack chan struct{}
+	// idle is closed once the worker is stopping (sealed) and nothing it
+	// started runs any more: its pull loops and every call's processing
+	// (Stopped).
+	idle chan struct{}
 
 	resultsMu sync.Mutex
 	results   js.Stream // TOOL_RESULTS, once looked up: stored results
@@ -49,12 +58,15 @@ type Worker struct {
 	lookupFailed atomic.Bool
 
 	mu       sync.Mutex
-	started  bool
 	pullCtx  context.Context    // parent of every tool's pull context
 	stopPull context.CancelFunc // cuts off the pull loops' open pulls
-	serving  map[string]*served // the tools pulled, by name (Serve, Unserve)
+	serving  map[string]*served // the tools pulled, by name (Serve, Unserve); nil until Start
 	pulling  sync.WaitGroup     // the pull loops
-	jobs     map[*job]struct{}
+	// jobs are the calls being processed; sealed is set once pulling has
+	// ended for good, and no job is added any more: idle is closed when
+	// the last one is gone.
+	jobs   map[*job]struct{}
+	sealed bool
 	// seqs holds the jobs by the stream sequence of their call message:
 	// a second delivery of a message this worker holds is dropped (see take).
 	seqs map[uint64]*job
@@ -62,7 +74,6 @@ type Worker struct {
 	// hold when they came, by stream sequence (cancel.go).
 	cancels   map[uint64]cancelNote
 	cancelSub *nats.Subscription
-	wg        sync.WaitGroup
 }
 
 // served is one tool this worker consumes.
@@ -100,7 +111,6 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
 	queued, ok := cfg.Metrics.(QueueMetrics)
 	if !ok {
 		queued = nopMetrics{}
@@ -111,11 +121,10 @@ func New(cfg Config) (*Worker, error) {
 		js:       cfg.JetStream,
 		slots:    newSlots(cfg.Concurrency),
 		pool:     newGoPool(),
-		stopCh:   make(chan struct{}),
+		calls:    context.Background(),
+		draining: make(chan struct{}),
 		handBack: make(chan struct{}),
-		stopped:  make(chan struct{}),
-		ctx:      ctx,
-		cancel:   cancel,
+		idle:     make(chan struct{}),
 		jobs:     make(map[*job]struct{}),
 		seqs:     make(map[uint64]*job),
 	}, nil
@@ -137,17 +146,22 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Start creates or updates the consumers of the worker's tools and begins
-// pulling. It returns once every consumer is bound.
+// pulling. It returns once every consumer is bound. A worker starts once:
+// a second Start fails, as does a Start after Stop.
 func (w *Worker) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		return errors.New("worker: already started")
+	err := w.Base.Start(ctx, func(life context.Context) error { return w.start(ctx, life) })
+	switch {
+	case errors.Is(err, startstop.ErrStarted):
+		return fmt.Errorf("worker: %w", err)
+	case errors.Is(err, startstop.ErrStopped):
+		return fmt.Errorf("worker: %w; a worker cannot be started again", err)
 	}
-	if w.stopping.Load() {
-		return errors.New("worker: stopped; a worker cannot be started again")
-	}
-	w.started = true
+	return err
+}
+
+// start is Start's work: ctx bounds the binding, life is the worker's.
+func (w *Worker) start(ctx, life context.Context) error {
+	w.calls = life // before any pull: the jobs read it
 	names := w.cfg.Tools
 	if len(names) == 0 {
 		names = w.cfg.Registry.Names()
@@ -159,6 +173,11 @@ func (w *Worker) Start(ctx context.Context) error {
 			return err
 		}
 		all = append(all, s)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if life.Err() != nil {
+		return context.Cause(life) // Stop came during Start: pull nothing
 	}
 	// Cancellations first: a call pulled from now on may be cancelled.
 	w.subscribeCancels()
@@ -218,7 +237,7 @@ func (w *Worker) Serve(ctx context.Context, names ...string) error {
 	for _, name := range names {
 		w.mu.Lock()
 		_, dup := w.serving[name]
-		ok := w.started && !w.stopping.Load()
+		ok := w.serving != nil && !w.isDraining()
 		w.mu.Unlock()
 		switch {
 		case !ok:
@@ -231,7 +250,7 @@ func (w *Worker) Serve(ctx context.Context, names ...string) error {
 			return err
 		}
 		w.mu.Lock()
-		if w.stopping.Load() { // Stop waits for the pull loops started before it
+		if w.isDraining() { // Stop waits for the pull loops started before it
 			w.mu.Unlock()
 			return errors.New("worker: Serve needs a started worker that is not stopping")
 		}
@@ -284,101 +303,4 @@ func (w *Worker) Serving() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Sorted(maps.Keys(w.serving))
-}
-
-// Stop stops pulling, lets calls in flight finish until ctx is done, then
-// cancels the rest with ErrShutdown and hands them back to JetStream (NAK
-// without delay) so another worker takes them. Pulls still open are
-// drained (what they bring is handed back) before anything else is handed
-// back; calls pulled but still waiting for a slot go back right after. Stop
-// returns nil when every call finished in time and ctx.Err() otherwise; the
-// worker cannot be started again.
-func (w *Worker) Stop(ctx context.Context) error {
-	w.stopOnce.Do(func() {
-		w.stopping.Store(true)
-		close(w.stopCh)
-		go func() {
-			w.mu.Lock() // Start has added its pull loops, or never will
-			w.mu.Unlock()
-			w.pulling.Wait()
-			w.wg.Wait()
-			close(w.stopped)
-		}()
-	})
-	w.mu.Lock()
-	stopPull := w.stopPull
-	w.mu.Unlock()
-	if stopPull != nil {
-		// The pull loops end on stopCh, draining their pulls: what those
-		// still bring is handed back. Cut the drains short when ctx ends.
-		pulled := make(chan struct{})
-		go func() { w.pulling.Wait(); close(pulled) }()
-		select {
-		case <-pulled:
-		case <-ctx.Done():
-		}
-		stopPull() // cuts drains still running short; releases the context otherwise
-		<-pulled
-	}
-	// Only now, with no pull of this worker left at the server, may queued
-	// calls go back: a call handed back earlier could be delivered to this
-	// worker's own pull again.
-	w.handBackOnce.Do(func() { close(w.handBack) })
-
-	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		w.cancel(ErrShutdown)
-		w.pool.close() // idle goroutines end now; a handler abandoned earlier ends when it returns
-		w.unsubscribeCancels()
-		w.flush()
-		w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
-		return nil
-	case <-ctx.Done():
-	}
-
-	// Claim the calls still running before cancelling them, so that none of
-	// them settles its own message after Stop has returned.
-	w.mu.Lock()
-	left := make([]*job, 0, len(w.jobs))
-	for j := range w.jobs {
-		left = append(left, j)
-	}
-	w.mu.Unlock()
-	for _, j := range left {
-		ev := Event{Tool: j.served.tool.Name, Outcome: classify.FateHandedBack}
-		if md, err := j.msg.Metadata(); err == nil { // j.attempt belongs to the job's goroutine
-			ev.Attempt = int(md.NumDelivered)
-		}
-		if w.giveBack(j, ev.Attempt) {
-			w.cfg.Metrics.Observe(ev)
-		}
-	}
-	w.cancel(ErrShutdown)
-	w.pool.close() // the goroutines of calls still running end with them
-	w.unsubscribeCancels()
-	w.flush()
-	w.cfg.Logger.Warn("worker stopped with calls still running; handed them back", "worker_id", w.cfg.WorkerID, "calls", len(left))
-	return ctx.Err()
-}
-
-// Stopped is closed once everything the worker started has returned after
-// Stop: its pull loops and the processing of every call (a call cancelled
-// by Stop returns within AbandonGrace, its handler abandoned if it ignores
-// the cancellation).
-func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
-
-// flush waits until the server has processed every ack and NAK the worker
-// sent, so a caller that closes the connection (or exits) right after Stop
-// loses none of them: a lost NAK would hold a handed-back call until its
-// AckWait, a lost ack would run a finished call again.
-func (w *Worker) flush() {
-	nc := w.js.Conn()
-	if nc == nil || nc.IsClosed() {
-		return
-	}
-	if err := nc.FlushTimeout(w.cfg.PublishTimeout); err != nil {
-		w.cfg.Logger.Warn("flushing acks and hand-backs failed; some calls may run again after their ack wait", "err", err)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 
@@ -148,23 +149,17 @@ type PoisonCall = pooltype.PoisonCall
 // and the result carry the call key as Nats-Msg-Id, and a call already
 // removed is left alone).
 type PoisonWatcher struct {
+	startstop.Base
+
 	cfg   PoisonConfig
 	sub   *nats.Subscription // nil without Conn
 	ch    chan *nats.Msg
 	calls js.Stream
-	// sweeping ends when Stop begins: no sweep searches on.
-	sweeping   context.Context
+	// stopSweeps ends the sweeps when Stop begins: no sweep searches on.
 	stopSweeps context.CancelFunc
-	// life is the parent of each poison call's handling: it ends, with
-	// ErrPoisonWatcherStopped, when the context of Stop ends.
-	life    context.Context
-	cancel  context.CancelCauseFunc
-	wg      sync.WaitGroup
-	stopped chan struct{} // closed once everything Start started has returned
-
-	lifeMu   sync.Mutex
-	started  bool
-	stopping bool
+	// loops are the advisory and sweep loops: Stop's drain waits for them
+	// until its ctx ends.
+	loops sync.WaitGroup
 
 	mu       sync.Mutex
 	handling map[uint64]bool // stream sequences being handled now
@@ -180,23 +175,27 @@ func NewPoisonWatcher(cfg PoisonConfig) (*PoisonWatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &PoisonWatcher{cfg: cfg, handling: map[uint64]bool{}, stopped: make(chan struct{})}
-	w.sweeping, w.stopSweeps = context.WithCancel(context.Background())
-	w.life, w.cancel = context.WithCancelCause(context.Background())
-	return w, nil
+	return &PoisonWatcher{cfg: cfg, handling: map[uint64]bool{}}, nil
 }
 
 // Start subscribes to the advisories, starts sweeping and handles the
-// poison calls it finds until Stop. ctx bounds the start only.
+// poison calls it finds until Stop. ctx bounds the start only. A watcher
+// starts once.
 func (w *PoisonWatcher) Start(ctx context.Context) error {
-	w.lifeMu.Lock()
-	defer w.lifeMu.Unlock()
+	err := w.Base.Start(ctx, func(life context.Context) error { return w.start(ctx, life) })
 	switch {
-	case w.started:
+	case errors.Is(err, startstop.ErrStarted):
 		return errors.New("dlq: poison watcher already started")
-	case w.stopping:
-		return errors.New("dlq: poison watcher stopped")
+	case errors.Is(err, startstop.ErrStopped):
+		return ErrPoisonWatcherStopped
 	}
+	return err
+}
+
+// start is Start's work. life is the parent of each poison call's
+// handling: it ends, with ErrPoisonWatcherStopped, when the context of
+// Stop ends.
+func (w *PoisonWatcher) start(ctx, life context.Context) error {
 	calls, err := w.cfg.JetStream.Stream(ctx, jetstream.StreamCalls)
 	if err != nil {
 		return fmt.Errorf("dlq: poison watcher: stream %s: %w", jetstream.StreamCalls, err)
@@ -210,15 +209,17 @@ func (w *PoisonWatcher) Start(ctx context.Context) error {
 		}
 		if err := w.cfg.Conn.FlushWithContext(ctx); err != nil {
 			_ = w.sub.Unsubscribe()
+			w.sub = nil
 			return fmt.Errorf("dlq: poison watcher: subscribe: %w", err)
 		}
-		w.wg.Go(w.run)
+		w.loops.Go(func() { w.run(life) })
 	}
+	sweeping, stopSweeps := context.WithCancel(life)
+	w.stopSweeps = stopSweeps
 	if w.cfg.SweepInterval > 0 {
-		w.wg.Go(w.sweepLoop)
+		w.loops.Go(func() { w.sweepLoop(sweeping, life) })
 	}
-	w.started = true
-	go func() { w.wg.Wait(); close(w.stopped) }()
+	w.Go(func(context.Context) { w.loops.Wait() }) // Stop returns once the loops have
 	return nil
 }
 
@@ -228,38 +229,31 @@ func (w *PoisonWatcher) Start(ctx context.Context) error {
 // when everything finished in time and ctx.Err() otherwise. It is safe to
 // call more than once; the watcher cannot be started again.
 func (w *PoisonWatcher) Stop(ctx context.Context) error {
-	w.lifeMu.Lock()
-	if !w.stopping {
-		w.stopping = true
-		w.stopSweeps()
-		if w.sub != nil {
-			_ = w.sub.Unsubscribe()
-			close(w.ch)
-		}
-		if !w.started {
-			close(w.stopped)
-		}
-	}
-	w.lifeMu.Unlock()
-	select {
-	case <-w.stopped:
-		w.cancel(ErrPoisonWatcherStopped) // releases the context
-		return nil
-	case <-ctx.Done():
-	}
-	w.cancel(ErrPoisonWatcherStopped)
-	<-w.stopped
-	return ctx.Err()
+	return w.Base.Stop(ctx, ErrPoisonWatcherStopped, w.drain)
 }
 
-// Stopped is closed once everything the watcher started has returned (after
-// Stop; at once for a watcher Stop stopped before it started).
-func (w *PoisonWatcher) Stopped() <-chan struct{} { return w.stopped }
+// drain is Stop's first stage: no advisory comes in and no sweep begins
+// any more; the loops finish what they hold until ctx ends.
+func (w *PoisonWatcher) drain(ctx context.Context) error {
+	w.stopSweeps()
+	if w.sub != nil {
+		_ = w.sub.Unsubscribe()
+		close(w.ch)
+	}
+	done := make(chan struct{})
+	go func() { w.loops.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
-// run handles the advisories.
-func (w *PoisonWatcher) run() {
+// run handles the advisories, each under life.
+func (w *PoisonWatcher) run(life context.Context) {
 	for m := range w.ch {
-		if w.life.Err() != nil {
+		if life.Err() != nil {
 			continue // Stop gave up waiting: the rest is left to the next sweep
 		}
 		var adv struct {
@@ -277,7 +271,7 @@ func (w *PoisonWatcher) run() {
 			adv.Time = time.Now()
 		}
 		tool := strings.TrimPrefix(adv.Consumer, jetstream.ConsumerPrefix)
-		ctx, cancel := context.WithTimeout(w.life, w.cfg.Timeout)
+		ctx, cancel := context.WithTimeout(life, w.cfg.Timeout)
 		pc, err := w.handleOnce(ctx, tool, adv.StreamSeq, int(adv.Deliveries), adv.Time)
 		cancel()
 		log := w.cfg.Logger.With("tool", tool, "stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)

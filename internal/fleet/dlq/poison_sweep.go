@@ -26,12 +26,13 @@ type poisonCandidate struct {
 	created    time.Time // when the consumer was created
 }
 
-// sweepLoop sweeps at once and then every SweepInterval until Stop.
-func (w *PoisonWatcher) sweepLoop() {
+// sweepLoop sweeps at once and then every SweepInterval until sweeping
+// ends (Stop begins); the handling of each poison call is under life.
+func (w *PoisonWatcher) sweepLoop(sweeping, life context.Context) {
 	for {
-		w.sweepAndLog()
+		w.sweepAndLog(sweeping, life)
 		select {
-		case <-w.sweeping.Done():
+		case <-sweeping.Done():
 			return
 		case <-time.After(w.cfg.SweepInterval):
 		}
@@ -40,10 +41,10 @@ func (w *PoisonWatcher) sweepLoop() {
 
 // sweepAndLog runs one sweep. A failure is logged at warn level once per
 // outage; the sweeps that fail after it at debug level.
-func (w *PoisonWatcher) sweepAndLog() {
-	err := w.sweep(w.sweeping)
+func (w *PoisonWatcher) sweepAndLog(sweeping, life context.Context) {
+	err := w.sweep(sweeping, life)
 	w.sweeps.Add(1)
-	if w.sweeping.Err() != nil {
+	if sweeping.Err() != nil {
 		return // stopping, not an outage
 	}
 	log := w.cfg.Logger
@@ -61,7 +62,7 @@ func (w *PoisonWatcher) sweepAndLog() {
 }
 
 // sweep finds the calls in TOOL_CALLS that their consumer will never
-// deliver again and sets them aside.
+// deliver again and sets them aside, each under life; ctx ends the search.
 //
 // When a call reaches MaxDeliver, nats-server (v2.15, consumer.go:
 // hasMaxDeliveries when its ack wait runs out, getNextMsg when it would be
@@ -90,7 +91,7 @@ func (w *PoisonWatcher) sweepAndLog() {
 // A poison call the reported floor has not passed while other calls of its
 // tool stay in flight is found once the tool is idle at a sweep, or once an
 // ack moved the floor past it; the advisory covers it before that.
-func (w *PoisonWatcher) sweep(ctx context.Context) error {
+func (w *PoisonWatcher) sweep(ctx, life context.Context) error {
 	consumers, err := w.toolConsumers(ctx)
 	if err != nil {
 		return fmt.Errorf("list the consumers of %s: %w", jetstream.StreamCalls, err)
@@ -132,7 +133,7 @@ func (w *PoisonWatcher) sweep(ctx context.Context) error {
 		if info == nil || !info.Created.Equal(c.created) || c.seq > doneFloor(info) {
 			continue // its consumer is gone, made again, or not done with it: not poison
 		}
-		hctx, cancel := context.WithTimeout(w.life, w.cfg.Timeout)
+		hctx, cancel := context.WithTimeout(life, w.cfg.Timeout)
 		pc, err := w.handleOnce(hctx, c.tool, c.seq, c.deliveries, time.Now())
 		cancel()
 		switch {

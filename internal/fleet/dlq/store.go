@@ -229,23 +229,9 @@ func (s *Store) Scan(ctx context.Context, f Filter, fn func(*Letter) error) erro
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	cfg := js.ConsumerConfig{
-		Description:       "toolpool: dlq scan",
-		FilterSubject:     f.subject(),
-		DeliverPolicy:     js.DeliverAllPolicy,
-		AckPolicy:         js.AckNonePolicy,
-		InactiveThreshold: time.Minute,
-		MemoryStorage:     true,
-	}
-	switch {
-	case f.After > 0:
-		if f.After >= last {
-			return nil
-		}
-		cfg.DeliverPolicy, cfg.OptStartSeq = js.DeliverByStartSequencePolicy, f.After+1
-	case !f.Since.IsZero():
-		since := f.Since
-		cfg.DeliverPolicy, cfg.OptStartTime = js.DeliverByStartTimePolicy, &since
+	cfg, ok := f.scanConsumer(last)
+	if !ok {
+		return nil
 	}
 	c, err := s.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
@@ -266,29 +252,9 @@ func (s *Store) Scan(ctx context.Context, f Filter, fn func(*Letter) error) erro
 		if err != nil {
 			return fmt.Errorf("dlq: scan %s: %w", jetstream.StreamDLQ, err)
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil {
-				return fmt.Errorf("dlq: scan %s: %w", jetstream.StreamDLQ, err)
-			}
-			pending = meta.NumPending
-			seq := meta.Sequence.Stream
-			if seq > last {
-				pending = 0
-				continue
-			}
-			if !f.prematches(m.Headers(), m.Data()) {
-				continue
-			}
-			l := newLetter(seq, m.Subject(), meta.Timestamp, m.Headers(), m.Data())
-			if !f.matches(l) {
-				continue
-			}
-			if err := fn(l); err != nil {
-				return err
-			}
+		got, err := f.scanBatch(batch, last, &pending, fn)
+		if err != nil {
+			return err
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return fmt.Errorf("dlq: scan %s: %w", jetstream.StreamDLQ, err)
@@ -299,6 +265,63 @@ func (s *Store) Scan(ctx context.Context, f Filter, fn func(*Letter) error) erro
 		}
 	}
 	return nil
+}
+
+// scanConsumer is the configuration of the ephemeral consumer a Scan of
+// the dead letters f selects up to last reads through; false when f
+// selects none.
+func (f Filter) scanConsumer(last uint64) (js.ConsumerConfig, bool) {
+	cfg := js.ConsumerConfig{
+		Description:       "toolpool: dlq scan",
+		FilterSubject:     f.subject(),
+		DeliverPolicy:     js.DeliverAllPolicy,
+		AckPolicy:         js.AckNonePolicy,
+		InactiveThreshold: time.Minute,
+		MemoryStorage:     true,
+	}
+	switch {
+	case f.After > 0:
+		if f.After >= last {
+			return cfg, false
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = js.DeliverByStartSequencePolicy, f.After+1
+	case !f.Since.IsZero():
+		since := f.Since
+		cfg.DeliverPolicy, cfg.OptStartTime = js.DeliverByStartTimePolicy, &since
+	}
+	return cfg, true
+}
+
+// scanBatch calls fn for each dead letter of batch f selects, up to last,
+// and keeps pending to the consumer's count of letters still to come (0
+// past last). It returns how many messages the batch brought, and fn's
+// error.
+func (f Filter) scanBatch(batch js.MessageBatch, last uint64, pending *uint64, fn func(*Letter) error) (int, error) {
+	got := 0
+	for m := range batch.Messages() {
+		got++
+		meta, err := m.Metadata()
+		if err != nil {
+			return got, fmt.Errorf("dlq: scan %s: %w", jetstream.StreamDLQ, err)
+		}
+		*pending = meta.NumPending
+		seq := meta.Sequence.Stream
+		if seq > last {
+			*pending = 0
+			continue
+		}
+		if !f.prematches(m.Headers(), m.Data()) {
+			continue
+		}
+		l := newLetter(seq, m.Subject(), meta.Timestamp, m.Headers(), m.Data())
+		if !f.matches(l) {
+			continue
+		}
+		if err := fn(l); err != nil {
+			return got, err
+		}
+	}
+	return got, nil
 }
 
 // List returns the dead letters f selects, oldest first (see Scan).

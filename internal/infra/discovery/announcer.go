@@ -15,6 +15,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -56,6 +57,8 @@ type AnnouncerConfig struct {
 // LivenessPrefix): Start subscribes to it on the worker's connection, so
 // the subscription ends with the connection.
 type Announcer struct {
+	startstop.Base
+
 	cfg      AnnouncerConfig
 	liveness string // the subject Start subscribes to
 
@@ -64,17 +67,15 @@ type Announcer struct {
 	values    map[string][]byte       // key → announcement JSON; set by Start
 	announced string                  // the liveness subject the values name; set by Start
 
-	mu      sync.Mutex
-	sub     *nats.Subscription // on liveness; nil when it could not be made
-	kv      js.KeyValue
-	ttl     time.Duration
-	started bool
-	stopped bool
-	cancel  context.CancelFunc // ends the heartbeat
-	done    chan struct{}      // closed when the heartbeat has ended
+	mu  sync.Mutex
+	sub *nats.Subscription // on liveness; nil when it could not be made
+	kv  js.KeyValue        // nil until announced (the heartbeat keeps trying)
+	ttl time.Duration
 
-	stoppedCh chan struct{} // closed when Stop has returned
-	stopOnce  sync.Once
+	// The heartbeat ends before Stop withdraws the announcements: endBeat
+	// cancels it, and beatDone is closed once it has returned.
+	endBeat  context.CancelFunc
+	beatDone chan struct{}
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -126,7 +127,7 @@ func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
 		}
 		anns[Key(name, cfg.WorkerID)] = cfg.announcementOf(rt, startedAt)
 	}
-	a := &Announcer{cfg: cfg, anns: anns, liveness: LivenessPrefix + nuid.Next(), done: make(chan struct{}), stoppedCh: make(chan struct{})}
+	a := &Announcer{cfg: cfg, anns: anns, liveness: LivenessPrefix + nuid.Next(), beatDone: make(chan struct{})}
 	if _, err := a.encode(""); err != nil {
 		return nil, err
 	}
@@ -190,13 +191,20 @@ func (a *Announcer) subscribeLiveness(ctx context.Context) string {
 // bucket of another kind); when JetStream is only unavailable for now (a
 // stream leader being elected, a timeout), Start logs it and returns nil,
 // and the heartbeat keeps trying: a worker can serve calls before its tools
-// are announced.
+// are announced. An Announcer starts once.
 func (a *Announcer) Start(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.started {
-		return errors.New("discovery: announcer already started")
+	// Not bounded by ctx as such: a ctx already over is a JetStream that
+	// did not answer in time, and Start succeeds then too.
+	err := a.Base.Start(context.WithoutCancel(ctx), func(life context.Context) error { return a.start(ctx, life) })
+	if errors.Is(err, startstop.ErrStarted) || errors.Is(err, startstop.ErrStopped) {
+		return fmt.Errorf("discovery: announcer: %w", err)
 	}
+	return err
+}
+
+// start is Start's work: ctx bounds the first announcement, life is the
+// heartbeat's.
+func (a *Announcer) start(ctx, life context.Context) error {
 	live := a.subscribeLiveness(ctx)
 	a.valuesMu.Lock()
 	values, err := a.encode(live)
@@ -212,6 +220,8 @@ func (a *Announcer) Start(ctx context.Context) error {
 	if err == nil {
 		err = a.putAll(ctx, kv)
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	switch {
 	case err == nil:
 		a.kv, a.ttl = kv, ttl
@@ -230,10 +240,9 @@ func (a *Announcer) Start(ctx context.Context) error {
 		a.unsubscribe()
 		return err
 	}
-	a.started = true
-	hbCtx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	go a.heartbeat(hbCtx)
+	beat, end := context.WithCancel(life)
+	a.endBeat = end
+	a.Go(func(context.Context) { a.heartbeat(beat) })
 	return nil
 }
 
@@ -266,10 +275,8 @@ func (a *Announcer) Update(ctx context.Context, rts ...*tools.Registered) error 
 		changed[key] = data
 	}
 	a.valuesMu.Unlock()
-	a.mu.Lock()
-	kv, stopped := a.kv, a.stopped
-	a.mu.Unlock()
-	if kv == nil || stopped || len(changed) == 0 {
+	kv := a.bucket()
+	if kv == nil || len(changed) == 0 {
 		return nil
 	}
 	return a.put(ctx, kv, changed)
@@ -310,13 +317,22 @@ func (a *Announcer) Withdraw(ctx context.Context, names ...string) error {
 		keys = append(keys, key)
 	}
 	a.valuesMu.Unlock()
-	a.mu.Lock()
-	kv, stopped := a.kv, a.stopped
-	a.mu.Unlock()
-	if kv == nil || stopped || len(keys) == 0 {
+	kv := a.bucket()
+	if kv == nil || len(keys) == 0 {
 		return nil
 	}
 	return deleteKeys(ctx, kv, keys, a.cfg.PutTimeout)
+}
+
+// bucket is the bucket to write announcements to now: nil before Start,
+// once Stop has begun, and while the bucket could not be opened.
+func (a *Announcer) bucket() js.KeyValue {
+	if !a.Running() {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.kv
 }
 
 // TTL is the bucket's TTL in force; 0 before Start.
@@ -357,7 +373,7 @@ func (a *Announcer) put(ctx context.Context, kv js.KeyValue, values map[string][
 
 // heartbeat rewrites the announcements every TTL/3 until Stop.
 func (a *Announcer) heartbeat(ctx context.Context) {
-	defer close(a.done)
+	defer close(a.beatDone)
 	a.mu.Lock()
 	kv, ttl := a.kv, a.ttl
 	a.mu.Unlock()
@@ -410,43 +426,27 @@ func (a *Announcer) heartbeat(ctx context.Context) {
 
 // Stop ends the heartbeat and deletes the announcements, so the tools stop
 // counting this worker at once. Call it before the worker stops pulling.
-// It is safe to call more than once; an announcer that was never started
-// has nothing to delete.
+// It is safe to call more than once (a second Stop returns the first's
+// error); an announcer that was never started has nothing to delete.
 func (a *Announcer) Stop(ctx context.Context) error {
-	a.mu.Lock()
-	if a.stopped {
-		a.mu.Unlock()
-		return nil
-	}
-	if !a.started {
-		a.stopped = true
-		a.mu.Unlock()
-		a.closeStopped()
-		return nil
-	}
-	a.stopped = true
-	a.mu.Unlock()
-	defer a.closeStopped()
-	a.cancel()
-	<-a.done
+	return a.Base.Stop(ctx, nil, a.withdrawAll)
+}
+
+// withdrawAll is Stop's drain: the heartbeat ends, then the announcements
+// are withdrawn, then the liveness subject: a catalog never sees the
+// announcements of a worker without its subscriber.
+func (a *Announcer) withdrawAll(ctx context.Context) error {
+	a.endBeat()
+	<-a.beatDone
 	a.mu.Lock()
 	kv := a.kv // the heartbeat may have (re)opened the bucket
 	a.mu.Unlock()
-	// Withdrawn first, then the liveness subject: a catalog never sees the
-	// announcements of a worker without its subscriber.
 	defer a.unsubscribe()
 	if kv == nil {
 		return nil // never announced
 	}
 	return a.withdraw(ctx, kv)
 }
-
-// Stopped is closed once Stop has withdrawn the announcements (or found
-// nothing to withdraw).
-func (a *Announcer) Stopped() <-chan struct{} { return a.stoppedCh }
-
-// closeStopped closes Stopped's channel, once.
-func (a *Announcer) closeStopped() { a.stopOnce.Do(func() { close(a.stoppedCh) }) }
 
 // unsubscribe ends the liveness subscription, if any.
 func (a *Announcer) unsubscribe() {

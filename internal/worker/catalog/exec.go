@@ -58,92 +58,33 @@ func (c *command) run(ctx context.Context, input json.RawMessage) (tools.Output,
 	if err := ctx.Err(); err != nil {
 		return tools.Output{}, err
 	}
-	var closers []*os.File
-	defer func() {
-		for _, f := range closers {
-			_ = f.Close()
-		}
-	}()
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			closers = append(closers, r, w)
-		}
-		return r, w, err
-	}
-	stdinR, stdinW, err := pipe()
+	p, err := openPipes()
 	if err != nil {
 		return tools.Output{}, startError(err)
 	}
-	stdoutR, stdoutW, err := pipe()
-	if err != nil {
-		return tools.Output{}, startError(err)
-	}
-	stderrR, stderrW, err := pipe()
-	if err != nil {
-		return tools.Output{}, startError(err)
-	}
-
+	defer p.close()
 	cmd := &exec.Cmd{
-		Path:   c.argv[0],
-		Args:   c.argv,
-		Env:    c.env,
-		Dir:    c.dir,
-		Stdin:  stdinR,
-		Stdout: stdoutW,
-		Stderr: stderrW,
+		Path: c.argv[0], Args: c.argv, Env: c.env, Dir: c.dir,
+		Stdin: p.stdinR, Stdout: p.stdoutW, Stderr: p.stderrW,
 	}
 	setProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return tools.Output{}, startError(err)
 	}
-	// The child has its own copies of these ends now.
-	_ = stdinR.Close()
-	_ = stdoutW.Close()
-	_ = stderrW.Close()
+	p.started()
 	pgid := cmd.Process.Pid
 
 	go func() {
-		_, _ = stdinW.Write(input) // EPIPE when the command does not read it all
-		_ = stdinW.Close()
+		_, _ = p.stdinW.Write(input) // EPIPE when the command does not read it all
+		_ = p.stdinW.Close()
 	}()
 	stdout := &headBuffer{max: c.max}
 	stderr := &tailBuffer{max: StderrTailBytes}
-	var readers sync.WaitGroup
-	readers.Go(func() { _, _ = io.Copy(stdout, stdoutR) })
-	readers.Go(func() { _, _ = io.Copy(stderr, stderrR) })
-
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var waitErr error
-	stopped := false
-	select {
-	case waitErr = <-waited:
-	case <-ctx.Done():
-		stopped = true
-		signalGroup(pgid, sigTerm)
-		t := time.NewTimer(c.grace)
-		select {
-		case waitErr = <-waited:
-		case <-t.C:
-			signalGroup(pgid, sigKill)
-			waitErr = <-waited
-		}
-		t.Stop()
-	}
+	read := p.read(stdout, stderr)
+	waitErr, stopped := c.wait(ctx, cmd, pgid)
 	// The command is gone; nothing it started outlives the call.
 	signalGroup(pgid, sigKill)
-
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(pipeDrainWait):
-		_ = stdoutR.Close()
-		_ = stderrR.Close()
-		<-drained
-	}
-	_ = stdinW.Close()
+	p.drain(read)
 
 	if stopped {
 		return tools.Output{}, fmt.Errorf("command stopped when its time ran out: %w", ctx.Err())
@@ -153,6 +94,93 @@ func (c *command) run(ctx context.Context, input json.RawMessage) (tools.Output,
 		return tools.Text(envelope.TruncateHead(text, stdout.total, c.max)), nil
 	}
 	return tools.Output{}, exitError(waitErr, stderr.String())
+}
+
+// wait waits for the command to exit. When ctx ends first, its process
+// group gets SIGTERM, then SIGKILL after the grace, and stopped is true.
+func (c *command) wait(ctx context.Context, cmd *exec.Cmd, pgid int) (waitErr error, stopped bool) {
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case waitErr = <-waited:
+		return waitErr, false
+	case <-ctx.Done():
+	}
+	signalGroup(pgid, sigTerm)
+	t := time.NewTimer(c.grace)
+	defer t.Stop()
+	select {
+	case waitErr = <-waited:
+	case <-t.C:
+		signalGroup(pgid, sigKill)
+		waitErr = <-waited
+	}
+	return waitErr, true
+}
+
+// pipes are a command's stdin, stdout and stderr: os.Pipe pairs, so that
+// the command's own output is read while it runs and its process group
+// can be signalled without a shell in between.
+type pipes struct {
+	stdinR, stdinW   *os.File
+	stdoutR, stdoutW *os.File
+	stderrR, stderrW *os.File
+}
+
+// openPipes makes the three pipes; on failure it closes those it made.
+func openPipes() (*pipes, error) {
+	var p pipes
+	for _, ends := range [][2]**os.File{{&p.stdinR, &p.stdinW}, {&p.stdoutR, &p.stdoutW}, {&p.stderrR, &p.stderrW}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		*ends[0], *ends[1] = r, w
+	}
+	return &p, nil
+}
+
+// started closes the ends the started command has its own copies of.
+func (p *pipes) started() {
+	_ = p.stdinR.Close()
+	_ = p.stdoutW.Close()
+	_ = p.stderrW.Close()
+}
+
+// read copies the command's stdout and stderr into out and errOut until
+// their pipes close; Wait the group returned.
+func (p *pipes) read(out, errOut io.Writer) *sync.WaitGroup {
+	var readers sync.WaitGroup
+	readers.Go(func() { _, _ = io.Copy(out, p.stdoutR) })
+	readers.Go(func() { _, _ = io.Copy(errOut, p.stderrR) })
+	return &readers
+}
+
+// drain waits for the readers to reach the end of the output pipes, once
+// the command's process group is gone: for pipeDrainWait at most, as a
+// process that left the group (setsid) may still hold them; then the
+// pipes are closed under them.
+func (p *pipes) drain(readers *sync.WaitGroup) {
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(pipeDrainWait):
+		_ = p.stdoutR.Close()
+		_ = p.stderrR.Close()
+		<-drained
+	}
+	_ = p.stdinW.Close()
+}
+
+// close closes every end (those closed already are no matter).
+func (p *pipes) close() {
+	for _, f := range []*os.File{p.stdinR, p.stdinW, p.stdoutR, p.stdoutW, p.stderrR, p.stderrW} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
 }
 
 // startError is a command that could not be started: a permanent error

@@ -5,29 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"net/url"
 	"slices"
-	"strings"
 
 	"github.com/toolpool/toolpool/internal/worker/mcpback"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
-
-// mcpReservedHeaders are set by the streamable-HTTP client on its own.
-var mcpReservedHeaders = []string{"Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
-
-type mcpSpec struct {
-	Command  []string          `yaml:"command"`
-	Env      map[string]string `yaml:"env"`
-	Dir      *string           `yaml:"dir"`
-	URL      string            `yaml:"url"`
-	Headers  map[string]string `yaml:"headers"`
-	Tools    []string          `yaml:"tools"`
-	Prefix   *string           `yaml:"prefix"`
-	Sessions *int              `yaml:"sessions"`
-}
 
 // MCPConfig is the settings of an mcp entry: a stdio server (Command) or a
 // streamable-HTTP server (URL), whose tools are served as the pool's.
@@ -60,108 +43,6 @@ type MCPConfig struct {
 	env        []string    // the server's environment, resolved
 	resolved   http.Header // Headers with ${ENV} references resolved
 	secrets    []string    // the resolved values of ${ENV} references
-}
-
-// mcpServerField names a setting of s an mcp entry must not have (its
-// tools' descriptions and schemas are the server's), or "".
-func mcpServerField(s *toolSpec) string {
-	switch {
-	case s.Description != nil:
-		return "description"
-	case s.InputSchema.Kind != 0:
-		return "input_schema"
-	}
-	return ""
-}
-
-func (p *parser) checkMCP(s *mcpSpec) (*MCPConfig, string, error) {
-	m := &MCPConfig{Sessions: mcpback.SessionsDefault, resolved: http.Header{}}
-	stdio, remote := len(s.Command) > 0, strings.TrimSpace(s.URL) != ""
-	switch {
-	case !stdio && !remote:
-		return nil, "", errors.New("needs command (a stdio server the worker starts) or url (a streamable-HTTP server)")
-	case stdio && remote:
-		return nil, "url", errors.New("is not allowed with command: an entry is a stdio server or an HTTP server, not both")
-	case stdio && (len(s.Headers) > 0):
-		return nil, "headers", errors.New("is only for a server given by url")
-	case remote && (len(s.Env) > 0 || s.Dir != nil):
-		if len(s.Env) > 0 {
-			return nil, "env", errors.New("is only for a server given by command")
-		}
-		return nil, "dir", errors.New("is only for a server given by command")
-	}
-	if stdio {
-		ex, field, err := p.checkExec(&execSpec{Command: s.Command, Dir: s.Dir})
-		if err != nil {
-			return nil, field, err
-		}
-		m.Command, m.Dir = ex.Command, ex.Dir
-		if len(s.Env) > 0 {
-			m.Env = make(map[string]string, len(s.Env))
-		}
-		for _, name := range slices.Sorted(maps.Keys(s.Env)) {
-			field := "env." + name
-			if !envNameRE.MatchString(name) {
-				return nil, field, errors.New("is not an environment variable name")
-			}
-			value, secrets, err := expandEnv(s.Env[name], p.opts.LookupEnv)
-			if err != nil {
-				return nil, field, err
-			}
-			if strings.ContainsRune(value, 0) {
-				return nil, field, errors.New("contains a NUL byte after its ${ENV} references are resolved")
-			}
-			m.Env[name] = s.Env[name]
-			m.env = append(m.env, name+"="+value)
-			m.secrets = append(m.secrets, secrets...)
-		}
-		for _, name := range []string{"PATH", "HOME"} {
-			if _, given := s.Env[name]; given {
-				continue
-			}
-			if v, ok := p.opts.LookupEnv(name); ok {
-				m.env = append(m.env, name+"="+v)
-			} else if name == "PATH" {
-				m.env = append(m.env, "PATH="+PathDefault)
-			}
-		}
-	} else {
-		for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
-			if slices.Contains(mcpReservedHeaders, http.CanonicalHeaderKey(name)) {
-				return nil, "headers." + name, errors.New("is set by the MCP client itself and cannot be configured")
-			}
-		}
-		wh, field, err := p.checkWebhook(&webhookSpec{URL: s.URL, Headers: s.Headers})
-		if err != nil {
-			return nil, field, err
-		}
-		if _, err := url.Parse(wh.URL); err != nil {
-			return nil, "url", errors.New("is not a valid URL")
-		}
-		m.URL, m.Headers, m.resolved, m.secrets = wh.URL, wh.Headers, wh.resolved, wh.secrets
-	}
-	for i, name := range s.Tools {
-		if strings.TrimSpace(name) == "" {
-			return nil, fmt.Sprintf("tools[%d]", i), errors.New("is empty; name a tool of the server")
-		}
-		if slices.Contains(s.Tools[:i], name) {
-			return nil, fmt.Sprintf("tools[%d]", i), fmt.Errorf("lists %q twice", name)
-		}
-	}
-	m.Tools = slices.Clone(s.Tools)
-	if s.Prefix != nil {
-		m.Prefix = *s.Prefix
-		if m.Prefix != mcpback.PoolName("", m.Prefix) || len(m.Prefix) > 32 {
-			return nil, "prefix", fmt.Errorf("must be at most 32 letters, digits, '_' or '-', got %q", m.Prefix)
-		}
-	}
-	if s.Sessions != nil {
-		if n := *s.Sessions; n < 1 || n > mcpback.SessionsMax {
-			return nil, "sessions", fmt.Errorf("must be between 1 and %d, got %d", mcpback.SessionsMax, n)
-		}
-		m.Sessions = *s.Sessions
-	}
-	return m, "", nil
 }
 
 // MCPBackend is the configuration of the mcpback.Backend that serves e,

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -26,31 +27,33 @@ var ErrStopped = errors.New("mcpback: backend stopped")
 var ErrNotStarted = errors.New("mcpback: the MCP server has not started")
 
 // Backend is the client of one MCP server, serving its tools. Create it
-// with New, then Start and Stop it.
+// with New, then Start and Stop it. Its lifecycle is a startstop.Base,
+// started once a Start attempt is up: the sessions' supervisors and the
+// list refreshes run until its life ends, and the sessions are closed then.
 type Backend struct {
+	startstop.Base
+
 	cfg    Config
 	client *mcp.Client
 
 	sessions []*session
 	progress sync.Map // progress token → func(tools.Progress)
 	tokens   atomic.Uint64
+	// refresh asks for the tools to be listed again (list_changed): a
+	// signal the refresher takes once started; signals that come while a
+	// refresh runs make one more.
+	refresh chan struct{}
 
+	startMu sync.Mutex // serializes the attempts of Start
 	mu      sync.Mutex
-	started bool
 	remotes map[string]*remoteTool // pool name → the server's tool
 	order   []string               // the names of the tools registered, in the server's order
 	served  []tools.Tool           // the tools of order the server still lists
 	failure error                  // why Start failed; nil once started
 
-	ctx    context.Context // ends with Stop: supervisors, list refreshes
-	cancel context.CancelCauseFunc
-	goMu   sync.Mutex // orders wg.Go of a list refresh before Stop's wg.Wait
 	// listMu serializes the list refreshes and what OnChange hears: a
 	// later list is applied, and told, after an earlier one.
-	listMu   sync.Mutex
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-	stopped  chan struct{}
+	listMu sync.Mutex
 }
 
 // New checks cfg and returns a Backend. It starts nothing.
@@ -59,8 +62,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, remotes: map[string]*remoteTool{}, failure: ErrNotStarted, stopped: make(chan struct{})}
-	b.ctx, b.cancel = context.WithCancelCause(context.Background())
+	b := &Backend{cfg: cfg, remotes: map[string]*remoteTool{}, failure: ErrNotStarted, refresh: make(chan struct{}, 1)}
 	b.client = mcp.NewClient(&mcp.Implementation{Name: "toolpool", Version: "1"}, &mcp.ClientOptions{
 		Capabilities:                &mcp.ClientCapabilities{},
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { b.listChanged() },
@@ -77,14 +79,15 @@ func (b *Backend) Name() string { return b.cfg.Name }
 
 // Start connects every session and lists the server's tools. It returns
 // once all sessions are up, or with the first error, having stopped what
-// it started; a Backend whose Start failed may be started again.
+// it started; a Backend whose Start failed may be started again. A Stop
+// ends an attempt under way (Start then returns ErrStopped).
 func (b *Backend) Start(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.started {
+	b.startMu.Lock()
+	defer b.startMu.Unlock()
+	switch {
+	case b.Err() == nil:
 		return errors.New("mcpback: already started")
-	}
-	if b.ctx.Err() != nil {
+	case b.stopped():
 		return ErrStopped
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -92,19 +95,64 @@ func (b *Backend) Start(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, b.cfg.StartTimeout)
 		defer cancel()
 	}
-	err := b.start(ctx)
-	if err != nil {
+	actx, cancel := b.untilStop(ctx)
+	defer cancel()
+	if err := b.start(actx); err != nil {
+		if b.stopped() {
+			return ErrStopped
+		}
+		b.mu.Lock()
 		b.failure = err
+		b.mu.Unlock()
 		b.cfg.Metrics.StartFailed(b.cfg.Name)
 		return err
 	}
-	b.failure = nil
-	b.started = true
-	for _, s := range b.sessions {
-		b.wg.Go(s.supervise)
+	// The attempt is up: the Backend's life begins (unless Stop came first).
+	err := b.Base.Start(context.WithoutCancel(ctx), func(context.Context) error {
+		for _, s := range b.sessions {
+			b.Go(s.supervise)
+		}
+		b.Go(b.refresher)
+		b.Go(func(life context.Context) {
+			<-life.Done()
+			b.closeSessions() // the supervisors see their sessions end, and return
+		})
+		return nil
+	})
+	if err != nil {
+		b.closeSessions()
+		return ErrStopped
 	}
-	b.cfg.Logger.Info("MCP server started", "server", b.cfg.Name, "sessions", len(b.sessions), "tools", len(b.served))
+	b.mu.Lock()
+	b.failure = nil
+	b.mu.Unlock()
+	b.cfg.Logger.Info("MCP server started", "server", b.cfg.Name, "sessions", len(b.sessions), "tools", len(b.Tools()))
 	return nil
+}
+
+// stopped reports whether Stop has stopped the Backend.
+func (b *Backend) stopped() bool {
+	select {
+	case <-b.Base.Stopped():
+		return true
+	default:
+		return false
+	}
+}
+
+// untilStop is ctx, ended with ErrStopped by a Stop too: a Stop of a
+// Backend not started yet returns at once, and an attempt to start it
+// does not outlast it.
+func (b *Backend) untilStop(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-b.Base.Stopped():
+			cancel(ErrStopped)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }
 
 func (b *Backend) start(ctx context.Context) error {
@@ -123,6 +171,8 @@ func (b *Backend) start(ctx context.Context) error {
 		b.closeSessions()
 		return fmt.Errorf("mcpback: server %s: listing its tools: %w", b.cfg.Name, b.redactErr(err))
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.remotes, b.served = remotes, served
 	b.order = make([]string, len(served))
 	for i, t := range served {
@@ -163,31 +213,18 @@ func (b *Backend) Check() health.Check {
 
 // Stop ends the sessions (a stdio server gets its stdin closed, then
 // SIGTERM after Config.TerminateGrace) and waits for the Backend's
-// goroutines until ctx ends. Calls still running fail with a lost
-// connection. It is idempotent.
+// goroutines until ctx ends; it returns nil once they have ended, or
+// ctx.Err(). Calls still running fail with a lost connection. It is
+// idempotent.
 func (b *Backend) Stop(ctx context.Context) error {
-	b.stopOnce.Do(func() {
-		b.cancel(ErrStopped)
-		b.mu.Lock() // Start has finished, or never will
-		b.mu.Unlock()
-		b.goMu.Lock() // no list refresh starts any more
-		b.goMu.Unlock()
-		go func() {
-			b.closeSessions()
-			b.wg.Wait()
-			close(b.stopped)
-		}()
-	})
+	go func() { _ = b.Base.Stop(context.Background(), ErrStopped, nil) }() // waits for the goroutines
 	select {
-	case <-b.stopped:
+	case <-b.Base.Stopped():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
-
-// Stopped is closed once Stop has ended every session.
-func (b *Backend) Stopped() <-chan struct{} { return b.stopped }
 
 func (b *Backend) closeSessions() {
 	var wg sync.WaitGroup
@@ -316,9 +353,9 @@ func (s *session) close() {
 }
 
 // supervise waits for the session's connection to end and, unless the
-// Backend is stopping, connects it again with backoff: calls that were
+// Backend's life is over, connects it again with backoff: calls that were
 // running on it have failed (transient) and are retried by the pool.
-func (s *session) supervise() {
+func (s *session) supervise(life context.Context) {
 	b := s.b
 	restart := false
 	for {
@@ -340,7 +377,7 @@ func (s *session) supervise() {
 			_ = cs.Close()  // releases what the session still holds (its subscriptions' listen)
 			killGroup(pgid) // what the dead server left running
 			b.cfg.Metrics.SessionDown(b.cfg.Name)
-			if b.ctx.Err() != nil {
+			if life.Err() != nil {
 				return
 			}
 			b.cfg.Logger.Warn("MCP server session ended; restarting it", "server", b.cfg.Name, "session", s.index,
@@ -349,15 +386,15 @@ func (s *session) supervise() {
 		bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(b.cfg.RestartMin), backoff.WithMaxInterval(b.cfg.RestartMax),
 			backoff.WithMaxElapsedTime(0))
 		err := backoff.Retry(func() error {
-			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.StartTimeout)
+			ctx, cancel := context.WithTimeout(life, b.cfg.StartTimeout)
 			defer cancel()
 			err := s.connect(ctx)
-			if err != nil && b.ctx.Err() == nil {
+			if err != nil && life.Err() == nil {
 				b.cfg.Logger.Warn("MCP server session failed to start; trying again", "server", b.cfg.Name, "session", s.index, "err", b.redactErr(err))
 			}
 			return err
-		}, backoff.WithContext(bo, b.ctx))
-		if err != nil || b.ctx.Err() != nil {
+		}, backoff.WithContext(bo, life))
+		if err != nil || life.Err() != nil {
 			s.close()
 			return
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -31,14 +32,12 @@ func (e *RegisterError) Error() string { return "mcp server " + e.Server + ": " 
 // Unwrap returns the registry's error.
 func (e *RegisterError) Unwrap() error { return e.Err }
 
-// Set is the MCP servers of a worker process, started together.
+// Set is the MCP servers of a worker process, started together. Its
+// lifecycle is a startstop.Base: the retries of the servers that did not
+// start run until its life ends.
 type Set struct {
+	startstop.Base
 	backends []*Backend
-
-	ctx    context.Context // ends with Stop: the retries of servers that failed at start
-	cancel context.CancelCauseFunc
-	mu     sync.Mutex // orders wg.Go of a retry before Stop's wg.Wait
-	wg     sync.WaitGroup
 
 	followMu sync.Mutex // serializes the changes handed on, in the order they came
 	reg      *tools.Registry
@@ -65,7 +64,6 @@ const FollowTimeout = 30 * time.Second
 // NewSet returns a Set of one Backend per config (checked by New).
 func NewSet(cfgs []Config) (*Set, error) {
 	s := &Set{served: map[string][]string{}, pending: map[string][]tools.Tool{}, owner: map[string]string{}}
-	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	for _, cfg := range cfgs {
 		next, name := cfg.OnChange, cfg.Name
 		cfg.OnChange = func(ts []tools.Tool) {
@@ -93,8 +91,20 @@ func (s *Set) Backends() []*Backend { return append([]*Backend(nil), s.backends.
 // backoff (Config.RestartMin to RestartMax) until it is up or Stop; once
 // up, its Config.OnChange hears of its tools (to register, serve and
 // announce them). Start fails only when reg refuses a tool (a
-// *RegisterError), having stopped every server.
+// *RegisterError), having stopped every server. A Set starts once.
 func (s *Set) Start(ctx context.Context, reg *tools.Registry) error {
+	// Not refused for a ctx already over: the servers fail to start, and
+	// are retried.
+	err := s.Base.Start(context.WithoutCancel(ctx), func(life context.Context) error { return s.start(ctx, life, reg) })
+	var re *RegisterError
+	if errors.As(err, &re) {
+		_ = s.Stop(context.Background())
+	}
+	return err
+}
+
+// start is Start's work; the retries run under life.
+func (s *Set) start(ctx, life context.Context, reg *tools.Registry) error {
 	s.followMu.Lock() // a change waits until what Start registered is known
 	s.reg = reg
 	errs := make([]error, len(s.backends))
@@ -110,7 +120,6 @@ func (s *Set) Start(ctx context.Context, reg *tools.Registry) error {
 		for _, t := range b.Tools() {
 			if err := reg.Register(t); err != nil {
 				s.followMu.Unlock()
-				_ = s.Stop(context.Background())
 				return &RegisterError{Server: b.cfg.Name, Err: err}
 			}
 			s.served[b.cfg.Name] = append(s.served[b.cfg.Name], t.Name)
@@ -122,28 +131,24 @@ func (s *Set) Start(ctx context.Context, reg *tools.Registry) error {
 		if errs[i] != nil {
 			b.cfg.Logger.Error("an MCP server did not start; serving the worker's other tools without its tools, and trying it again",
 				"server", b.cfg.Name, "err", errs[i])
-			s.mu.Lock()
-			if s.ctx.Err() == nil {
-				s.wg.Go(func() { s.retry(b) })
-			}
-			s.mu.Unlock()
+			s.Go(func(life context.Context) { s.retry(life, b) })
 		}
 	}
 	return nil
 }
 
-// retry starts b again with backoff until it is up or the Set stops, then
-// tells b's OnChange of its tools.
-func (s *Set) retry(b *Backend) {
+// retry starts b again with backoff until it is up or life ends (the Set
+// stops), then tells b's OnChange of its tools.
+func (s *Set) retry(life context.Context, b *Backend) {
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(b.cfg.RestartMin), backoff.WithMaxInterval(b.cfg.RestartMax),
 		backoff.WithMaxElapsedTime(0))
 	failures := 1
 	err := backoff.Retry(func() error {
-		err := b.Start(s.ctx) // bounded by Config.StartTimeout
+		err := b.Start(life) // bounded by Config.StartTimeout
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, ErrStopped) || s.ctx.Err() != nil:
+		case errors.Is(err, ErrStopped) || life.Err() != nil:
 			return backoff.Permanent(err)
 		}
 		failures++
@@ -151,8 +156,8 @@ func (s *Set) retry(b *Backend) {
 			b.cfg.Logger.Warn("an MCP server still does not start; trying again", "server", b.cfg.Name, "failures", failures, "err", err)
 		}
 		return err
-	}, backoff.WithContext(bo, s.ctx))
-	if err != nil || s.ctx.Err() != nil {
+	}, backoff.WithContext(bo, life))
+	if err != nil || life.Err() != nil {
 		return
 	}
 	b.cfg.Logger.Info("an MCP server that did not start is up; serving its tools", "server", b.cfg.Name, "failures", failures)
@@ -220,7 +225,7 @@ func (s *Set) hand(server string, ts []tools.Tool) {
 		}
 	}
 	s.served[server] = now
-	ctx, cancel := context.WithTimeout(s.ctx, FollowTimeout)
+	ctx, cancel := context.WithTimeout(s.Life(), FollowTimeout)
 	defer cancel()
 	if len(removed) > 0 {
 		if err := s.follow.Unserve(ctx, removed...); err != nil {
@@ -254,11 +259,13 @@ func (s *Set) Checks() []health.Check {
 }
 
 // Stop ends the retries of servers that did not start and stops every
-// server (Backend.Stop); it is idempotent.
+// server (Backend.Stop), waiting for both until ctx ends; it is idempotent.
 func (s *Set) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	s.cancel(ErrStopped)
-	s.mu.Unlock()
+	retries := make(chan struct{})
+	go func() { // ends the retries, and waits for them
+		_ = s.Base.Stop(context.Background(), ErrStopped, nil)
+		close(retries)
+	}()
 	errs := make([]error, len(s.backends))
 	var wg sync.WaitGroup
 	for i, b := range s.backends {
@@ -269,10 +276,8 @@ func (s *Set) Stop(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	retried := make(chan struct{})
-	go func() { s.wg.Wait(); close(retried) }()
 	select {
-	case <-retried:
+	case <-retries:
 	case <-ctx.Done():
 		errs = append(errs, ctx.Err())
 	}

@@ -143,84 +143,105 @@ func PoolName(prefix, name string) string {
 	return string(n)
 }
 
-// listChanged lists the tools again after the server said they changed:
+// listChanged asks the refresher to list the tools again: the server
+// said they changed.
+func (b *Backend) listChanged() {
+	select {
+	case b.refresh <- struct{}{}:
+	default: // a refresh is asked for already
+	}
+}
+
+// refresher lists the tools again whenever listChanged asks, until life
+// ends.
+func (b *Backend) refresher(life context.Context) {
+	for {
+		select {
+		case <-life.Done():
+			return
+		case <-b.refresh:
+			b.refreshTools(life)
+		}
+	}
+}
+
+// refreshTools lists the tools again after the server said they changed:
 // the tools served get their new descriptions and schemas, the tools
 // added are served, and OnChange hears of every tool served.
-func (b *Backend) listChanged() {
-	b.goMu.Lock() // so that Stop's Wait never races this Add
-	defer b.goMu.Unlock()
-	if b.ctx.Err() != nil {
+func (b *Backend) refreshTools(life context.Context) {
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	ctx, cancel := context.WithTimeout(life, b.cfg.StartTimeout)
+	defer cancel()
+	s := b.pick()
+	if s == nil {
 		return
 	}
-	b.wg.Go(func() {
-		b.listMu.Lock()
-		defer b.listMu.Unlock()
-		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.StartTimeout)
-		defer cancel()
-		s := b.pick()
-		if s == nil {
-			return
+	remotes, listed, err := b.list(ctx, s.current())
+	if err != nil {
+		if life.Err() == nil {
+			b.cfg.Logger.Warn("listing an MCP server's tools after list_changed failed", "server", b.cfg.Name, "err", b.redactErr(err))
 		}
-		remotes, listed, err := b.list(ctx, s.current())
-		if err != nil {
-			if b.ctx.Err() == nil {
-				b.cfg.Logger.Warn("listing an MCP server's tools after list_changed failed", "server", b.cfg.Name, "err", b.redactErr(err))
-			}
-			return
+		return
+	}
+	served, added, removed, updated := b.applyList(remotes, listed)
+	if len(added)+len(removed)+len(updated) == 0 {
+		return // a server may say so when nothing changed (at connection, say)
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	slices.Sort(updated)
+	b.cfg.Logger.Info("an MCP server's tools changed", "server", b.cfg.Name,
+		"updated", updated, "removed", removed, "added", added)
+	if b.cfg.OnChange != nil {
+		b.cfg.OnChange(served)
+	}
+}
+
+// applyList makes the server's new list of tools (remotes by name, listed
+// in the server's order) the Backend's, and returns the tools served now
+// and the names of those added, removed and updated.
+func (b *Backend) applyList(remotes map[string]*remoteTool, listed []tools.Tool) (served []tools.Tool, added, removed, updated []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range listed {
+		if _, ok := b.remotes[t.Name]; !ok {
+			added = append(added, t.Name)
 		}
-		b.mu.Lock()
-		var added, removed, updated []string
-		for _, t := range listed {
-			if _, ok := b.remotes[t.Name]; !ok {
-				added = append(added, t.Name)
+	}
+	for _, cur := range b.remotes {
+		nt, ok := remotes[cur.tool.Name]
+		if !ok {
+			if !cur.gone {
+				removed = append(removed, cur.tool.Name)
+				cur.gone = true
 			}
+			continue
 		}
-		served := make([]tools.Tool, 0, len(b.order))
-		for _, cur := range b.remotes {
-			nt, ok := remotes[cur.tool.Name]
-			if !ok {
-				if !cur.gone {
-					removed = append(removed, cur.tool.Name)
-					cur.gone = true
-				}
-				continue
-			}
-			if cur.gone || nt.tool.Description != cur.tool.Description || !bytes.Equal(nt.tool.InputSchema, cur.tool.InputSchema) {
-				updated = append(updated, cur.tool.Name)
-			}
-			nt.schema = cur.registeredSchema()
-			if !bytes.Equal(nt.tool.InputSchema, nt.schema) {
-				scratch := tools.NewRegistry()
-				if err := scratch.Register(nt.tool); err == nil {
-					nt.check, _ = scratch.Lookup(nt.tool.Name)
-				}
-			}
-			b.remotes[cur.tool.Name] = nt
+		if cur.gone || nt.tool.Description != cur.tool.Description || !bytes.Equal(nt.tool.InputSchema, cur.tool.InputSchema) {
+			updated = append(updated, cur.tool.Name)
 		}
-		for _, name := range added { // served from now on, as the server lists them
-			b.remotes[name] = remotes[name]
-			b.order = append(b.order, name)
-		}
-		for _, name := range b.order {
-			if rt := b.remotes[name]; !rt.gone {
-				served = append(served, rt.tool)
+		nt.schema = cur.registeredSchema()
+		if !bytes.Equal(nt.tool.InputSchema, nt.schema) {
+			scratch := tools.NewRegistry()
+			if err := scratch.Register(nt.tool); err == nil {
+				nt.check, _ = scratch.Lookup(nt.tool.Name)
 			}
 		}
-		b.served = served
-		onChange := b.cfg.OnChange
-		b.mu.Unlock()
-		if len(added)+len(removed)+len(updated) == 0 {
-			return // a server may say so when nothing changed (at connection, say)
+		b.remotes[cur.tool.Name] = nt
+	}
+	for _, name := range added { // served from now on, as the server lists them
+		b.remotes[name] = remotes[name]
+		b.order = append(b.order, name)
+	}
+	served = make([]tools.Tool, 0, len(b.order))
+	for _, name := range b.order {
+		if rt := b.remotes[name]; !rt.gone {
+			served = append(served, rt.tool)
 		}
-		slices.Sort(added)
-		slices.Sort(removed)
-		slices.Sort(updated)
-		b.cfg.Logger.Info("an MCP server's tools changed", "server", b.cfg.Name,
-			"updated", updated, "removed", removed, "added", added)
-		if onChange != nil {
-			onChange(served)
-		}
-	})
+	}
+	b.served = served
+	return served, added, removed, updated
 }
 
 // tellTools tells OnChange of the tools served now (a Set's server that
@@ -228,7 +249,7 @@ func (b *Backend) listChanged() {
 func (b *Backend) tellTools() {
 	b.listMu.Lock()
 	defer b.listMu.Unlock()
-	if b.cfg.OnChange != nil && b.ctx.Err() == nil {
+	if b.cfg.OnChange != nil && b.Life().Err() == nil {
 		b.cfg.OnChange(b.Tools())
 	}
 }

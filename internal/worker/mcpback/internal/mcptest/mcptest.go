@@ -29,6 +29,19 @@ type Options struct {
 // NewServer returns the test server.
 func NewServer(opts Options) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, nil)
+	addAnswering(s, opts)
+	addChanging(s)
+	if opts.Crash {
+		s.AddTool(&mcp.Tool{
+			Name: "crash_once", Description: "Kills its server at the first call.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"marker":{"type":"string"}},"required":["marker"]}`),
+		}, crashOnce)
+	}
+	return s
+}
+
+// addAnswering adds the tools that answer: echo, fail, sleep and media.
+func addAnswering(s *mcp.Server, opts Options) {
 	s.AddTool(&mcp.Tool{
 		Name: "echo", Description: "Returns its text.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
@@ -43,36 +56,18 @@ func NewServer(opts Options) *mcp.Server {
 	s.AddTool(&mcp.Tool{
 		Name: "sleep", Description: "Sleeps for ms milliseconds in steps, reporting progress; cancellable.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"},"steps":{"type":"integer"}},"required":["ms"]}`),
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct{ MS, Steps int }
-		_ = json.Unmarshal(req.Params.Arguments, &in)
-		steps := max(in.Steps, 1)
-		for i := range steps {
-			select {
-			case <-ctx.Done():
-				if opts.Cancelled != nil {
-					select {
-					case opts.Cancelled <- struct{}{}:
-					default:
-					}
-				}
-				return nil, ctx.Err()
-			case <-time.After(time.Duration(in.MS) * time.Millisecond / time.Duration(steps)):
-			}
-			if token := req.Params.GetProgressToken(); token != nil {
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: token, Progress: float64(i + 1), Total: float64(steps), Message: "step",
-				})
-			}
-		}
-		return &mcp.CallToolResult{Content: textContent("slept")}, nil
-	})
+	}, sleep(opts.Cancelled))
 	s.AddTool(&mcp.Tool{
 		Name: "media", Description: "Returns one block of each kind.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),
 	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: Media()}, nil
 	})
+}
+
+// addChanging adds the tools that change the server's tool list, which
+// then sends list_changed: redescribe, add and drop.
+func addChanging(s *mcp.Server) {
 	s.AddTool(&mcp.Tool{
 		Name: "redescribe", Description: "Changes echo's description to its text: the server sends list_changed.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
@@ -100,21 +95,49 @@ func NewServer(opts Options) *mcp.Server {
 		s.RemoveTools(text)
 		return &mcp.CallToolResult{Content: textContent("ok")}
 	}))
-	if opts.Crash {
-		s.AddTool(&mcp.Tool{
-			Name: "crash_once", Description: "Kills its server at the first call.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"marker":{"type":"string"}},"required":["marker"]}`),
-		}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var in struct{ Marker string }
-			_ = json.Unmarshal(req.Params.Arguments, &in)
-			if _, err := os.Stat(in.Marker); errors.Is(err, os.ErrNotExist) {
-				_ = os.WriteFile(in.Marker, nil, 0o644)
-				os.Exit(3)
+}
+
+// sleep is the handler of sleep: it sleeps for ms milliseconds in steps,
+// reporting each step as progress, and tells cancelled (when not nil)
+// of a sleep whose context ended first.
+func sleep(cancelled chan<- struct{}) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct{ MS, Steps int }
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		steps := max(in.Steps, 1)
+		for i := range steps {
+			select {
+			case <-ctx.Done():
+				if cancelled != nil {
+					select {
+					case cancelled <- struct{}{}:
+					default:
+					}
+				}
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(in.MS) * time.Millisecond / time.Duration(steps)):
 			}
-			return &mcp.CallToolResult{Content: textContent("survived")}, nil
-		})
+			if token := req.Params.GetProgressToken(); token != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token, Progress: float64(i + 1), Total: float64(steps), Message: "step",
+				})
+			}
+		}
+		return &mcp.CallToolResult{Content: textContent("slept")}, nil
 	}
-	return s
+}
+
+// crashOnce is the handler of crash_once: the first call (its marker file
+// does not exist yet) creates the marker and kills the process; later
+// calls answer "survived".
+func crashOnce(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct{ Marker string }
+	_ = json.Unmarshal(req.Params.Arguments, &in)
+	if _, err := os.Stat(in.Marker); errors.Is(err, os.ErrNotExist) {
+		_ = os.WriteFile(in.Marker, nil, 0o644)
+		os.Exit(3)
+	}
+	return &mcp.CallToolResult{Content: textContent("survived")}, nil
 }
 
 // echo answers with the call's text.

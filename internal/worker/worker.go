@@ -147,7 +147,8 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // Start creates or updates the consumers of the worker's tools and begins
 // pulling. It returns once every consumer is bound. A worker starts once:
-// a second Start fails, as does a Start after Stop.
+// a second Start fails, as does a Start after Stop; a Stop while Start
+// binds makes it return ErrShutdown, having pulled nothing.
 func (w *Worker) Start(ctx context.Context) error {
 	err := w.Base.Start(ctx, func(life context.Context) error { return w.start(ctx, life) })
 	switch {

@@ -107,37 +107,62 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.MaxPayload < 0 {
-		return nil, fmt.Errorf("jetstream: embedded nats-server: MaxPayload is %d; want a positive size", opts.MaxPayload)
-	}
-	if opts.ReadyTimeout < 0 {
-		return nil, fmt.Errorf("jetstream: embedded nats-server: ReadyTimeout is %v; want a positive duration", opts.ReadyTimeout)
-	}
-	dataDir, err := filepath.Abs(opts.DataDir)
+	dataDir, err := opts.check()
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: embedded nats-server: data dir %s: %w", opts.DataDir, err)
+		return nil, err
 	}
 	lock, err := lockStore(dataDir)
 	if err != nil {
 		return nil, err
 	}
-	started := false
-	defer func() {
-		if !started {
-			lock.unlock()
-		}
-	}()
 	if port != server.RANDOM_PORT {
 		// Probe the address: the server itself only logs a listen failure,
 		// and this gives a typed error the CLI can explain. (After the
 		// lock: a second orchestrator started by mistake learns about the
 		// data dir, the cause, not only about the port.)
 		if err := probeListen(host, port); err != nil {
+			lock.unlock()
 			return nil, err
 		}
 	}
+	srv, err := run(opts, host, port, dataDir)
+	if err != nil {
+		lock.unlock()
+		return nil, err
+	}
+	clientPort := port
+	if a, ok := srv.Addr().(*net.TCPAddr); ok {
+		clientPort = a.Port
+	}
+	return &Server{
+		srv:      srv,
+		url:      "nats://" + net.JoinHostPort(clientHost(host), strconv.Itoa(clientPort)),
+		storeDir: filepath.Join(dataDir, server.JetStreamStoreDir),
+		lock:     lock,
+	}, nil
+}
 
-	sopts := &server.Options{
+// check names the first bad field of opts (with its defaults) and returns
+// the absolute data directory.
+func (o Options) check() (dataDir string, err error) {
+	if o.MaxPayload < 0 {
+		return "", fmt.Errorf("jetstream: embedded nats-server: MaxPayload is %d; want a positive size", o.MaxPayload)
+	}
+	if o.ReadyTimeout < 0 {
+		return "", fmt.Errorf("jetstream: embedded nats-server: ReadyTimeout is %v; want a positive duration", o.ReadyTimeout)
+	}
+	dataDir, err = filepath.Abs(o.DataDir)
+	if err != nil {
+		return "", fmt.Errorf("jetstream: embedded nats-server: data dir %s: %w", o.DataDir, err)
+	}
+	return dataDir, nil
+}
+
+// run starts nats-server with JetStream on host:port, storing under
+// dataDir, and waits until it accepts clients; a server that does not is
+// shut down.
+func run(opts Options, host string, port int, dataDir string) (*server.Server, error) {
+	srv, err := server.NewServer(&server.Options{
 		ServerName:        opts.ServerName,
 		Host:              host,
 		Port:              port,
@@ -148,8 +173,7 @@ func Start(opts Options) (*Server, error) {
 		Username:          opts.User,
 		Password:          opts.Password,
 		NoSigs:            true,
-	}
-	srv, err := server.NewServer(sopts)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: embedded nats-server: %w", err)
 	}
@@ -172,17 +196,7 @@ func Start(opts Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("jetstream: embedded nats-server on %s not ready for connections after %v", opts.Listen, opts.ReadyTimeout)
 	}
-	clientPort := port
-	if a, ok := srv.Addr().(*net.TCPAddr); ok {
-		clientPort = a.Port
-	}
-	started = true
-	return &Server{
-		srv:      srv,
-		url:      "nats://" + net.JoinHostPort(clientHost(host), strconv.Itoa(clientPort)),
-		storeDir: filepath.Join(dataDir, server.JetStreamStoreDir),
-		lock:     lock,
-	}, nil
+	return srv, nil
 }
 
 // ClientURL is the URL clients in this or other processes connect to,

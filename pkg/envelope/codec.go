@@ -6,6 +6,12 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/jsonwire"
 )
 
+// The codec is hand-written for the per-call path. This file holds what its
+// two sides share: the limits and the first steps of decoding. The call
+// side is in call_codec.go, the result side in result_codec.go, content
+// blocks in content.go; the JSON reader they use is in scan.go, the writer
+// in write.go; errors.go has DecodeError.
+
 // Limits bounds what the codec accepts and emits. A zero or negative field
 // means its default.
 type Limits struct {

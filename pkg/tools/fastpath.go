@@ -85,6 +85,7 @@ type fastSchema struct {
 	allOf, anyOf, oneOf []*fastSchema
 	not                 *fastSchema
 	ifS, thenS, elseS   *fastSchema
+	valueRules          bool // any of const, enum, format is set
 	applicators         bool // any of allOf, anyOf, oneOf, not, if is set
 }
 

@@ -11,9 +11,16 @@ func (f *fastSchema) check(v any) verdict {
 	if f.always != nil {
 		return boolVerdict(*f.always)
 	}
-	res := f.checkValueRules(v)
-	if res == verdictInvalid {
-		return res
+	res := verdictValid
+	if f.types != 0 {
+		if res = f.checkType(v); res == verdictInvalid {
+			return res
+		}
+	}
+	if f.valueRules {
+		if res = res.and(f.checkValueRules(v)); res == verdictInvalid {
+			return res
+		}
 	}
 	if f.ref != nil {
 		if res = res.and(f.ref.check(v)); res == verdictInvalid || f.refOnly {
@@ -44,15 +51,10 @@ func (f *fastSchema) check(v any) verdict {
 	return res.and(f.checkApplicators(v))
 }
 
-// checkValueRules checks the keywords that apply to any value: type, const,
-// enum and format.
+// checkValueRules checks the keywords besides type that apply to any
+// value: const, enum and format.
 func (f *fastSchema) checkValueRules(v any) verdict {
 	res := verdictValid
-	if f.types != 0 {
-		if res = f.checkType(v); res == verdictInvalid {
-			return res
-		}
-	}
 	if f.hasConst {
 		if res = res.and(equalPrimitive(v, f.constVal)); res == verdictInvalid {
 			return res

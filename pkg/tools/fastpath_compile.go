@@ -115,6 +115,7 @@ func (fc *fastCompiler) valueRules(f *fastSchema, s *jsonschema.Schema) bool {
 		f.enum = s.Enum.Values
 	}
 	f.format = s.Format
+	f.valueRules = f.hasConst || f.enum != nil || f.format != nil
 	f.ref = fc.compile(s.Ref)
 	f.refOnly = s.Ref != nil && s.DraftVersion < 2019
 	return true

@@ -55,9 +55,16 @@ func (f *fastSchema) checkSpan(d []byte, v textSpan) verdict {
 	if f.always != nil {
 		return boolVerdict(*f.always)
 	}
-	res := f.textValueRules(d, v)
-	if res == verdictInvalid {
-		return res
+	res := verdictValid
+	if f.types != 0 {
+		if res = f.textType(d, v); res == verdictInvalid {
+			return res
+		}
+	}
+	if f.valueRules {
+		if res = res.and(f.textValueRules(d, v)); res == verdictInvalid {
+			return res
+		}
 	}
 	if f.ref != nil {
 		if res = res.and(f.ref.checkSpan(d, v)); res == verdictInvalid || f.refOnly {
@@ -87,11 +94,6 @@ func (f *fastSchema) checkSpan(d []byte, v textSpan) verdict {
 // textValueRules is checkValueRules on text.
 func (f *fastSchema) textValueRules(d []byte, v textSpan) verdict {
 	res := verdictValid
-	if f.types != 0 {
-		if res = f.textType(d, v); res == verdictInvalid {
-			return res
-		}
-	}
 	if f.hasConst {
 		if res = res.and(textEqual(d, v, f.constVal)); res == verdictInvalid {
 			return res

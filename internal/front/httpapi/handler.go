@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -44,14 +45,14 @@ func New(cfg Config) (*Handler, error) {
 // Config.Keys, every request needs an API key.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Keys.Len() > 0 {
-		k, err := h.cfg.Keys.authenticate(r)
+		k, err := authenticate(h.cfg.Keys, r)
 		if err != nil {
 			h.cfg.Metrics.Refused(RefusedUnauthorized)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolpool"`)
 			h.fail(w, r, http.StatusUnauthorized, ErrorUnauthorized, err.Error())
 			return
 		}
-		r = r.WithContext(withKey(r.Context(), k))
+		r = r.WithContext(apikey.NewContext(r.Context(), k))
 	}
 	switch r.URL.Path {
 	case PathToolCalls:
@@ -145,7 +146,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(dispatch.WithTraceparent(r.Context(), traceparent), timeout)
 	defer cancel()
-	key, _ := KeyFrom(r.Context())
+	key, _ := apikey.FromContext(r.Context())
 	tenant := ""
 	if key != nil {
 		tenant = key.Tenant
@@ -219,7 +220,7 @@ func isJSON(contentType string) bool {
 // not exist, naming only the key's tools. When admission control refuses
 // the turn, every dispatched call is answered with dispatch.SaturatedResult
 // and the *dispatch.SaturatedError is returned with the results.
-func (h *Handler) run(ctx context.Context, session string, t *turn, key *Key) (results []envelope.Result, sent int, err error) {
+func (h *Handler) run(ctx context.Context, session string, t *turn, key *apikey.Key) (results []envelope.Result, sent int, err error) {
 	results = make([]envelope.Result, len(t.calls))
 	var allowed []string // the key's live tools; listed once, if needed
 	if key != nil && key.Tools != nil {
@@ -403,7 +404,7 @@ func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defs = slices.Clone(defs)
-	if k, ok := KeyFrom(r.Context()); ok && k.Tools != nil {
+	if k, ok := apikey.FromContext(r.Context()); ok && k.Tools != nil {
 		defs = slices.DeleteFunc(defs, func(d tools.Definition) bool { return !k.Allows(d.Name) })
 	}
 	slices.SortFunc(defs, func(a, b tools.Definition) int { return strings.Compare(a.Name, b.Name) })

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -80,8 +81,9 @@ func checkID(s string) string {
 	return ""
 }
 
-// MaxToolNameBytes caps a tool name read from a request.
-const MaxToolNameBytes = 256
+// MaxToolNameBytes caps a tool name read from a request (and listed by an
+// API key).
+const MaxToolNameBytes = apikey.MaxToolNameBytes
 
 // parseTurn reads a request body. forced, when not empty, is the format the
 // request named in ?format=; otherwise the body's shape decides (see

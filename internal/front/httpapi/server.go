@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/front/apikey"
 )
 
 // Defaults of ServerConfig.
@@ -66,7 +68,7 @@ type ServerConfig struct {
 	// Keys, when it holds keys and the server is not Loopback, makes
 	// GET /metrics need a key with Metrics set. Health probes never need
 	// one. The API (Handler) checks keys itself.
-	Keys *Keys
+	Keys *apikey.Set
 	// OpenPaths are served whatever the load and during a drain, without a
 	// key: the health probes. Default /healthz and /readyz.
 	OpenPaths []string
@@ -323,7 +325,7 @@ func (s *Server) gate(next http.Handler) http.Handler {
 			return
 		}
 		if r.URL.Path == "/metrics" && !s.cfg.Loopback && s.cfg.Keys.Len() > 0 {
-			k, err := s.cfg.Keys.authenticate(r)
+			k, err := authenticate(s.cfg.Keys, r)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="toolpool"`)
 				s.refuse(w, r, RefusedUnauthorized, http.StatusUnauthorized, ErrorUnauthorized, err.Error())

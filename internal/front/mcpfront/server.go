@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/infra/mcpwire"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -322,7 +322,7 @@ func (s *Server) leave() {
 // unknownTool is the protocol error of a call to a tool that does not
 // exist, or that key may not call: its text lists the tools the caller
 // may call (the unknown-tool text of the HTTP API).
-func (s *Server) unknownTool(ctx context.Context, name string, key *httpapi.Key) error {
+func (s *Server) unknownTool(ctx context.Context, name string, key *apikey.Key) error {
 	var available []string
 	for _, t := range s.cfg.Tools(ctx) {
 		if key == nil || key.Allows(t.Name) {
@@ -443,11 +443,11 @@ func (r *progressRelay) close() {
 }
 
 // keyOf is the API key the request authenticated with over HTTP, if any.
-func keyOf(extra *mcp.RequestExtra) *httpapi.Key {
+func keyOf(extra *mcp.RequestExtra) *apikey.Key {
 	if extra == nil || extra.TokenInfo == nil {
 		return nil
 	}
-	k, _ := extra.TokenInfo.Extra[tokenKeyExtra].(*httpapi.Key)
+	k, _ := extra.TokenInfo.Extra[tokenKeyExtra].(*apikey.Key)
 	return k
 }
 

@@ -52,7 +52,7 @@ func BenchmarkParseTurn(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				t, err := parseTurn(body, "", MaxCallsDefault)
+				t, err := parseTurn(body, nil, MaxCallsDefault)
 				if err != nil || len(t.calls) != 3 {
 					b.Fatalf("%v %v", t, err)
 				}

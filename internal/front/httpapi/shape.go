@@ -112,14 +112,16 @@ var formatList = func() string {
 // that tells (nil when none does), and what the item looks like.
 func detectArray(items []json.RawMessage) (shape, string) {
 	for i, raw := range items {
-		var it arrayItem
-		if json.Unmarshal(raw, &it.fields) != nil {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(raw, &fields) != nil {
 			continue
 		}
-		var rawType json.RawMessage
-		if rawType, it.hasType = it.fields["type"]; it.hasType {
-			_ = json.Unmarshal(rawType, &it.typ)
+		var typ string
+		rawType, hasType := fields["type"]
+		if hasType {
+			_ = json.Unmarshal(rawType, &typ)
 		}
+		it := arrayItem{fields: fields, typ: typ, hasType: hasType}
 		for _, s := range shapes {
 			if what, ok := s.claimItem(it, i); ok {
 				return s, what

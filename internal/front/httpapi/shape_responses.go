@@ -121,11 +121,12 @@ func (responsesShape) parseObject(msg map[string]json.RawMessage, _ bool, maxCal
 // the same array was answered before and is skipped too, so that an agent
 // may post its whole input list.
 func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, error) {
-	parsed, answered, err := outputItems(items, field)
+	t := &turn{shape: responsesShape{}}
+	answered := map[string]bool{}
+	parsed, err := outputItems(items, field, answered)
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{shape: responsesShape{}}
 	seen := map[string]string{}
 	for i, item := range parsed {
 		at := index(field, i)
@@ -163,19 +164,18 @@ func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, er
 }
 
 // outputItems decodes Responses API items, each an object with a type,
-// and lists the call_ids their outputs answer.
-func outputItems(items []json.RawMessage, field string) ([]map[string]json.RawMessage, map[string]bool, error) {
+// and puts the call_ids their outputs answer in answered.
+func outputItems(items []json.RawMessage, field string, answered map[string]bool) ([]map[string]json.RawMessage, error) {
 	parsed := make([]map[string]json.RawMessage, len(items))
-	answered := map[string]bool{}
 	for i, raw := range items {
 		at := index(field, i)
 		item, err := object(raw, at, "a Responses API item object")
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		typ, err := requiredString(item, at, "type", "every Responses API item needs a type")
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		parsed[i] = item
 		if typ == "function_call_output" || typ == "custom_tool_call_output" {
@@ -184,7 +184,7 @@ func outputItems(items []json.RawMessage, field string) ([]map[string]json.RawMe
 			answered[id] = true
 		}
 	}
-	return parsed, answered, nil
+	return parsed, nil
 }
 
 // answer is one function_call_output item per call, keyed by its

@@ -53,6 +53,7 @@ func (t *turn) addFunctionCall(id, name string, rawArgs json.RawMessage, w wireC
 // is wrong.
 type badRequest struct{ msg string }
 
+// Error is the message of the 400.
 func (e *badRequest) Error() string { return e.msg }
 
 func badf(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf(format, args...)} }

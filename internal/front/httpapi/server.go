@@ -448,6 +448,7 @@ type limitListener struct {
 	metrics Metrics
 }
 
+// Accept returns the next connection that gets a slot.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -471,6 +472,7 @@ type limitConn struct {
 	release func()
 }
 
+// Close closes the connection and frees its slot.
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)

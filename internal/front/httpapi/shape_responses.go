@@ -122,10 +122,24 @@ func (responsesShape) parseObject(msg map[string]json.RawMessage, _ bool, maxCal
 // may post its whole input list.
 func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, error) {
 	t := &turn{shape: responsesShape{}}
+	parsed := make([]map[string]json.RawMessage, len(items))
 	answered := map[string]bool{}
-	parsed, err := outputItems(items, field, answered)
-	if err != nil {
-		return nil, err
+	for i, raw := range items {
+		at := index(field, i)
+		item, err := object(raw, at, "a Responses API item object")
+		if err != nil {
+			return nil, err
+		}
+		typ, err := requiredString(item, at, "type", "every Responses API item needs a type")
+		if err != nil {
+			return nil, err
+		}
+		parsed[i] = item
+		if typ == "function_call_output" || typ == "custom_tool_call_output" {
+			var id string
+			_ = json.Unmarshal(item["call_id"], &id)
+			answered[id] = true
+		}
 	}
 	seen := map[string]string{}
 	for i, item := range parsed {
@@ -161,30 +175,6 @@ func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, er
 		t.addFunctionCall(id, name, args, wireCall{id: id, outputType: "function_call_output"})
 	}
 	return t, nil
-}
-
-// outputItems decodes Responses API items, each an object with a type,
-// and puts the call_ids their outputs answer in answered.
-func outputItems(items []json.RawMessage, field string, answered map[string]bool) ([]map[string]json.RawMessage, error) {
-	parsed := make([]map[string]json.RawMessage, len(items))
-	for i, raw := range items {
-		at := index(field, i)
-		item, err := object(raw, at, "a Responses API item object")
-		if err != nil {
-			return nil, err
-		}
-		typ, err := requiredString(item, at, "type", "every Responses API item needs a type")
-		if err != nil {
-			return nil, err
-		}
-		parsed[i] = item
-		if typ == "function_call_output" || typ == "custom_tool_call_output" {
-			var id string
-			_ = json.Unmarshal(item["call_id"], &id)
-			answered[id] = true
-		}
-	}
-	return parsed, nil
 }
 
 // answer is one function_call_output item per call, keyed by its

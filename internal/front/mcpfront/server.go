@@ -452,10 +452,13 @@ func sdkLogger(log *slog.Logger) *slog.Logger {
 
 type warnOnly struct{ slog.Handler }
 
+// Enabled lets warnings and errors through.
 func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
 }
 
+// WithAttrs keeps the filter.
 func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
 
+// WithGroup keeps the filter.
 func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }

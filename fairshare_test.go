@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
@@ -71,7 +72,7 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	p.startWorkers(t, 1, 2)
-	keys, err := httpapi.ParseKeys(nil, []byte(`[{tenant: team-a, key: a-0123456789abcdef, weight: 2}]`), "keys")
+	keys, err := apikey.Parse(nil, []byte(`[{tenant: team-a, key: a-0123456789abcdef, weight: 2}]`), "keys")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/cli"
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/front/mcpfront"
@@ -19,7 +20,7 @@ import (
 // browsers and hosts may call it, its limits and its drain.
 type httpFlags struct {
 	keysFile       string
-	keys           *httpapi.Keys // from keysFile and TOOLPOOL_API_KEYS
+	keys           *apikey.Set // from keysFile and TOOLPOOL_API_KEYS
 	insecureNoAuth bool
 	origins        string
 	hosts          string
@@ -43,7 +44,7 @@ type httpFlags struct {
 const envMCPToken = "TOOLPOOL_MCP_TOKEN"
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&h.keysFile, "api-keys", "", "API key file (YAML or JSON; also "+httpapi.EnvAPIKeys+"): each key names a tenant and the tools it may call; required on a non-loopback --http")
+	fs.StringVar(&h.keysFile, "api-keys", "", "API key file (YAML or JSON; also "+apikey.Env+"): each key names a tenant and the tools it may call; required on a non-loopback --http")
 	fs.BoolVar(&h.insecureNoAuth, "http-insecure-no-auth", false, "serve a non-loopback --http address without API keys: anyone who reaches it runs tools")
 	fs.StringVar(&h.origins, "http-allowed-origins", "", "comma-separated browser origins (https://app.example.com) whose pages may call the HTTP API; others are refused")
 	fs.StringVar(&h.hosts, "http-allowed-hosts", "", "comma-separated Host names the HTTP server answers to besides loopback ones (on a non-loopback address: only these, when given)")
@@ -67,7 +68,7 @@ func (h *httpFlags) check(addr string) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	keys, err := httpapi.LoadKeys(h.keysFile, getenv)
+	keys, err := apikey.Load(h.keysFile, getenv)
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
@@ -84,7 +85,7 @@ func (h *httpFlags) check(addr string) error {
 	}
 	if addr != "" && !loopbackAddr(addr) && keys.Len() == 0 && !h.insecureNoAuth {
 		return cli.Usagef("--http %s is not a loopback address: anyone who reaches it could run tools. "+
-			"Give API keys (--api-keys FILE or %s), or pass --http-insecure-no-auth if something in front authenticates", addr, httpapi.EnvAPIKeys)
+			"Give API keys (--api-keys FILE or %s), or pass --http-insecure-no-auth if something in front authenticates", addr, apikey.Env)
 	}
 	if h.uiTokens, err = console.LoadTokens(h.uiTokensFile, getenv); err != nil {
 		return cli.Usagef("--ui-tokens: %v", err)
@@ -96,8 +97,8 @@ func (h *httpFlags) check(addr string) error {
 	if h.mcpToken == "" {
 		h.mcpToken = getenv(envMCPToken)
 	}
-	if h.mcpToken != "" && len(h.mcpToken) < httpapi.MinKeyBytes {
-		return cli.Usagef("--mcp-token (or %s) is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", envMCPToken, len(h.mcpToken), httpapi.MinKeyBytes)
+	if h.mcpToken != "" && len(h.mcpToken) < apikey.MinBytes {
+		return cli.Usagef("--mcp-token (or %s) is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", envMCPToken, len(h.mcpToken), apikey.MinBytes)
 	}
 	cfg := h.serverConfig(addr)
 	cfg.Handler = http.NotFoundHandler()

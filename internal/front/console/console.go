@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 )
 
@@ -119,6 +121,8 @@ func (c Config) Validate() error {
 // Console serves the operators' web console. Create it with New, serve
 // Handler under Path, Start it, and Stop it.
 type Console struct {
+	startstop.Base // its life bounds the replays and purges
+
 	cfg      Config
 	log      *slog.Logger
 	pages    *pages
@@ -130,14 +134,6 @@ type Console struct {
 
 	storeMu sync.Mutex
 	store   *dlq.Store
-
-	mu       sync.Mutex
-	started  bool
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-	stopped  chan struct{}
 }
 
 // New returns a Console for cfg, with defaults applied. It touches no
@@ -153,9 +149,8 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{
 		cfg: cfg, log: cfg.Logger.With("component", "console"), pages: p,
-		sessions: newSessions(cfg.SessionTTL), stopped: make(chan struct{}),
+		sessions: newSessions(cfg.SessionTTL),
 	}
-	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.jobs = newJobs()
 	c.watch = newWatcher(cfg.Conn, cfg.IdleAfter, c.log)
 	c.over = newOverviewCache(c)
@@ -164,45 +159,43 @@ func New(cfg Config) (*Console, error) {
 }
 
 // Start starts the console's background work: watching results while
-// someone looks. It returns at once.
+// someone looks. It returns at once. The replays and purges run within
+// Start and Stop.
 func (c *Console) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return errors.New("console: already started")
-	}
-	c.started = true
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.watch.run(c.ctx)
-	}()
-	return nil
-}
-
-// Stop lets the replays and purges running finish until ctx ends, then
-// cancels them with ErrStopped, and stops watching results. It is
-// idempotent.
-func (c *Console) Stop(ctx context.Context) error {
-	var err error
-	c.stopOnce.Do(func() {
-		done := make(chan struct{})
-		go func() { c.jobs.wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			err = context.Cause(ctx)
-		}
-		c.cancel(ErrStopped)
-		c.jobs.wait()
-		c.wg.Wait()
-		close(c.stopped)
+	err := c.Base.Start(ctx, func(context.Context) error {
+		c.Go(c.watch.run)
+		// Stop returns once the jobs it cancelled have ended.
+		c.Go(func(life context.Context) {
+			<-life.Done()
+			c.jobs.wait()
+		})
+		return nil
 	})
+	if errors.Is(err, startstop.ErrStarted) {
+		return fmt.Errorf("console: %w", err)
+	}
 	return err
 }
 
-// Stopped is closed once Stop has returned.
-func (c *Console) Stopped() <-chan struct{} { return c.stopped }
+// Stop lets the replays and purges running finish until ctx ends, then
+// cancels them with ErrStopped, and stops watching results. It returns
+// ctx's cause when jobs were cancelled. Stopped is closed once it has
+// returned.
+func (c *Console) Stop(ctx context.Context) error {
+	return c.Base.Stop(ctx, ErrStopped, c.drain)
+}
+
+// drain waits for the jobs running, until ctx ends.
+func (c *Console) drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { c.jobs.wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
 
 // Handler serves the console under Path. Serve it behind an
 // httpapi.Server, whose gate checks the Host.

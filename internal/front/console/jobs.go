@@ -133,7 +133,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, ss *session) {
 }
 
 func (c *Console) runReplay(j *job, s *dlq.Store, sel selection, rate float64, wait time.Duration) {
-	ctx := c.ctx
+	ctx := c.Life()
 	fail := func(err error) {
 		j.set(func(j *job) { j.State, j.Err = "failed", err.Error() })
 		c.log.Warn("console: replay failed", "operator", j.Operator, "job", j.ID, "err", err)
@@ -226,9 +226,9 @@ func (c *Console) purge(w http.ResponseWriter, r *http.Request, ss *session) {
 		var err error
 		j.set(func(j *job) { j.State = "purging" })
 		if sel.All {
-			n, err = s.Purge(c.ctx, sel.Filter) // bounded by the listing's UpTo, as dlq purge --all
+			n, err = s.Purge(c.Life(), sel.Filter) // bounded by the listing's UpTo, as dlq purge --all
 		} else {
-			n, err = s.DeleteSeqs(c.ctx, sel.Seqs)
+			n, err = s.DeleteSeqs(c.Life(), sel.Seqs)
 		}
 		j.set(func(j *job) {
 			j.Deleted, j.Done, j.Total, j.State = n, n, n, "done"

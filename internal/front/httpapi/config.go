@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -85,7 +86,7 @@ type Config struct {
 	// (dispatch.WithTenant), with its weight and priority (see
 	// HeaderPriority), and a key with a tool list calls and lists those
 	// tools only. Default: no keys, every request is let in.
-	Keys *Keys
+	Keys *apikey.Set
 	// WriteTimeout bounds the writing of an answer once the results are
 	// in. Default WriteTimeoutDefault.
 	WriteTimeout time.Duration

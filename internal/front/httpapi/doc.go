@@ -64,7 +64,7 @@
 //
 // # API keys
 //
-// With Config.Keys (ParseKeys, LoadKeys: a YAML or JSON file, or
+// With Config.Keys (package apikey: a YAML or JSON file, or
 // TOOLPOOL_API_KEYS), every request needs Authorization: Bearer <key>.
 // The key's tenant goes with the calls (dispatch.WithTenant), with its
 // weight in fair shares (dispatch.WithWeight) and its calls' priority

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -44,14 +45,14 @@ func New(cfg Config) (*Handler, error) {
 // Config.Keys, every request needs an API key.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Keys.Len() > 0 {
-		k, err := h.cfg.Keys.authenticate(r)
+		k, err := authenticate(h.cfg.Keys, r)
 		if err != nil {
 			h.cfg.Metrics.Refused(RefusedUnauthorized)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolpool"`)
 			h.fail(w, r, http.StatusUnauthorized, ErrorUnauthorized, err.Error())
 			return
 		}
-		r = r.WithContext(withKey(r.Context(), k))
+		r = r.WithContext(apikey.NewContext(r.Context(), k))
 	}
 	switch r.URL.Path {
 	case PathToolCalls:
@@ -76,20 +77,69 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// toolCalls serves POST /v1/tool_calls.
+// toolCallsRequest is a POST /v1/tool_calls, read and checked.
+type toolCallsRequest struct {
+	turn    *turn
+	session string
+	timeout time.Duration
+}
+
+// toolCalls serves POST /v1/tool_calls: the calls of the turn run under
+// the request's trace context, tenant and priority, and are answered in
+// the turn's shape.
 func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	req, ok := h.readToolCalls(w, r)
+	if !ok {
+		return
+	}
+	traceparent := r.Header.Get(envelope.HeaderTraceparent)
+	if !dispatch.ValidTraceparent(traceparent) {
+		traceparent = dispatch.NewTraceparent()
+	}
+	ctx, cancel := context.WithTimeout(dispatch.WithTraceparent(r.Context(), traceparent), req.timeout)
+	defer cancel()
+	key, _ := apikey.FromContext(r.Context())
+	tenant := ""
+	if key != nil {
+		tenant = key.Tenant
+		ctx = dispatch.WithTenant(ctx, tenant)
+	}
+	if ctx, ok = h.withScheduling(ctx, w, r, key); !ok {
+		return
+	}
+	results, sent, err := h.run(ctx, req.session, req.turn, key)
+	status, ok := h.outcome(w, r, tenant, sent, err)
+	if !ok {
+		return
+	}
+	t := req.turn
+	w.Header().Set(envelope.HeaderTraceparent, traceparent)
+	w.Header().Set(HeaderFormat, string(t.shape.format()))
+	if idx := errorIndexes(results); idx != "" {
+		w.Header().Set(HeaderErrorIndexes, idx)
+	}
+	h.write(w, r, status, t.shape.answer(t, results))
+	h.log.DebugContext(r.Context(), "tool calls",
+		slog.String("format", string(t.shape.format())), slog.Int("calls", len(t.calls)), slog.Int("status", status),
+		slog.String("tenant", tenant), slog.String("session", req.session), slog.Duration("elapsed", time.Since(start)))
+}
+
+// readToolCalls reads and checks a POST /v1/tool_calls: its content
+// type, its parameters (format, session, timeout) and its body, the turn.
+// A request that fails is answered here, and ok is false.
+func (h *Handler) readToolCalls(w http.ResponseWriter, r *http.Request) (_ toolCallsRequest, ok bool) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		h.cfg.Metrics.Refused(RefusedContentType)
 		h.fail(w, r, http.StatusUnsupportedMediaType, ErrorUnsupportedMediaType,
 			"the body must be sent as Content-Type: application/json")
-		return
+		return toolCallsRequest{}, false
 	}
 	q := r.URL.Query()
-	forced, err := parseFormat(q.Get("format"))
+	forced, err := shapeNamed(q.Get("format"))
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
-		return
+		return toolCallsRequest{}, false
 	}
 	session, field := r.Header.Get(HeaderSession), HeaderSession+" header"
 	if session == "" {
@@ -97,13 +147,33 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	if problem := checkID(session); problem != "" {
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the "+field+" "+problem)
-		return
+		return toolCallsRequest{}, false
 	}
 	timeout, err := h.timeout(q.Get("timeout"))
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
-		return
+		return toolCallsRequest{}, false
 	}
+	body, ok := h.readBody(w, r, timeout)
+	if !ok {
+		return toolCallsRequest{}, false
+	}
+	t, err := parseTurn(body, forced, h.cfg.MaxCalls)
+	if err != nil {
+		var bad *badRequest
+		if errors.As(err, &bad) {
+			h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, bad.msg)
+			return toolCallsRequest{}, false
+		}
+		h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the request could not be read")
+		return toolCallsRequest{}, false
+	}
+	return toolCallsRequest{turn: t, session: session, timeout: timeout}, true
+}
+
+// readBody reads the body of a POST /v1/tool_calls, at most MaxBodyBytes;
+// one that cannot be read is answered here, and ok is false.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (_ []byte, ok bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	rc := http.NewResponseController(w)
 	if err == nil {
@@ -112,90 +182,53 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		// the connection meanwhile. Writing it gets WriteTimeout once ready.
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Now().Add(timeout + h.cfg.WriteTimeout))
+		return body, true
 	}
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			h.fail(w, r, http.StatusRequestTimeout, ErrorTimeout, "the body did not arrive in time; send it at once")
-		case errors.As(err, &tooLarge):
-			h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge,
-				fmt.Sprintf("the body is over the limit of %d bytes; send the tool calls in smaller batches", tooLarge.Limit))
-		case r.Context().Err() != nil:
-			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away while sending the body")
-		default:
-			h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the body could not be read: "+err.Error())
-		}
-		return
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		h.fail(w, r, http.StatusRequestTimeout, ErrorTimeout, "the body did not arrive in time; send it at once")
+	case errors.As(err, &tooLarge):
+		h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge,
+			fmt.Sprintf("the body is over the limit of %d bytes; send the tool calls in smaller batches", tooLarge.Limit))
+	case r.Context().Err() != nil:
+		h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away while sending the body")
+	default:
+		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the body could not be read: "+err.Error())
 	}
-	t, err := parseTurn(body, forced, h.cfg.MaxCalls)
-	if err != nil {
-		var bad *badRequest
-		if errors.As(err, &bad) {
-			h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, bad.msg)
-			return
-		}
-		h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the request could not be read")
-		return
-	}
+	return nil, false
+}
 
-	traceparent := r.Header.Get(envelope.HeaderTraceparent)
-	if !dispatch.ValidTraceparent(traceparent) {
-		traceparent = dispatch.NewTraceparent()
-	}
-	ctx, cancel := context.WithTimeout(dispatch.WithTraceparent(r.Context(), traceparent), timeout)
-	defer cancel()
-	key, _ := KeyFrom(r.Context())
-	tenant := ""
-	if key != nil {
-		tenant = key.Tenant
-		ctx = dispatch.WithTenant(ctx, tenant)
-	}
-	ctx, ok := h.withScheduling(ctx, w, r, key)
-	if !ok {
-		return
-	}
-	results, sent, err := h.run(ctx, session, t, key)
-	status := http.StatusOK
+// outcome counts the calls a turn sent and is the status of its answer:
+// 200, or 429 when admission control refused the turn (its results say
+// so: an agent that appends the body tells the model the truth). Any other
+// error is answered here, and ok is false.
+func (h *Handler) outcome(w http.ResponseWriter, r *http.Request, tenant string, sent int, err error) (status int, ok bool) {
 	var saturated *dispatch.SaturatedError
 	switch {
 	case errors.As(err, &saturated):
-		// Answered with a result per call, in the turn's format, so an agent
-		// that appends the body tells the model the truth.
 		h.cfg.Metrics.ToolCalls(tenant, OutcomeSaturated, sent)
-		status = http.StatusTooManyRequests
 		setRetryAfter(w, saturated.RetryAfter)
-		err = nil
+		return http.StatusTooManyRequests, true
 	case err == nil:
 		h.cfg.Metrics.ToolCalls(tenant, OutcomeDispatched, sent)
+		return http.StatusOK, true
 	}
-	if err != nil {
-		switch {
-		case errors.Is(err, errCannotList):
-			setRetryAfter(w, h.cfg.RetryAfter)
-			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable, "the tools this API key may call cannot be listed right now; retry after the Retry-After delay")
-		case errors.Is(err, dispatch.ErrUnavailable):
-			setRetryAfter(w, h.cfg.RetryAfter)
-			h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable,
-				"the tool pool did not take the calls: its message server is unreachable or did not store them in time; retry after the Retry-After delay")
-		case r.Context().Err() != nil:
-			h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away before the results were in")
-		default:
-			h.log.WarnContext(r.Context(), "dispatching tool calls failed", slog.Any("error", err))
-			h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the tool calls could not be handled")
-		}
-		return
+	switch {
+	case errors.Is(err, errCannotList):
+		setRetryAfter(w, h.cfg.RetryAfter)
+		h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable, "the tools this API key may call cannot be listed right now; retry after the Retry-After delay")
+	case errors.Is(err, dispatch.ErrUnavailable):
+		setRetryAfter(w, h.cfg.RetryAfter)
+		h.fail(w, r, http.StatusServiceUnavailable, ErrorUnavailable,
+			"the tool pool did not take the calls: its message server is unreachable or did not store them in time; retry after the Retry-After delay")
+	case r.Context().Err() != nil:
+		h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away before the results were in")
+	default:
+		h.log.WarnContext(r.Context(), "dispatching tool calls failed", slog.Any("error", err))
+		h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the tool calls could not be handled")
 	}
-
-	w.Header().Set(envelope.HeaderTraceparent, traceparent)
-	w.Header().Set(HeaderFormat, string(t.format))
-	if idx := errorIndexes(results); idx != "" {
-		w.Header().Set(HeaderErrorIndexes, idx)
-	}
-	h.write(w, r, status, answerOf(t, results))
-	h.log.DebugContext(r.Context(), "tool calls",
-		slog.String("format", string(t.format)), slog.Int("calls", len(t.calls)), slog.Int("status", status),
-		slog.String("tenant", tenant), slog.String("session", session), slog.Duration("elapsed", time.Since(start)))
+	return 0, false
 }
 
 // setRetryAfter sends d as a Retry-After header in whole seconds, rounded
@@ -219,7 +252,7 @@ func isJSON(contentType string) bool {
 // not exist, naming only the key's tools. When admission control refuses
 // the turn, every dispatched call is answered with dispatch.SaturatedResult
 // and the *dispatch.SaturatedError is returned with the results.
-func (h *Handler) run(ctx context.Context, session string, t *turn, key *Key) (results []envelope.Result, sent int, err error) {
+func (h *Handler) run(ctx context.Context, session string, t *turn, key *apikey.Key) (results []envelope.Result, sent int, err error) {
 	results = make([]envelope.Result, len(t.calls))
 	var allowed []string // the key's live tools; listed once, if needed
 	if key != nil && key.Tools != nil {
@@ -281,115 +314,16 @@ func notAllowedResult(id, tool string, allowed []string) *envelope.Result {
 	return r
 }
 
-// answerOf is the answer to t in its format, one result per call.
-func answerOf(t *turn, results []envelope.Result) any {
-	switch t.format {
-	case FormatOpenAI:
-		return toolMessages(t.calls, results)
-	case FormatResponses:
-		return functionCallOutputs(t.wire, results)
-	case FormatGemini:
-		return geminiContent(t.calls, t.wire, results)
-	}
-	return userMessage(t.calls, results)
-}
-
-// userMessage is the Anthropic answer: one tool_result per tool_use block.
-func userMessage(calls []envelope.ToolUseBlock, results []envelope.Result) UserMessage {
-	msg := UserMessage{Role: "user", Content: make([]envelope.ToolResultBlock, len(results))}
-	for i := range results {
-		b := results[i].ToolResult()
-		b.ToolUseID = calls[i].ID
-		msg.Content[i] = b
-	}
-	return msg
-}
-
-// toolMessages is the OpenAI answer: one tool message per call, its content
-// the result's text (other blocks are named, not carried: tool messages
-// hold text), prefixed with ErrorPrefix for an error.
-func toolMessages(calls []envelope.ToolUseBlock, results []envelope.Result) []ToolMessage {
-	out := make([]ToolMessage, len(results))
-	for i := range results {
-		out[i] = ToolMessage{Role: "tool", ToolCallID: calls[i].ID, Content: flaggedText(&results[i], "OpenAI tool messages")}
-	}
-	return out
-}
-
-// functionCallOutputs is the Responses answer: one function_call_output
-// item per call, keyed by its call_id, its output the result's text
-// prefixed with ErrorPrefix for an error, as in tool messages.
-func functionCallOutputs(wire []wireCall, results []envelope.Result) []FunctionCallOutput {
-	out := make([]FunctionCallOutput, len(results))
-	for i := range results {
-		out[i] = FunctionCallOutput{Type: wire[i].outputType, CallID: wire[i].id, Output: flaggedText(&results[i], "function_call_output items")}
-	}
-	return out
-}
-
-// geminiContent is the Gemini answer: one functionResponse part per
-// functionCall, with the call's id when it had one; a result's text goes
-// under response.output, an error's under response.error.
-func geminiContent(calls []envelope.ToolUseBlock, wire []wireCall, results []envelope.Result) GeminiContent {
-	out := GeminiContent{Role: "user", Parts: make([]GeminiPart, len(results))}
-	for i := range results {
-		text := contentText(results[i].Content, "Gemini function responses")
-		resp := GeminiResponse{Output: &text}
-		if results[i].IsError {
-			resp = GeminiResponse{Error: &text}
-		}
-		out.Parts[i] = GeminiPart{FunctionResponse: GeminiFunctionResponse{ID: wire[i].id, Name: calls[i].Name, Response: resp}}
-	}
-	return out
-}
-
-// flaggedText is a result's text for a format without an error flag:
-// prefixed with ErrorPrefix for an error. carrier names what carries it.
-func flaggedText(r *envelope.Result, carrier string) string {
-	text := contentText(r.Content, carrier)
-	if r.IsError {
-		return ErrorPrefix + text
-	}
-	return text
-}
-
-// contentText joins the content's text blocks with "\n" and names the other
-// blocks in brackets, e.g. "[image block omitted: OpenAI tool messages
-// carry text only]"; carrier names what carries the text.
-func contentText(c envelope.Content, carrier string) string {
-	var parts []string
-	for _, b := range c {
-		switch {
-		case b.Type == "text" && b.Text != "":
-			parts = append(parts, b.Text)
-		case b.Type != "text":
-			parts = append(parts, "["+b.Type+" block omitted: "+carrier+" carry text only]")
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-// errorIndexes lists the positions of the error results, comma-separated.
-func errorIndexes(results []envelope.Result) string {
-	var b strings.Builder
-	for i := range results {
-		if !results[i].IsError {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(i))
-	}
-	return b.String()
-}
-
-// tools serves GET /v1/tools.
+// tools serves GET /v1/tools, in the shape ?format= names (Anthropic's by
+// default).
 func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
-	format, err := parseFormat(r.URL.Query().Get("format"))
+	s, err := shapeNamed(r.URL.Query().Get("format"))
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
 		return
+	}
+	if s == nil {
+		s = defaultShape
 	}
 	defs, err := h.cfg.Definitions.Definitions(r.Context())
 	if err != nil {
@@ -403,51 +337,11 @@ func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defs = slices.Clone(defs)
-	if k, ok := KeyFrom(r.Context()); ok && k.Tools != nil {
+	if k, ok := apikey.FromContext(r.Context()); ok && k.Tools != nil {
 		defs = slices.DeleteFunc(defs, func(d tools.Definition) bool { return !k.Allows(d.Name) })
 	}
 	slices.SortFunc(defs, func(a, b tools.Definition) int { return strings.Compare(a.Name, b.Name) })
-	h.write(w, r, http.StatusOK, toolsIn(format, defs))
-}
-
-// toolsIn is the answer to GET /v1/tools in format ("" is Anthropic's).
-func toolsIn(format Format, defs []tools.Definition) any {
-	switch format {
-	case FormatOpenAI:
-		out := make([]OpenAITool, len(defs))
-		for i, d := range defs {
-			out[i] = OpenAITool{Type: "function", Function: OpenAIFunction{Name: d.Name, Description: d.Description, Parameters: d.InputSchema}}
-		}
-		return out
-	case FormatResponses:
-		out := make([]ResponsesTool, len(defs))
-		for i, d := range defs {
-			out[i] = ResponsesTool{Type: "function", Name: d.Name, Description: d.Description, Parameters: d.InputSchema}
-		}
-		return out
-	case FormatGemini:
-		if len(defs) == 0 {
-			return []GeminiTool{}
-		}
-		decls := make([]GeminiFunctionDeclaration, len(defs))
-		for i, d := range defs {
-			decls[i] = GeminiFunctionDeclaration{Name: d.Name, Description: d.Description, ParametersJSONSchema: d.InputSchema}
-		}
-		return []GeminiTool{{FunctionDeclarations: decls}}
-	}
-	if defs == nil {
-		defs = []tools.Definition{}
-	}
-	return ToolsResponse{Tools: defs}
-}
-
-// parseFormat reads the format query parameter: "" lets the body decide.
-func parseFormat(s string) (Format, error) {
-	f := Format(strings.ToLower(s))
-	if f == "" || slices.Contains(Formats, f) {
-		return f, nil
-	}
-	return "", fmt.Errorf("format %q: want anthropic, openai, responses or gemini", s)
+	h.write(w, r, http.StatusOK, s.toolList(defs))
 }
 
 // timeout reads the timeout query parameter: a Go duration ("90s", "2m")

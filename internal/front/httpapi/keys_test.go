@@ -2,102 +2,15 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
-
-func TestParseKeys(t *testing.T) {
-	t.Parallel()
-	sum := sha256.Sum256([]byte("hashed-0123456789abcdef"))
-	yamlDoc := `# agents' keys
-keys:
-  - tenant: team-a
-    key: plain-0123456789abcdef
-  - tenant: team-b
-    sha256: ` + hex.EncodeToString(sum[:]) + `
-    tools: [echo, read_file, echo]
-    metrics: true
-`
-	ks, err := ParseKeys(nil, []byte(yamlDoc), "keys.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, ok := ks.Lookup("plain-0123456789abcdef")
-	if !ok || a.Tenant != "team-a" || a.Tools != nil || a.Metrics || !a.Allows("anything") {
-		t.Errorf("team-a: %+v %v", a, ok)
-	}
-	b, ok := ks.Lookup("hashed-0123456789abcdef")
-	if !ok || b.Tenant != "team-b" || strings.Join(b.Tools, ",") != "echo,read_file" || !b.Metrics || b.Allows("sleep") {
-		t.Errorf("team-b: %+v %v", b, ok)
-	}
-	if _, ok := ks.Lookup("plain-0123456789abcde"); ok {
-		t.Error("a prefix of a key was accepted")
-	}
-	if got := strings.Join(ks.Tenants(), ","); got != "team-a,team-b" {
-		t.Errorf("tenants %s", got)
-	}
-	// JSON, a bare list, an empty tool list (no tools).
-	ks, err = ParseKeys(nil, []byte(`[{"tenant":"j","key":"json-0123456789abcdef","tools":[]}]`), "env")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k, _ := ks.Lookup("json-0123456789abcdef"); k == nil || k.Tools == nil || k.Allows("echo") {
-		t.Errorf("an empty tool list: %+v", k)
-	}
-	bad := map[string]string{
-		"empty":       ``,
-		"no keys":     `keys: []`,
-		"short key":   `[{tenant: a, key: short}]`,
-		"no tenant":   `[{key: plain-0123456789abcdef}]`,
-		"bad tenant":  `[{tenant: "a b", key: plain-0123456789abcdef}]`,
-		"both":        `[{tenant: a, key: plain-0123456789abcdef, sha256: ` + hex.EncodeToString(sum[:]) + `}]`,
-		"neither":     `[{tenant: a}]`,
-		"bad sha256":  `[{tenant: a, sha256: abc}]`,
-		"duplicate":   `[{tenant: a, key: plain-0123456789abcdef}, {tenant: b, key: plain-0123456789abcdef}]`,
-		"misspelt":    `[{tenant: a, key: plain-0123456789abcdef, tool: [echo]}]`,
-		"unknown top": `{keys: [{tenant: a, key: plain-0123456789abcdef}], extra: 1}`,
-	}
-	for name, doc := range bad {
-		if _, err := ParseKeys(nil, []byte(doc), "f"); err == nil {
-			t.Errorf("%s: accepted %q", name, doc)
-		}
-	}
-}
-
-func TestLoadKeysFromFileAndEnvironment(t *testing.T) {
-	t.Parallel()
-	p := filepath.Join(t.TempDir(), "keys.json")
-	if err := os.WriteFile(p, []byte(`{"keys":[{"tenant":"file","key":"file-0123456789abcdef"}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{EnvAPIKeys: `[{tenant: env, key: env-0123456789abcdef, tools: [echo]}]`}
-	ks, err := LoadKeys(p, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ks.Len() != 2 {
-		t.Fatalf("%d keys", ks.Len())
-	}
-	if k, ok := ks.Lookup("env-0123456789abcdef"); !ok || k.Tenant != "env" {
-		t.Errorf("env key: %+v", k)
-	}
-	if ks, err := LoadKeys("", func(string) string { return "" }); err != nil || ks != nil {
-		t.Errorf("no keys: %v %v", ks, err)
-	}
-	env[EnvAPIKeys] = `[{tenant: env, key: file-0123456789abcdef}]`
-	if _, err := LoadKeys(p, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "twice") {
-		t.Errorf("a key in both: %v", err)
-	}
-}
 
 // tenantDispatcher records the tenant of each dispatch.
 type tenantDispatcher struct {
@@ -116,7 +29,7 @@ func (d *tenantDispatcher) Dispatch(ctx context.Context, session string, calls [
 // never reach the dispatcher and their errors name only the key's tools.
 func TestKeysScopeTheCalls(t *testing.T) {
 	t.Parallel()
-	ks, err := ParseKeys(nil, []byte(`[{tenant: a, key: a-0123456789abcdef}, {tenant: b, key: b-0123456789abcdef, tools: [echo, gone]}]`), "t")
+	ks, err := apikey.Parse(nil, []byte(`[{tenant: a, key: a-0123456789abcdef}, {tenant: b, key: b-0123456789abcdef, tools: [echo, gone]}]`), "t")
 	if err != nil {
 		t.Fatal(err)
 	}

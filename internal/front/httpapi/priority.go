@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 )
 
 // HeaderPriority is the request header that asks for a priority for the
 // request's calls: low, normal or high (or the query parameter
 // ?priority=; the header wins). Within what the API key allows
-// (Key.MaxPriority); the key's Priority otherwise.
+// (apikey.Key.MaxPriority); the key's Priority otherwise.
 const HeaderPriority = "Toolpool-Priority"
 
 // withScheduling puts what the scheduler needs of a request's calls into
@@ -19,7 +20,7 @@ const HeaderPriority = "Toolpool-Priority"
 // or the key's. A priority that is not one is answered 400; one above
 // what the key allows, 403; ok is false then. Without a key (no API keys)
 // any priority may be asked for.
-func (h *Handler) withScheduling(ctx context.Context, w http.ResponseWriter, r *http.Request, key *Key) (_ context.Context, ok bool) {
+func (h *Handler) withScheduling(ctx context.Context, w http.ResponseWriter, r *http.Request, key *apikey.Key) (_ context.Context, ok bool) {
 	p, limit := dispatch.PriorityNormal, dispatch.PriorityHigh
 	if key != nil {
 		p, limit = key.Priority, key.MaxPriority
@@ -31,7 +32,7 @@ func (h *Handler) withScheduling(ctx context.Context, w http.ResponseWriter, r *
 	}
 	if asked != "" {
 		var err error
-		if p, err = parsePriority(asked); err != nil {
+		if p, err = apikey.ParsePriority(asked); err != nil {
 			h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the "+field+" "+err.Error())
 			return ctx, false
 		}

@@ -3,67 +3,13 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
-
-func TestParseKeysWeightsAndPriorities(t *testing.T) {
-	t.Parallel()
-	ks, err := ParseKeys(nil, []byte(`keys:
-  - {tenant: big, key: big-1-0123456789abcdef, weight: 3}
-  - {tenant: big, key: big-2-0123456789abcdef, priority: high}
-  - {tenant: batch, key: batch-0123456789abcdef, priority: low, max_priority: normal}
-  - {tenant: plain, key: plain-0123456789abcdef}
-  - {tenant: ops, key: ops-0123456789abcdef, max_priority: HIGH}
-`), "keys.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for token, want := range map[string]Key{
-		// A key that gives no weight takes its tenant's.
-		"big-1-0123456789abcdef": {Tenant: "big", Weight: 3, Priority: dispatch.PriorityNormal, MaxPriority: dispatch.PriorityNormal},
-		"big-2-0123456789abcdef": {Tenant: "big", Weight: 3, Priority: dispatch.PriorityHigh, MaxPriority: dispatch.PriorityHigh},
-		"batch-0123456789abcdef": {Tenant: "batch", Weight: 1, Priority: dispatch.PriorityLow, MaxPriority: dispatch.PriorityNormal},
-		"plain-0123456789abcdef": {Tenant: "plain", Weight: 1, Priority: dispatch.PriorityNormal, MaxPriority: dispatch.PriorityNormal},
-		"ops-0123456789abcdef":   {Tenant: "ops", Weight: 1, Priority: dispatch.PriorityNormal, MaxPriority: dispatch.PriorityHigh},
-	} {
-		k, ok := ks.Lookup(token)
-		if !ok || k.Tenant != want.Tenant || k.Weight != want.Weight || k.Priority != want.Priority || k.MaxPriority != want.MaxPriority {
-			t.Errorf("%s: %+v, want %+v", token, k, want)
-		}
-	}
-	if ks.Weight("big") != 3 || ks.Weight("plain") != 1 || ks.Weight("nobody") != 1 {
-		t.Errorf("weights: big %d, plain %d, nobody %d", ks.Weight("big"), ks.Weight("plain"), ks.Weight("nobody"))
-	}
-
-	for doc, want := range map[string]string{
-		`[{tenant: a, key: a-0123456789abcdef, weight: 0}]`:                                                                                        `keys.yaml: keys[0].weight: must be between 1 and 1000, got 0`,
-		`[{tenant: a, key: a-0123456789abcdef, weight: -2}]`:                                                                                       `keys.yaml: keys[0].weight: must be between 1 and 1000, got -2`,
-		`[{tenant: a, key: a-0123456789abcdef, weight: heavy}]`:                                                                                    `keys.yaml: `,
-		`[{tenant: a, key: a-0123456789abcdef, priority: urgent}]`:                                                                                 `keys.yaml: keys[0].priority: "urgent" is not a priority: want low, normal or high`,
-		`[{tenant: a, key: a-0123456789abcdef, max_priority: top}]`:                                                                                `keys.yaml: keys[0].max_priority: "top" is not a priority: want low, normal or high`,
-		`[{tenant: a, key: a-0123456789abcdef, priority: high, max_priority: normal}]`:                                                             `keys.yaml: keys[0].priority: high is above max_priority normal`,
-		`[{tenant: a, key: a-0123456789abcdef, weight: 2}, {tenant: b, key: b-0123456789abcdef}, {tenant: a, key: c-0123456789abcdef, weight: 5}]`: `keys.yaml: keys[2].weight: 5, but keys.yaml: keys[0] gives tenant "a" weight 2; a tenant has one weight, give its keys the same`,
-	} {
-		if _, err := ParseKeys(nil, []byte(doc), "keys.yaml"); err == nil || !strings.HasPrefix(err.Error(), want) {
-			t.Errorf("%s:\n got %v\nwant %s", doc, err, want)
-		}
-	}
-
-	// The weights of a file and of the environment belong together.
-	file, err := ParseKeys(nil, []byte(`[{tenant: a, key: a-0123456789abcdef, weight: 2}]`), "keys.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = ParseKeys(file, []byte(`[{tenant: a, key: e-0123456789abcdef, weight: 4}]`), EnvAPIKeys)
-	if want := `TOOLPOOL_API_KEYS: keys[0].weight: 4, but keys.yaml: keys[0] gives tenant "a" weight 2`; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("file and environment: %v, want %s", err, want)
-	}
-}
 
 // schedDispatcher records what the scheduler would read of each dispatch.
 type schedDispatcher struct {
@@ -92,7 +38,7 @@ func (d *schedDispatcher) last() (dispatch.Priority, int, int) {
 
 func TestPriorityOverride(t *testing.T) {
 	t.Parallel()
-	ks, err := ParseKeys(nil, []byte(`keys:
+	ks, err := apikey.Parse(nil, []byte(`keys:
   - {tenant: batch, key: batch-0123456789abcdef, weight: 2, priority: low, max_priority: normal}
   - {tenant: ops, key: ops-0123456789abcdef, max_priority: high}
 `), "keys.yaml")

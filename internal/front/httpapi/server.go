@@ -16,6 +16,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 )
 
 // Defaults of ServerConfig.
@@ -66,7 +69,7 @@ type ServerConfig struct {
 	// Keys, when it holds keys and the server is not Loopback, makes
 	// GET /metrics need a key with Metrics set. Health probes never need
 	// one. The API (Handler) checks keys itself.
-	Keys *Keys
+	Keys *apikey.Set
 	// OpenPaths are served whatever the load and during a drain, without a
 	// key: the health probes. Default /healthz and /readyz.
 	OpenPaths []string
@@ -153,9 +156,8 @@ func (c ServerConfig) Validate() error {
 // Server is the orchestrator's HTTP server. Start listens on
 // ServerConfig.Addr (or Serve takes a listener); Stop drains it.
 type Server struct {
+	startstop.Base
 	cfg     ServerConfig
-	stopped chan struct{} // closed when serving has ended
-	once    sync.Once     // closes stopped
 	addr    atomic.Pointer[string]
 	srv     *http.Server
 	origins map[string]bool
@@ -173,7 +175,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, origins: map[string]bool{}, hosts: map[string]bool{}, idle: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Server{cfg: cfg, origins: map[string]bool{}, hosts: map[string]bool{}, idle: make(chan struct{})}
 	for _, o := range cfg.AllowedOrigins {
 		n, _ := normalOrigin(o)
 		s.origins[n] = true
@@ -196,24 +198,26 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 
 // Start listens on ServerConfig.Addr and serves in the background until
 // Stop. It returns once the address is bound (or with the error binding
-// it); Addr then reports the address bound.
+// it); Addr then reports the address bound. A server is started once,
+// by Start or Serve.
 func (s *Server) Start(ctx context.Context) error {
 	if s.cfg.Addr == "" {
 		return errors.New("httpapi: ServerConfig.Addr is required to Start (or call Serve with a listener)")
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("http: listen on %s: %w", s.cfg.Addr, err)
-	}
-	a := ln.Addr().String()
-	s.addr.Store(&a)
-	go func() {
-		if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.cfg.Logger.Error("http server failed", "err", err)
+	return s.Base.Start(ctx, func(context.Context) error {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("http: listen on %s: %w", s.cfg.Addr, err)
 		}
-	}()
-	return nil
+		s.setAddr(ln)
+		s.Go(func(context.Context) {
+			if err := s.serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.cfg.Logger.Error("http server failed", "err", err)
+			}
+		})
+		return nil
+	})
 }
 
 // Addr is the address the server listens on: empty before Start or Serve.
@@ -225,17 +229,31 @@ func (s *Server) Addr() string {
 }
 
 // Serve accepts connections on ln, at most MaxConns at once, until Stop;
-// it returns http.ErrServerClosed then.
+// it returns http.ErrServerClosed then, and at once after Stop. It is the
+// server's start: after Start or another Serve it returns
+// startstop.ErrStarted. ln is closed when it returns.
 func (s *Server) Serve(ln net.Listener) error {
-	a := ln.Addr().String()
-	s.addr.Store(&a)
-	defer s.once.Do(func() { close(s.stopped) })
-	return s.srv.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConns), metrics: s.cfg.Metrics})
+	err := s.Base.Start(context.Background(), func(context.Context) error { return nil })
+	if err != nil {
+		_ = ln.Close()
+		if errors.Is(err, startstop.ErrStopped) {
+			return http.ErrServerClosed
+		}
+		return err
+	}
+	s.setAddr(ln)
+	return s.serve(ln)
 }
 
-// Stopped is closed once the server stopped serving (after Stop, or when
-// serving failed).
-func (s *Server) Stopped() <-chan struct{} { return s.stopped }
+func (s *Server) setAddr(ln net.Listener) {
+	a := ln.Addr().String()
+	s.addr.Store(&a)
+}
+
+// serve serves ln until Stop.
+func (s *Server) serve(ln net.Listener) error {
+	return s.srv.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConns), metrics: s.cfg.Metrics})
+}
 
 // Ready is a readiness check (package health's Check.Func): an error once
 // the server drains.
@@ -251,13 +269,19 @@ func (s *Server) Ready(context.Context) error {
 // (until ctx is done); then the listener and the connections are closed,
 // which cancels the requests left. The handlers' dependencies (the
 // dispatcher) must run until it returns. It returns nil when every request
-// finished in time.
+// finished in time. Stopped is closed once it has returned.
 func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.draining.CompareAndSwap(false, true) && s.active.Load() == 0 {
 		close(s.idle)
 	}
 	s.mu.Unlock()
+	return s.Base.Stop(ctx, nil, s.drain)
+}
+
+// drain waits for the requests in flight until ctx is done, then shuts
+// the server down, closing the connections left.
+func (s *Server) drain(ctx context.Context) error {
 	var err error
 	select {
 	case <-s.idle:
@@ -268,7 +292,6 @@ func (s *Server) Stop(ctx context.Context) error {
 		_ = s.srv.Close() // the requests left are cancelled
 		err = cmp.Or(err, cerr)
 	}
-	s.once.Do(func() { close(s.stopped) }) // never served
 	return err
 }
 
@@ -323,7 +346,7 @@ func (s *Server) gate(next http.Handler) http.Handler {
 			return
 		}
 		if r.URL.Path == "/metrics" && !s.cfg.Loopback && s.cfg.Keys.Len() > 0 {
-			k, err := s.cfg.Keys.authenticate(r)
+			k, err := authenticate(s.cfg.Keys, r)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="toolpool"`)
 				s.refuse(w, r, RefusedUnauthorized, http.StatusUnauthorized, ErrorUnauthorized, err.Error())
@@ -425,6 +448,7 @@ type limitListener struct {
 	metrics Metrics
 }
 
+// Accept returns the next connection that gets a slot.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -448,6 +472,7 @@ type limitConn struct {
 	release func()
 }
 
+// Close closes the connection and frees its slot.
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -345,7 +346,7 @@ func TestHostsAndMetricsKey(t *testing.T) {
 			t.Errorf("loopback server, Host %q: %d %s, want %d", host, status, body, want)
 		}
 	}
-	keys, err := ParseKeys(nil, []byte(`[{tenant: ops, key: ops-0123456789abcdef, metrics: true}, {tenant: agent, key: agent-0123456789abcdef}]`), "test")
+	keys, err := apikey.Parse(nil, []byte(`[{tenant: ops, key: ops-0123456789abcdef, metrics: true}, {tenant: agent, key: agent-0123456789abcdef}]`), "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -16,8 +16,8 @@ import (
 // Defaults of Config.
 const (
 	// MaxBodyBytesDefault caps one HTTP request body (and one stdio line):
-	// that of the HTTP API (httpapi.MaxBodyBytesDefault).
-	MaxBodyBytesDefault = httpapi.MaxBodyBytesDefault
+	// that of the HTTP API (httpapi.MaxBodyBytesDefault, 4 MiB).
+	MaxBodyBytesDefault = 4 << 20
 	// NameDefault is the server name hosts see (serverInfo.name).
 	NameDefault = "toolpool"
 	// SessionTimeoutDefault closes an HTTP session that sent no request
@@ -70,7 +70,7 @@ type Config struct {
 	// only the key's tools. With Token or Keys set, a request needs one of
 	// them; with neither, /mcp is open (loopback only, or behind a proxy
 	// that authenticates: the binary enforces that).
-	Keys *httpapi.Keys
+	Keys *apikey.Set
 	// Closed, when not empty, makes Handler refuse every request (403)
 	// with this text: /mcp is mounted but not exposed, e.g. on an address
 	// without authentication. Stdio is not affected.
@@ -108,8 +108,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mcpfront: Config.SessionTimeout must not be negative, got %v", c.SessionTimeout)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("mcpfront: Config.MaxBodyBytes must be positive, got %d", c.MaxBodyBytes)
-	case c.Token != "" && len(c.Token) < httpapi.MinKeyBytes:
-		return fmt.Errorf("mcpfront: Config.Token is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", len(c.Token), httpapi.MinKeyBytes)
+	case c.Token != "" && len(c.Token) < apikey.MinBytes:
+		return fmt.Errorf("mcpfront: Config.Token is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", len(c.Token), apikey.MinBytes)
 	}
 	return nil
 }

@@ -17,7 +17,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool"
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/front/mcpfront"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/internal/pooltest"
@@ -238,7 +240,7 @@ func waitFor(t *testing.T, changed <-chan struct{}, what string, cond func() boo
 // API key is let in too, and narrows the tools to its own.
 func TestToken(t *testing.T) {
 	t.Parallel()
-	keys, err := httpapi.ParseKeys(nil, []byte(`[{tenant: team-a, key: "key-a-0123456789abcdef", tools: [echo], weight: 3}]`), "keys")
+	keys, err := apikey.Parse(nil, []byte(`[{tenant: team-a, key: "key-a-0123456789abcdef", tools: [echo], weight: 3}]`), "keys")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,5 +390,13 @@ func TestSessionAdvice(t *testing.T) {
 	}
 	if got := fail(second); strings.Contains(got, advice) {
 		t.Errorf("another session's first failure advises: %q", got)
+	}
+}
+
+// /mcp takes the bodies the HTTP API takes: the two limits are one.
+func TestMaxBodyBytesIsTheHTTPAPIs(t *testing.T) {
+	t.Parallel()
+	if mcpfront.MaxBodyBytesDefault != httpapi.MaxBodyBytesDefault {
+		t.Errorf("mcpfront.MaxBodyBytesDefault %d, httpapi.MaxBodyBytesDefault %d", mcpfront.MaxBodyBytesDefault, httpapi.MaxBodyBytesDefault)
 	}
 }

@@ -227,6 +227,7 @@ type lockedWriter struct {
 	w  io.Writer
 }
 
+// Write writes p, one writer at a time.
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -235,4 +236,5 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 type nopWriteCloser struct{ io.Writer }
 
+// Close does nothing: the caller owns the writer.
 func (nopWriteCloser) Close() error { return nil }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,8 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolpool/toolpool/internal/front/httpapi"
+	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/infra/mcpwire"
+	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -34,6 +36,8 @@ const progressBuffer = 16
 // (Handler) or stdio (ServeStdio). Create it with New, then Start and Stop
 // it.
 type Server struct {
+	startstop.Base // its life ends the calls in progress once Stop's drain is over
+
 	cfg     Config
 	mcp     *mcp.Server
 	stdio   string // the pool session of a connection without a session id
@@ -41,16 +45,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	listed   map[string]Tool // the tools the MCP server lists now
-	started  bool
-	active   int           // calls in progress
-	draining bool          // Stop was called: no new call starts
-	idle     chan struct{} // closed when draining and active reaches 0
-
-	life     context.Context // ends at Stop: the calls in progress are cancelled
-	endLife  context.CancelCauseFunc
-	stopOnce sync.Once
-	stopped  chan struct{}
-	done     chan struct{} // closed when the subscription loop has ended
+	active   int             // calls in progress
+	draining bool            // Stop was called: no new call starts
+	idle     chan struct{}   // made by Stop, closed once no call is in progress
 }
 
 // New returns a Server for cfg, with defaults applied. It touches no
@@ -60,11 +57,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	life, end := context.WithCancelCause(context.Background())
-	s := &Server{
-		cfg: cfg, stdio: "mcp-" + rand.Text(), listed: map[string]Tool{},
-		life: life, endLife: end, stopped: make(chan struct{}), done: make(chan struct{}),
-	}
+	s := &Server{cfg: cfg, stdio: "mcp-" + rand.Text(), listed: map[string]Tool{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{
 		Logger: sdkLogger(cfg.Logger),
 		// Tools only, with list_changed; no logging capability.
@@ -75,71 +68,71 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Start lists the live tools and, with Config.Subscribe, follows their
-// changes until Stop.
+// changes until Stop. Calls are served from Start to Stop.
 func (s *Server) Start(ctx context.Context) error {
-	s.mu.Lock()
-	if s.started {
-		s.mu.Unlock()
-		return errors.New("mcpfront: already started")
-	}
-	s.started = true
-	s.mu.Unlock()
-	s.sync(ctx)
-	if s.cfg.Subscribe == nil {
-		close(s.done)
+	err := s.Base.Start(ctx, func(context.Context) error {
+		s.sync(ctx)
+		if s.cfg.Subscribe != nil {
+			changes, cancel := s.cfg.Subscribe()
+			s.Go(func(life context.Context) {
+				defer cancel()
+				s.follow(life, changes)
+			})
+		}
 		return nil
-	}
-	changes, cancel := s.cfg.Subscribe()
-	go func() {
-		defer close(s.done)
-		defer cancel()
-		for {
-			select {
-			case _, ok := <-changes:
-				if !ok {
-					return
-				}
-				s.sync(s.life)
-			case <-s.life.Done():
-				return
-			}
-		}
-	}()
-	return nil
-}
-
-// Stop lets the calls in progress finish until ctx is done, then cancels
-// them (ErrStopped) and stops following the catalog. It returns ctx's
-// cause when calls were cancelled. It is idempotent.
-func (s *Server) Stop(ctx context.Context) error {
-	var err error
-	s.stopOnce.Do(func() {
-		defer close(s.stopped)
-		s.mu.Lock()
-		s.draining = true
-		idle := make(chan struct{})
-		if s.active == 0 {
-			close(idle)
-		} else {
-			s.idle = idle
-		}
-		started := s.started
-		s.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			err = context.Cause(ctx)
-		}
-		s.endLife(ErrStopped)
-		if started {
-			<-s.done
-		}
 	})
+	if errors.Is(err, startstop.ErrStarted) {
+		return fmt.Errorf("mcpfront: %w", err)
+	}
 	return err
 }
 
-// Stopped is closed once Stop has returned.
-func (s *Server) Stopped() <-chan struct{} { return s.stopped }
+// follow syncs the tools at each change, until life ends or changes is
+// closed.
+func (s *Server) follow(life context.Context, changes <-chan struct{}) {
+	for {
+		select {
+		case _, ok := <-changes:
+			if !ok {
+				return
+			}
+			s.sync(life)
+		case <-life.Done():
+			return
+		}
+	}
+}
+
+// Stop lets the calls in progress finish until ctx is done, then cancels
+// them (ErrStopped) and stops following the catalog; from its start, new
+// calls are refused. It returns ctx's cause when calls were cancelled.
+// Stopped is closed once it has returned.
+func (s *Server) Stop(ctx context.Context) error {
+	idle := s.refuseCalls()
+	return s.Base.Stop(ctx, ErrStopped, func(ctx context.Context) error {
+		select {
+		case <-idle:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+}
+
+// refuseCalls makes enter refuse new calls; the channel it returns is
+// closed once no call is in progress.
+func (s *Server) refuseCalls() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.draining {
+		s.draining = true
+		s.idle = make(chan struct{})
+		if s.active == 0 {
+			close(s.idle)
+		}
+	}
+	return s.idle
+}
 
 // MCP is the go-sdk server underneath, e.g. to Run it on another
 // transport.
@@ -257,7 +250,8 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 	// notifications/cancelled), or when Stop's drain runs out.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
+	life := s.Life()
+	stop := context.AfterFunc(life, func() { cancel(context.Cause(life)) })
 	defer stop()
 	if key != nil {
 		// The key's tenant, its weight in fair shares and its calls'
@@ -313,16 +307,15 @@ func (s *Server) leave() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.active--
-	if s.active == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
+	if s.active == 0 && s.draining {
+		close(s.idle) // once: no call enters once draining
 	}
 }
 
 // unknownTool is the protocol error of a call to a tool that does not
 // exist, or that key may not call: its text lists the tools the caller
 // may call (the unknown-tool text of the HTTP API).
-func (s *Server) unknownTool(ctx context.Context, name string, key *httpapi.Key) error {
+func (s *Server) unknownTool(ctx context.Context, name string, key *apikey.Key) error {
 	var available []string
 	for _, t := range s.cfg.Tools(ctx) {
 		if key == nil || key.Allows(t.Name) {
@@ -443,11 +436,11 @@ func (r *progressRelay) close() {
 }
 
 // keyOf is the API key the request authenticated with over HTTP, if any.
-func keyOf(extra *mcp.RequestExtra) *httpapi.Key {
+func keyOf(extra *mcp.RequestExtra) *apikey.Key {
 	if extra == nil || extra.TokenInfo == nil {
 		return nil
 	}
-	k, _ := extra.TokenInfo.Extra[tokenKeyExtra].(*httpapi.Key)
+	k, _ := extra.TokenInfo.Extra[tokenKeyExtra].(*apikey.Key)
 	return k
 }
 
@@ -459,10 +452,13 @@ func sdkLogger(log *slog.Logger) *slog.Logger {
 
 type warnOnly struct{ slog.Handler }
 
+// Enabled lets warnings and errors through.
 func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
 }
 
+// WithAttrs keeps the filter.
 func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
 
+// WithGroup keeps the filter.
 func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }

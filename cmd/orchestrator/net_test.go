@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,28 +51,10 @@ func orchestratorBin(t *testing.T) string {
 	return bin
 }
 
-// syncBuf collects a process's output for the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serveProc is an `orchestrator serve` process of a test.
 type serveProc struct {
 	cmd    *exec.Cmd
-	logs   *syncBuf
+	logs   *natstest.LockedBuffer
 	http   string // base URL
 	exited chan struct{}
 	err    error // Wait's, once exited is closed
@@ -86,7 +67,7 @@ func runServeProc(t *testing.T, bin string, env []string, args ...string) *serve
 	addr := natstest.FreeAddr(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--http", addr, "--workspace", t.TempDir()}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	p := &serveProc{cmd: cmd, logs: &syncBuf{}, http: "http://" + addr, exited: make(chan struct{})}
+	p := &serveProc{cmd: cmd, logs: &natstest.LockedBuffer{}, http: "http://" + addr, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ import (
 // workerProc is a worker binary running for a test, killed when it ends.
 type workerProc struct {
 	cmd     *exec.Cmd
-	logs    *syncBuffer
+	logs    *natstest.LockedBuffer
 	metrics string // base URL of its --metrics server
 	exited  chan struct{}
 	err     error // the Wait error, once exited is closed
@@ -39,7 +39,7 @@ func startWorker(t *testing.T, bin, url, id string, env []string, args ...string
 	cmd := exec.Command(bin, append([]string{"--nats-url", url, "--demo-tools", "--builtin-tools=false",
 		"--metrics", addr, "--id", id}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	p := &workerProc{cmd: cmd, logs: &syncBuffer{}, metrics: "http://" + addr, exited: make(chan struct{})}
+	p := &workerProc{cmd: cmd, logs: &natstest.LockedBuffer{}, metrics: "http://" + addr, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func TestWorkerObservability(t *testing.T) {
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", catalog, "--builtin-tools=false",
 		"--log-format", "json", "--metrics", metricsAddr, "--id", "obs-worker")
 	cmd.Env = append(os.Environ(), "TP_TEST_TOKEN="+secret)
-	var logs syncBuffer
+	var logs natstest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -64,20 +64,21 @@ func startServe(t *testing.T, extra ...string) string {
 			t.Error("orchestrator serve did not stop")
 		}
 	})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if _, ok := logs.find("toolpool ready"); ok {
-			break
+	ready := false
+	defer func() {
+		if !ready {
+			t.Logf("orchestrator serve's log:\n%s", logs)
 		}
+	}()
+	natstest.Eventually(t, time.Minute, "orchestrator serve to get ready", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("orchestrator serve exited with %d:\n%s", code, logs)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orchestrator serve did not get ready:\n%s", logs)
-		}
-	}
+		_, ready = logs.find("toolpool ready")
+		return ready
+	})
 	rec, _ := logs.find("http listening")
 	addr, _ := rec["addr"].(string)
 	if addr == "" {

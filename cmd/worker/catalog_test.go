@@ -133,7 +133,7 @@ func TestCatalogWorkerServesOnlyItsCatalog(t *testing.T) {
 	if err := os.WriteFile(catalog, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := freeAddr(t)
+	metricsAddr := natstest.FreeAddr(t)
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", catalog, "--metrics", metricsAddr, "--id", "shouter")
 	cmd.Dir = dir // where a default ./workspace would be made
 	var logs natstest.LockedBuffer

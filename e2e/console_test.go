@@ -453,6 +453,11 @@ func TestConsole(t *testing.T) {
 	})
 }
 
+// seedBatch is how many asynchronous publishes seedLetters lets be
+// outstanding: well under the 4,000 after which nats.go stalls a publish
+// and, on a busy machine, fails it (ErrTooManyStalledMsgs).
+const seedBatch = 1000
+
 // seedLetters stores n dead letters spread over tools tool-00.. in TOOL_DLQ,
 // as a worker would, with asynchronous publishes.
 func seedLetters(t *testing.T, j js.JetStream, n, tools int) {
@@ -472,7 +477,7 @@ func seedLetters(t *testing.T, j js.JetStream, n, tools int) {
 		if _, err := j.PublishMsgAsync(m); err != nil {
 			t.Fatal(err)
 		}
-		if i%5000 == 4999 {
+		if i%seedBatch == seedBatch-1 {
 			select {
 			case <-j.PublishAsyncComplete():
 			case <-time.After(waitLong):

@@ -120,16 +120,20 @@ func TestServerServesAndUnservesAtRuntime(t *testing.T) {
 	}
 }
 
-// waitListed waits until listed says want, failing after a generous bound.
+// waitListed waits until listed says want, failing after a generous bound;
+// a timeout logs what it listed last.
 func waitListed(t *testing.T, listed func() []string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for got := listed(); !slices.Equal(got, want); got = listed() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the live catalog lists %v, want %v", got, want)
+	var got []string
+	defer func() {
+		if !slices.Equal(got, want) {
+			t.Logf("the live catalog lists %v, want %v", got, want)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	natstest.Eventually(t, 30*time.Second, fmt.Sprintf("the live catalog to list %v", want), func() bool {
+		got = listed()
+		return slices.Equal(got, want)
+	})
 }
 
 // A Server's readiness checks the consumers of the tools it serves at the

@@ -135,13 +135,25 @@ func TestServerStopDrains(t *testing.T) {
 	srv, orch := p.start(t)
 	tr := p.dispatch(orch, "toolu_drain")
 	<-p.started
+	handler := srv.Handler()
+	readyz := func() int {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code
+	}
+	if code := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz before Stop = %d; want 200", code)
+	}
 	stopped := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		stopped <- srv.Stop(ctx)
 	}()
-	time.Sleep(100 * time.Millisecond) // Stop is draining now
+	// Stop is draining once the Server says so: not ready.
+	natstest.Eventually(t, time.Minute, "the draining Server's /readyz to answer 503", func() bool {
+		return readyz() == http.StatusServiceUnavailable
+	})
 	select {
 	case <-srv.Stopped():
 		t.Fatal("Stopped closed while a call was in progress")

@@ -5,27 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
+)
 
 // cliRun is one finished run of a command.
 type cliRun struct {
@@ -95,29 +84,16 @@ func (r toolResultJSON) text() string {
 func TestCLIServeAndCall(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	natsAddr, httpAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
 	natsURL := "nats://" + natsAddr
-	serve := startProcess(t, orchestratorBin, "serve",
+	serve := proctest.Start(t, orchestratorBin, "serve",
 		"--data-dir", filepath.Join(tmp, "data"),
 		"--nats-listen", natsAddr,
 		"--http", httpAddr,
 		"--workspace", filepath.Join(tmp, "ws"),
 		"--drain-timeout", "5s")
 
-	client := &http.Client{Timeout: 2 * time.Second}
-	eventually(t, "GET /readyz to answer 200", func() bool {
-		select {
-		case <-serve.done:
-			t.Fatalf("orchestrator serve exited early: %v", serve.waitErr)
-		default:
-		}
-		resp, err := client.Get("http://" + httpAddr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	serve.WaitHTTP("http://"+httpAddr+"/readyz", waitLong)
 
 	t.Run("calls", func(t *testing.T) {
 		t.Run("echo", func(t *testing.T) {
@@ -193,10 +169,10 @@ func TestCLIServeAndCall(t *testing.T) {
 		})
 	})
 
-	if err := serve.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := serve.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := serve.wait(t, waitLong); code != 0 {
+	if code := serve.Wait(waitLong); code != 0 {
 		t.Errorf("orchestrator serve exited with status %d after SIGTERM, want 0", code)
 	}
 }

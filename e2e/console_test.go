@@ -19,6 +19,8 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -84,24 +86,11 @@ tools:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &consolePool{http: freeAddr(t), nats: freeAddr(t), token: operatorToken}
-	proc := startProcess(t, orchestratorBin, "serve",
+	p := &consolePool{http: natstest.FreeAddr(t), nats: natstest.FreeAddr(t), token: operatorToken}
+	proc := proctest.Start(t, orchestratorBin, "serve",
 		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", p.nats, "--http", p.http,
 		"--workspace", filepath.Join(tmp, "ws"), "--tools", catalog, "--ui-tokens", tokens, "--drain-timeout", "5s")
-	client := &http.Client{Timeout: 2 * time.Second}
-	eventually(t, "serve's /readyz to answer 200", func() bool {
-		select {
-		case <-proc.done:
-			t.Fatalf("orchestrator serve exited early: %v\n%s", proc.waitErr, proc.stderr.String())
-		default:
-		}
-		resp, err := client.Get("http://" + p.http + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	proc.WaitHTTP("http://"+p.http+"/readyz", waitLong)
 	nc, err := nats.Connect("nats://" + p.nats)
 	if err != nil {
 		t.Fatal(err)
@@ -464,6 +453,11 @@ func TestConsole(t *testing.T) {
 	})
 }
 
+// seedBatch is how many asynchronous publishes seedLetters lets be
+// outstanding: well under the 4,000 after which nats.go stalls a publish
+// and, on a busy machine, fails it (ErrTooManyStalledMsgs).
+const seedBatch = 1000
+
 // seedLetters stores n dead letters spread over tools tool-00.. in TOOL_DLQ,
 // as a worker would, with asynchronous publishes.
 func seedLetters(t *testing.T, j js.JetStream, n, tools int) {
@@ -483,7 +477,7 @@ func seedLetters(t *testing.T, j js.JetStream, n, tools int) {
 		if _, err := j.PublishMsgAsync(m); err != nil {
 			t.Fatal(err)
 		}
-		if i%5000 == 4999 {
+		if i%seedBatch == seedBatch-1 {
 			select {
 			case <-j.PublishAsyncComplete():
 			case <-time.After(waitLong):

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -94,7 +95,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 	p := newPool(t, demo.Echo(), demo.Sleep(), demo.Flaky())
 
 	const drain = time.Second
-	proc := startProcess(t, workerBin,
+	proc := proctest.Start(t, workerBin,
 		"--nats-url", p.srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--drain-timeout", drain.String(),
 		"--id", "process-worker", "--log-level", "debug")
 
@@ -130,7 +131,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 		return info.NumAckPending == short+long && info.NumPending == 0
 	})
 
-	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// A call that would still run when the drain ends must be handed back
@@ -189,7 +190,7 @@ func TestWorkerProcessSIGTERMDrains(t *testing.T) {
 		}
 	}
 
-	if code := proc.wait(t, waitLong); code != 0 {
+	if code := proc.Wait(waitLong); code != 0 {
 		t.Errorf("worker process exited with status %d, want 0", code)
 	}
 	eventually(t, "TOOL_CALLS to be empty", func() bool { return streamState(t, p.js, jetstream.StreamCalls).Msgs == 0 })
@@ -230,7 +231,7 @@ func TestWorkerProcessSIGTERMDuringStartup(t *testing.T) {
 	turn := p.dispatchAsync(ctx, blocks...)
 	eventually(t, "the calls to be queued", func() bool { return streamState(t, p.js, jetstream.StreamCalls).Msgs == calls })
 
-	proc := startProcess(t, workerBin,
+	proc := proctest.Start(t, workerBin,
 		"--nats-url", p.srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--drain-timeout", "1s",
 		"--id", "process-worker", "--log-level", "debug")
 	// Signal as soon as the process holds the calls: its start is then
@@ -254,7 +255,7 @@ func TestWorkerProcessSIGTERMDuringStartup(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	p.startWorker(func(c *worker.Config) { c.WorkerID = "takeover-worker" })
@@ -270,7 +271,7 @@ func TestWorkerProcessSIGTERMDuringStartup(t *testing.T) {
 				blocks[i].ID, ms, r.WorkerID)
 		}
 	}
-	if code := proc.wait(t, waitLong); code != 0 {
+	if code := proc.Wait(waitLong); code != 0 {
 		t.Errorf("worker process signalled during its start exited with status %d, want 0", code)
 	}
 }

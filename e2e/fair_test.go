@@ -22,6 +22,7 @@ import (
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/worker/catalog"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -244,16 +245,11 @@ func newFairPool(t *testing.T, tool, entry string, mods ...func(*dispatch.Config
 
 // startWorker starts a worker process of concurrency slots serving the
 // catalog, and waits until it has announced the tool.
-func (p *fairPool) startWorker(id string, concurrency int) *process {
+func (p *fairPool) startWorker(id string, concurrency int) *proctest.Proc {
 	p.t.Helper()
-	proc := startProcess(p.t, workerBin, "--nats-url", p.url, "--tools", p.tools,
+	proc := proctest.Start(p.t, workerBin, "--nats-url", p.url, "--tools", p.tools,
 		"--concurrency", fmt.Sprint(concurrency), "--id", id, "--drain-timeout", "2s")
-	eventually(p.t, p.tool+" announced by "+id, func() bool {
-		select {
-		case <-proc.done:
-			p.t.Fatalf("worker %s exited at start: %v\n%s", id, proc.waitErr, proc.stderr.String())
-		default:
-		}
+	proc.Eventually(waitLong, p.tool+" announced by "+id, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		kv, err := p.js.KeyValue(ctx, discovery.BucketDefault)
@@ -499,10 +495,7 @@ func TestFairRateLimitOverWorkerRestart(t *testing.T) {
 	var answered atomic.Int64
 	waitA := p.backlog(context.Background(), "A", calls, &answered)
 	eventually(t, "a third of the calls to start", func() bool { return hook.startsOf("A") >= calls/3 })
-	if err := victim.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-victim.done
+	victim.Kill()
 	p.startWorker("rate-worker-2", 8)
 	waitA()
 

@@ -1,13 +1,10 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -181,7 +178,7 @@ func streamMsgs(t *testing.T, j js.JetStream, name, subject string) []*js.RawStr
 	return msgs
 }
 
-// eventually polls cond every 20ms until it is true or waitLong passes.
+// eventually polls cond until it is true, failing the test after waitLong.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	natstest.Eventually(t, waitLong, what, cond)
@@ -321,78 +318,4 @@ func await(t *testing.T, ch <-chan turnResult) []envelope.Result {
 		t.Fatal("Dispatch did not return")
 		return nil
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process's output and the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// process is a started binary whose stderr is kept for the test's log.
-type process struct {
-	cmd     *exec.Cmd
-	stderr  lockedBuffer
-	done    chan struct{} // closed when the process has exited
-	waitErr error         // valid once done is closed
-}
-
-// startProcess starts bin with args. When the test ends the process is
-// killed if it still runs, and its stderr is logged if the test failed.
-func startProcess(t *testing.T, bin string, args ...string) *process {
-	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Dir = t.TempDir() // whatever it creates by default goes there
-	p.cmd.Stderr = &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s stderr:\n%s", filepath.Base(bin), p.stderr.String())
-		}
-	})
-	return p
-}
-
-// wait waits up to d for the process to exit and returns its exit code;
-// it fails the test if the process is still running after d.
-func (p *process) wait(t *testing.T, d time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		t.Fatalf("%s did not exit within %v", filepath.Base(p.cmd.Path), d)
-	}
-	if p.waitErr == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(p.waitErr, &ee) {
-		return ee.ExitCode()
-	}
-	t.Fatalf("%s: %v", filepath.Base(p.cmd.Path), p.waitErr)
-	return -1
 }

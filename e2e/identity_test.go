@@ -15,6 +15,8 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/promtest"
 	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -162,7 +164,8 @@ func TestRepostToAnotherInstanceGetsTheResult(t *testing.T) {
 				})
 			}
 
-			second := startDispatcher(t, p.js, discovery.RegistryCatalog(p.reg))
+			secondOrch := pooltest.StartOrchestrator(t, p.js.Conn(), discovery.RegistryCatalog(p.reg))
+			second := secondOrch.Dispatcher()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			turn := make(chan turnResult, 1)
@@ -171,7 +174,11 @@ func TestRepostToAnotherInstanceGetsTheResult(t *testing.T) {
 				turn <- turnResult{res, err}
 			}()
 			if !tc.finished {
-				time.Sleep(200 * time.Millisecond) // the re-post waits for the running call
+				// The re-post is stored (a duplicate of the first post) and
+				// waits for the running call.
+				eventually(t, "the re-post to be stored", func() bool {
+					return promtest.Gather(t, secondOrch.Metrics()).Value("toolpool_dispatch_calls_total", "tool", "deploy") == 1
+				})
 				close(bt.release)
 			}
 			tr := <-turn

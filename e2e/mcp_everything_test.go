@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/testbin"
 	"github.com/toolpool/toolpool/internal/worker/catalog"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -42,6 +42,17 @@ func everythingServer(t *testing.T) (node, entry string) {
 		t.Fatalf("node (Node.js 20) is needed to run the reference MCP server: %v", err)
 	}
 	return node, entry
+}
+
+// startEverythingOverHTTP starts the reference MCP server in its
+// streamable-HTTP mode on addr (a loopback host:port).
+func startEverythingOverHTTP(t *testing.T, node, entry, addr string) *proctest.Proc {
+	t.Helper()
+	_, port, _ := strings.Cut(addr, ":")
+	return proctest.Command{
+		Name: "server-everything", Path: node, Args: []string{entry, "streamableHttp"},
+		Env: append(os.Environ(), "PORT="+port),
+	}.Start(t)
 }
 
 // TestEverythingServerAsPooledTools serves @modelcontextprotocol/server-everything
@@ -179,8 +190,8 @@ func TestWorkerServesMCPCatalog(t *testing.T) {
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := freeAddr(t)
-	proc := startProcess(t, workerBin, "--nats-url", srv.ClientURL(), "--tools", file, "--demo-tools",
+	metricsAddr := natstest.FreeAddr(t)
+	proc := proctest.Start(t, workerBin, "--nats-url", srv.ClientURL(), "--tools", file, "--demo-tools",
 		"--metrics", metricsAddr, "--id", "mcp-worker")
 
 	ready := func() (int, string) {
@@ -214,7 +225,7 @@ func TestWorkerServesMCPCatalog(t *testing.T) {
 	if strings.Contains(string(scrape), `toolpool_mcp_start_failures_total{server="broken"} 0`) {
 		t.Errorf("/metrics counts no start failure of the broken server")
 	}
-	if !strings.Contains(proc.stderr.String(), "an MCP server did not start") {
+	if !strings.Contains(proc.Output(), "an MCP server did not start") {
 		t.Errorf("no error logged for the broken server")
 	}
 
@@ -233,29 +244,8 @@ func TestWorkerServesMCPCatalog(t *testing.T) {
 func TestEverythingServerOverHTTP(t *testing.T) {
 	t.Parallel()
 	node, entry := everythingServer(t)
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	proc := exec.Command(node, entry, "streamableHttp")
-	proc.Env = append(os.Environ(), "PORT="+port)
-	var logs lockedBuffer
-	proc.Stdout, proc.Stderr = &logs, &logs
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = proc.Process.Kill()
-		_ = proc.Wait()
-		if t.Failed() {
-			t.Logf("server-everything:\n%s", logs.String())
-		}
-	})
-	eventually(t, "the reference server listens", func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	addr := natstest.FreeAddr(t)
+	startEverythingOverHTTP(t, node, entry, addr).WaitListening(addr, waitLong)
 	file := filepath.Join(t.TempDir(), "tools.yaml")
 	yaml := `tools:
   - name: everything
@@ -314,7 +304,7 @@ func TestWorkerWaitsForItsOnlyMCPServer(t *testing.T) {
 	t.Parallel()
 	node, entry := everythingServer(t)
 	srv, _, _ := natstest.StartProvisioned(t)
-	addr := freeAddr(t)
+	addr := natstest.FreeAddr(t)
 	file := filepath.Join(t.TempDir(), "tools.yaml")
 	if err := os.WriteFile(file, []byte(`tools:
   - name: everything
@@ -326,24 +316,13 @@ func TestWorkerWaitsForItsOnlyMCPServer(t *testing.T) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	proc := startProcess(t, workerBin, "--nats-url", srv.ClientURL(), "--tools", file, "--id", "waiting-worker")
-	time.Sleep(time.Second)
-	select {
-	case <-proc.done:
-		t.Fatalf("the worker exited while its MCP server was down: %v\n%s", proc.waitErr, proc.stderr.String())
-	default:
-	}
+	proc := proctest.Start(t, workerBin, "--nats-url", srv.ClientURL(), "--tools", file, "--id", "waiting-worker")
+	// Up with nothing to serve, and still up once it has tried the server
+	// again: Eventually fails at once if the worker exits meanwhile.
+	proc.WaitFor("workers started", waitLong)
+	proc.WaitFor("an MCP server still does not start; trying again", waitLong)
 
-	_, port, _ := strings.Cut(addr, ":")
-	ev := exec.Command(node, entry, "streamableHttp")
-	ev.Env = append(os.Environ(), "PORT="+port)
-	if err := ev.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = ev.Process.Kill()
-		_ = ev.Wait()
-	})
+	startEverythingOverHTTP(t, node, entry, addr)
 	var last cliRun
 	eventually(t, "late_echo to answer through the pool", func() bool {
 		last = runCLI(t, 20*time.Second, "call", "--nats-url", srv.ClientURL(), "--timeout", "10s", "late_echo", `{"message":"came up"}`)

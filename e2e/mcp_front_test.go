@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/testbin"
 )
 
@@ -25,7 +27,7 @@ import (
 // pooled tools under the prefix ev_ (and a catalog server, broken, that
 // does not start), its /mcp guarded by a token.
 type mcpServe struct {
-	proc  *process
+	proc  *proctest.Proc
 	http  string // host:port
 	token string
 }
@@ -50,25 +52,12 @@ func startMCPServe(t *testing.T) *mcpServe {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := &mcpServe{http: freeAddr(t), token: "e2e-mcp-token-0123456789"}
-	s.proc = startProcess(t, orchestratorBin, "serve",
-		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", freeAddr(t), "--http", s.http,
+	s := &mcpServe{http: natstest.FreeAddr(t), token: "e2e-mcp-token-0123456789"}
+	s.proc = proctest.Start(t, orchestratorBin, "serve",
+		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", natstest.FreeAddr(t), "--http", s.http,
 		"--workspace", filepath.Join(tmp, "ws"), "--tools", catalog, "--workers", "1",
 		"--mcp-token", s.token, "--drain-timeout", "5s")
-	client := &http.Client{Timeout: 2 * time.Second}
-	eventually(t, "serve's /readyz to answer 200", func() bool {
-		select {
-		case <-s.proc.done:
-			t.Fatalf("orchestrator serve exited early: %v\n%s", s.proc.waitErr, s.proc.stderr.String())
-		default:
-		}
-		resp, err := client.Get("http://" + s.http + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	s.proc.WaitHTTP("http://"+s.http+"/readyz", waitLong)
 	return s
 }
 

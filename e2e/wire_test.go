@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/testbin"
 )
 
@@ -124,18 +126,13 @@ func wireScripts(t *testing.T) (node, dir string) {
 func startWireServe(t *testing.T) string {
 	t.Helper()
 	tmp := t.TempDir()
-	addr := freeAddr(t)
-	serve := startProcess(t, orchestratorBin, "serve",
-		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", freeAddr(t), "--http", addr,
+	addr := natstest.FreeAddr(t)
+	serve := proctest.Start(t, orchestratorBin, "serve",
+		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", natstest.FreeAddr(t), "--http", addr,
 		"--workspace", filepath.Join(tmp, "ws"), "--workers", "1", "--drain-timeout", "5s")
 	base := "http://" + addr
 	client := &http.Client{Timeout: 2 * time.Second}
-	eventually(t, "serve to list echo and flaky", func() bool {
-		select {
-		case <-serve.done:
-			t.Fatalf("orchestrator serve exited early: %v\n%s", serve.waitErr, serve.stderr.String())
-		default:
-		}
+	serve.Eventually(waitLong, "serve to list echo and flaky", func() bool {
 		resp, err := client.Get(base + "/v1/tools")
 		if err != nil {
 			return false

@@ -344,15 +344,10 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds, failing the test after 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	natstest.Eventually(t, 10*time.Second, what, cond)
 }
 
 func TestConnectReconnectsAndLogs(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/natstest"
 )
 
 // httpDo sends one request to a serve under test; hdr sets headers
@@ -37,20 +39,21 @@ func httpDo(t *testing.T, method, url, body string, hdr ...string) (int, http.He
 	return resp.StatusCode, resp.Header, data
 }
 
-// waitTools waits until the in-process worker's tools are live.
+// waitTools waits until the in-process worker's tools are live; a timeout
+// logs what GET /v1/tools answered last.
 func waitTools(t *testing.T, base string, hdr ...string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		_, _, body := httpDo(t, "GET", base+"/v1/tools", "", hdr...)
-		if bytes.Contains(body, []byte(`"echo"`)) {
-			return
+	var body []byte
+	live := func() bool { return bytes.Contains(body, []byte(`"echo"`)) }
+	defer func() {
+		if !live() {
+			t.Logf("GET /v1/tools: %s", body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo tools never became live: %s", body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	natstest.Eventually(t, time.Minute, "the demo tools to become live", func() bool {
+		_, _, body = httpDo(t, "GET", base+"/v1/tools", "", hdr...)
+		return live()
+	})
 }
 
 const echoTurn = `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_front_1","name":"echo","input":{"text":"ran"}}]}`

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/natstest"
 )
 
 // On SIGTERM the real orchestrator binary drains the HTTP requests in
@@ -73,7 +75,7 @@ func TestServeDrainsHTTPOnSIGTERM(t *testing.T) {
 		status, _, body := post(base, turn)
 		first <- reply{status, body}
 	}()
-	eventuallyT(t, time.Minute, "the call in flight", func() bool {
+	natstest.Eventually(t, time.Minute, "the call in flight", func() bool {
 		_, _, body := httpDo(t, "GET", base+"/metrics", "")
 		return bytes.Contains(body, []byte("\ntoolpool_dispatch_pending_calls 1\n"))
 	})
@@ -131,15 +133,4 @@ func post(base, body string) (int, http.Header, []byte) {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, data
-}
-
-func eventuallyT(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -27,7 +27,7 @@ import (
 func mcpStdio(t *testing.T, bin string, opts *mcp.ClientOptions, args ...string) *mcp.ClientSession {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"mcp", "--workspace", t.TempDir()}, args...)...)
-	logs := &syncBuf{}
+	logs := &natstest.LockedBuffer{}
 	cmd.Stderr = logs
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -161,21 +161,21 @@ func TestServeMCPToken(t *testing.T) {
 		t.Errorf("with the token: %d", got)
 	}
 
-	if _, err := parseServe([]string{"--mcp-token", "short"}, &syncBuf{}); err == nil || !strings.Contains(err.Error(), "--mcp-token") {
+	if _, err := parseServe([]string{"--mcp-token", "short"}, &natstest.LockedBuffer{}); err == nil || !strings.Contains(err.Error(), "--mcp-token") {
 		t.Errorf("a short token: %v", err)
 	}
-	f, err := parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth"}, &syncBuf{})
+	f, err := parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth"}, &natstest.LockedBuffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := f.front.mcpConfig(f.httpAddr); !strings.Contains(c.Closed, "--mcp-insecure-no-auth") {
 		t.Errorf("an open non-loopback address: /mcp not closed: %+v", c)
 	}
-	f, err = parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth", "--mcp-insecure-no-auth"}, &syncBuf{})
+	f, err = parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth", "--mcp-insecure-no-auth"}, &natstest.LockedBuffer{})
 	if err != nil || f.front.mcpConfig(f.httpAddr).Closed != "" {
 		t.Errorf("--mcp-insecure-no-auth: %v", err)
 	}
-	f, err = parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth", "--mcp-token", token}, &syncBuf{})
+	f, err = parseServe([]string{"--http", "0.0.0.0:8080", "--http-insecure-no-auth", "--ui-insecure-no-auth", "--mcp-token", token}, &natstest.LockedBuffer{})
 	if err != nil || f.front.mcpConfig(f.httpAddr).Closed != "" {
 		t.Errorf("a token on a non-loopback address: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
@@ -52,31 +52,10 @@ func orchestratorBin(t *testing.T) string {
 	return bin
 }
 
-// syncBuf collects a process's output for the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serveProc is an `orchestrator serve` process of a test.
 type serveProc struct {
-	cmd    *exec.Cmd
-	logs   *syncBuf
-	http   string // base URL
-	exited chan struct{}
-	err    error // Wait's, once exited is closed
+	*proctest.Proc
+	http string // base URL
 }
 
 // runServeProc starts the binary's serve with its HTTP server on a free
@@ -84,55 +63,35 @@ type serveProc struct {
 func runServeProc(t *testing.T, bin string, env []string, args ...string) *serveProc {
 	t.Helper()
 	addr := natstest.FreeAddr(t)
-	cmd := exec.Command(bin, append([]string{"serve", "--http", addr, "--workspace", t.TempDir()}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	p := &serveProc{cmd: cmd, logs: &syncBuf{}, http: "http://" + addr, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
+	p := &serveProc{http: "http://" + addr}
+	p.Proc = proctest.Command{
+		Name: "orchestrator serve", Path: bin, Env: append(os.Environ(), env...),
+		Args: append([]string{"serve", "--http", addr, "--workspace", t.TempDir()}, args...),
+	}.Start(t)
 	return p
 }
 
 // waitHealthy waits until p's /healthz answers 200.
 func (p *serveProc) waitHealthy(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if code, _ := httpStatus(p.http + "/healthz"); code == http.StatusOK {
-			return
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("orchestrator serve exited (%v):\n%s", p.err, p.logs)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orchestrator serve never became healthy:\n%s", p.logs)
-		}
-	}
+	p.WaitHTTP(p.http+"/healthz", time.Minute)
 }
 
 // waitExit waits up to a minute for p to exit and returns its exit code.
 func (p *serveProc) waitExit(t *testing.T) int {
 	t.Helper()
 	select {
-	case <-p.exited:
+	case <-p.Done():
 	case <-time.After(time.Minute):
 		code, body := httpStatus(p.http + "/healthz")
-		t.Fatalf("orchestrator serve still runs after a minute (/healthz %d %s):\n%s", code, body, p.logs)
+		t.Fatalf("orchestrator serve still runs after a minute (/healthz %d %s):\n%s", code, body, p.Output())
 	}
 	var exit *exec.ExitError
-	if errors.As(p.err, &exit) {
+	if errors.As(p.Err(), &exit) {
 		return exit.ExitCode()
 	}
-	if p.err != nil {
-		t.Fatal(p.err)
+	if p.Err() != nil {
+		t.Fatal(p.Err())
 	}
 	return 0
 }
@@ -161,10 +120,10 @@ func TestServeExitsWhenConnectionClosedForGood(t *testing.T) {
 	p.waitHealthy(t)
 	srv.ChangePassword(t, "second-secret")
 	if code := p.waitExit(t); code == 0 {
-		t.Errorf("orchestrator serve exited 0 after losing its connection for good:\n%s", p.logs)
+		t.Errorf("orchestrator serve exited 0 after losing its connection for good:\n%s", p.Output())
 	}
-	if !strings.Contains(p.logs.String(), "closed for good") {
-		t.Errorf("the log does not say why serve stopped:\n%s", p.logs)
+	if !strings.Contains(p.Output(), "closed for good") {
+		t.Errorf("the log does not say why serve stopped:\n%s", p.Output())
 	}
 }
 
@@ -183,12 +142,12 @@ func TestSecondServeOnOneDataDirRefuses(t *testing.T) {
 
 	second := runServeProc(t, bin, nil, "--data-dir", dataDir, "--nats-listen", natstest.FreeAddr(t), "--workers", "1")
 	if code := second.waitExit(t); code == 0 {
-		t.Errorf("the second serve exited 0:\n%s", second.logs)
+		t.Errorf("the second serve exited 0:\n%s", second.Output())
 	}
 	abs, _ := filepath.Abs(dataDir)
-	msg := second.logs.String()
-	if !strings.Contains(msg, abs) || !strings.Contains(msg, "pid "+strconv.Itoa(first.cmd.Process.Pid)) {
-		t.Errorf("the second serve's message does not name the data dir %s and the first's pid %d:\n%s", abs, first.cmd.Process.Pid, msg)
+	msg := second.Output()
+	if !strings.Contains(msg, abs) || !strings.Contains(msg, "pid "+strconv.Itoa(first.PID())) {
+		t.Errorf("the second serve's message does not name the data dir %s and the first's pid %d:\n%s", abs, first.PID(), msg)
 	}
 
 	waitReady(t, first)
@@ -212,17 +171,7 @@ func TestSecondServeOnOneDataDirRefuses(t *testing.T) {
 // waitReady waits until p's /readyz answers 200.
 func waitReady(t *testing.T, p *serveProc) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		code, body := httpStatus(p.http + "/readyz")
-		if code == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never answered 200 (last %d %s):\n%s", code, body, p.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p.WaitHTTP(p.http+"/readyz", time.Minute)
 }
 
 // TestServeReadyzReportsUnwritableStore: serve's /readyz used to check only

@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/promtest"
 )
 
@@ -26,21 +26,12 @@ func repoFile(elem ...string) string {
 
 // jsonLogs collects the JSON log lines of a process.
 type jsonLogs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *jsonLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
+	natstest.LockedBuffer
 }
 
 // find returns the first record whose msg is msg.
 func (l *jsonLogs) find(msg string) (map[string]any, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var rec map[string]any
@@ -49,12 +40,6 @@ func (l *jsonLogs) find(msg string) (map[string]any, bool) {
 		}
 	}
 	return nil, false
-}
-
-func (l *jsonLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // startServe runs `orchestrator serve` in this process with an embedded
@@ -79,20 +64,21 @@ func startServe(t *testing.T, extra ...string) string {
 			t.Error("orchestrator serve did not stop")
 		}
 	})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if _, ok := logs.find("toolpool ready"); ok {
-			break
+	ready := false
+	defer func() {
+		if !ready {
+			t.Logf("orchestrator serve's log:\n%s", logs)
 		}
+	}()
+	natstest.Eventually(t, time.Minute, "orchestrator serve to get ready", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("orchestrator serve exited with %d:\n%s", code, logs)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orchestrator serve did not get ready:\n%s", logs)
-		}
-	}
+		_, ready = logs.find("toolpool ready")
+		return ready
+	})
 	rec, _ := logs.find("http listening")
 	addr, _ := rec["addr"].(string)
 	if addr == "" {

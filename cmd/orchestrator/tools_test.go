@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -72,20 +73,20 @@ func announceWorker(t *testing.T, url, workerID string, names ...string) (*disco
 	return a, nc.Close
 }
 
-// waitFor polls "orchestrator tools" until its names are want.
+// waitFor polls "orchestrator tools" until its names are want; a timeout
+// logs the names it listed last.
 func waitFor(t *testing.T, url string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := toolNames(toolsOutput(t, url))
-		if slices.Equal(got, want) {
-			return
+	var got []string
+	defer func() {
+		if !slices.Equal(got, want) {
+			t.Logf("orchestrator tools lists %v, want %v", got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orchestrator tools lists %v, want %v", got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	natstest.Eventually(t, 30*time.Second, fmt.Sprintf("orchestrator tools to list %v", want), func() bool {
+		got = toolNames(toolsOutput(t, url))
+		return slices.Equal(got, want)
+	})
 }
 
 func TestToolsCommand(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,7 +50,7 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", filepath.Join("..", "..", "examples", "tools.yaml"),
 		"--workspace", t.TempDir(), "--id", "catalog-worker", "--log-level", "debug")
 	cmd.Env = append(os.Environ(), "WEATHER_API_TOKEN="+token)
-	var logs syncBuffer
+	var logs natstest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -134,10 +133,10 @@ func TestCatalogWorkerServesOnlyItsCatalog(t *testing.T) {
 	if err := os.WriteFile(catalog, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := freeAddr(t)
+	metricsAddr := natstest.FreeAddr(t)
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", catalog, "--metrics", metricsAddr, "--id", "shouter")
 	cmd.Dir = dir // where a default ./workspace would be made
-	var logs syncBuffer
+	var logs natstest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -228,7 +227,7 @@ func TestKilledWorkerProcessExpires(t *testing.T) {
 	}
 	defer live.Stop(context.Background())
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--demo-tools", "--builtin-tools=false", "--id", "doomed")
-	var logs syncBuffer
+	var logs natstest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -266,24 +265,6 @@ func hasAll(have, want []string) bool {
 		}
 	}
 	return true
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's output and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestUsageSaysDefaultOnce: no flag of the worker says its default twice.
@@ -354,7 +335,7 @@ func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--demo-tools", "--id", "only-echo")
-	var logs syncBuffer
+	var logs natstest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

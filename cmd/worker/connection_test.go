@@ -16,6 +16,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -24,46 +25,22 @@ import (
 
 // workerProc is a worker binary running for a test, killed when it ends.
 type workerProc struct {
-	cmd     *exec.Cmd
-	logs    *syncBuffer
+	*proctest.Proc
 	metrics string // base URL of its --metrics server
-	exited  chan struct{}
-	err     error // the Wait error, once exited is closed
 }
 
 // startWorker runs the worker binary against url with the demo tools and a
 // --metrics server, and waits until its /readyz answers 200.
 func startWorker(t *testing.T, bin, url, id string, env []string, args ...string) *workerProc {
 	t.Helper()
-	addr := freeAddr(t)
-	cmd := exec.Command(bin, append([]string{"--nats-url", url, "--demo-tools", "--builtin-tools=false",
-		"--metrics", addr, "--id", id}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	p := &workerProc{cmd: cmd, logs: &syncBuffer{}, metrics: "http://" + addr, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		code, _ := httpGet(t, p.metrics+"/readyz")
-		if code == http.StatusOK {
-			return p
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("worker %s exited (%v):\n%s", id, p.err, p.logs.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker %s: readyz never answered 200 (last %d):\n%s", id, code, p.logs.String())
-		}
-	}
+	addr := natstest.FreeAddr(t)
+	p := &workerProc{metrics: "http://" + addr}
+	p.Proc = proctest.Command{
+		Name: "worker " + id, Path: bin, Env: append(os.Environ(), env...),
+		Args: append([]string{"--nats-url", url, "--demo-tools", "--builtin-tools=false", "--metrics", addr, "--id", id}, args...),
+	}.Start(t)
+	p.WaitHTTP(p.metrics+"/readyz", time.Minute)
+	return p
 }
 
 // TestLongReplyToIsDeadLettered reproduces issue 12's first finding with
@@ -95,8 +72,8 @@ func TestLongReplyToIsDeadLettered(t *testing.T) {
 	natstest.Eventually(t, time.Minute, "the call to be dead-lettered", func() bool {
 		for _, w := range workers {
 			select {
-			case <-w.exited:
-				t.Fatalf("a worker exited (%v):\n%s", w.err, w.logs.String())
+			case <-w.Done():
+				t.Fatalf("a worker exited (%v):\n%s", w.Err(), w.Output())
 			default:
 			}
 		}
@@ -118,10 +95,10 @@ func TestLongReplyToIsDeadLettered(t *testing.T) {
 	// checks NATS), and the server still counts all three clients.
 	for i, w := range workers {
 		if code, body := httpGet(t, w.metrics+"/readyz"); code != http.StatusOK {
-			t.Errorf("worker %d: /readyz %d %s\n%s", i, code, body, w.logs.String())
+			t.Errorf("worker %d: /readyz %d %s\n%s", i, code, body, w.Output())
 		}
-		if strings.Contains(w.logs.String(), "maximum control line") {
-			t.Errorf("worker %d hit the control line limit:\n%s", i, w.logs.String())
+		if strings.Contains(w.Output(), "maximum control line") {
+			t.Errorf("worker %d hit the control line limit:\n%s", i, w.Output())
 		}
 	}
 	if n := srv.Server().NumClients(); n < 4 { // three workers and the test
@@ -182,17 +159,17 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 	// connection and refuses its reconnects.
 	srv.ChangePassword(t, "second-secret")
 	select {
-	case <-w.exited:
+	case <-w.Done():
 	case <-time.After(time.Minute):
 		code, body := httpGet(t, w.metrics+"/healthz")
-		t.Fatalf("the worker still runs a minute after its connection closed for good (/healthz %d %s):\n%s", code, body, w.logs.String())
+		t.Fatalf("the worker still runs a minute after its connection closed for good (/healthz %d %s):\n%s", code, body, w.Output())
 	}
 	var exit *exec.ExitError
-	if !errors.As(w.err, &exit) || exit.ExitCode() == 0 {
-		t.Errorf("the worker exited with %v; want a non-zero exit code", w.err)
+	if !errors.As(w.Err(), &exit) || exit.ExitCode() == 0 {
+		t.Errorf("the worker exited with %v; want a non-zero exit code", w.Err())
 	}
-	if !strings.Contains(w.logs.String(), "closed for good") {
-		t.Errorf("the worker's log does not say why it exited:\n%s", w.logs.String())
+	if !strings.Contains(w.Output(), "closed for good") {
+		t.Errorf("the worker's log does not say why it exited:\n%s", w.Output())
 	}
 }
 
@@ -236,10 +213,10 @@ func TestKilledWorkersCallComesBackWithinLivenessWindow(t *testing.T) {
 	natstest.Eventually(t, time.Minute, "the victim to hold the call", func() bool {
 		return natstest.CallConsumerInfo(t, j, "sleep").NumAckPending == 1
 	})
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := victim.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-victim.exited
+	<-victim.Done()
 	killed := time.Now()
 	startWorker(t, bin, srv.ClientURL(), "survivor", nil)
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,17 +24,6 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
-
-// freeAddr returns a loopback address with a port free at the time.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
@@ -87,11 +75,11 @@ func TestWorkerObservability(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	metricsAddr := freeAddr(t)
+	metricsAddr := natstest.FreeAddr(t)
 	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--tools", catalog, "--builtin-tools=false",
 		"--log-format", "json", "--metrics", metricsAddr, "--id", "obs-worker")
 	cmd.Env = append(os.Environ(), "TP_TEST_TOKEN="+secret)
-	var logs syncBuffer
+	var logs natstest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,16 +1,12 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +14,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
@@ -29,16 +26,16 @@ const (
 	opsPassword    = "ops-secret"
 )
 
-// node is one nats-server process of a cluster.
+// node is one nats-server process of a cluster; a restart is a new
+// process with the same configuration and store.
 type node struct {
 	name    string
 	client  string // host:port
 	env     []string
 	storage string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	out *lockedBuffer
+	mu   sync.Mutex
+	proc *proctest.Proc // nil while killed
 }
 
 // cluster is three nats-server processes started from
@@ -79,16 +76,6 @@ func startCluster(t *testing.T, syncInterval string) *cluster {
 		}, routes...)
 		c.nodes = append(c.nodes, n)
 	}
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.kill()
-		}
-		if t.Failed() {
-			for _, n := range c.nodes {
-				t.Logf("--- %s log (tail)\n%s", n.name, tail(n.out.String(), 3000))
-			}
-		}
-	})
 	for _, n := range c.nodes {
 		n.start(t)
 	}
@@ -106,50 +93,29 @@ func startCluster(t *testing.T, syncInterval string) *cluster {
 	return c
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// start runs the node's nats-server and waits until it accepts connections.
+// start runs the node's nats-server and waits until it accepts
+// connections. The test's cleanup kills it and, when the test failed,
+// logs the end of its output.
 func (n *node) start(t *testing.T) {
 	t.Helper()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.out == nil {
-		n.out = &lockedBuffer{}
-	}
-	cmd := exec.Command(natsServerBin, "-c", filepath.Join(configDir, "cluster.conf"))
-	cmd.Dir = configDir
-	cmd.Env = n.env
-	cmd.Stdout = n.out
-	cmd.Stderr = n.out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", n.name, err)
-	}
-	n.cmd = cmd
-	natstest.Eventually(t, 30*time.Second, n.name+" to accept connections", func() bool {
-		conn, err := net.DialTimeout("tcp", n.client, time.Second)
-		if err != nil {
-			return false
-		}
-		conn.Close()
-		return true
-	})
+	n.proc = proctest.Command{
+		Name: n.name, Path: natsServerBin, Args: []string{"-c", filepath.Join(configDir, "cluster.conf")},
+		Env: n.env, Dir: configDir, LogTail: 3000,
+	}.Start(t)
+	n.proc.WaitListening(n.client, 30*time.Second)
 }
 
 // kill sends SIGKILL to the node's process and reaps it.
 func (n *node) kill() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == nil {
+	if n.proc == nil {
 		return
 	}
-	_ = n.cmd.Process.Signal(syscall.SIGKILL)
-	_ = n.cmd.Wait()
-	n.cmd = nil
+	n.proc.Kill()
+	n.proc = nil
 }
 
 // urls is the comma-separated client URLs of every node.
@@ -177,59 +143,12 @@ func (c *cluster) connect(t *testing.T, user, password string) *nats.Conn {
 	return nc
 }
 
-// workerProc is a cmd/worker process.
-type workerProc struct {
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-	err  error
-}
-
 // startWorkerProc runs cmd/worker against the cluster as user with args,
 // killed when the test ends.
-func startWorkerProc(t *testing.T, c *cluster, user, password string, args ...string) *workerProc {
+func startWorkerProc(t *testing.T, c *cluster, user, password string, args ...string) *proctest.Proc {
 	t.Helper()
-	cmd := exec.Command(workerBin, args...)
-	cmd.Env = append(os.Environ(), "NATS_URL="+c.urls(), "NATS_USER="+user, "NATS_PASSWORD="+password)
-	p := &workerProc{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout = p.out
-	cmd.Stderr = p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("--- worker %d output (tail)\n%s", cmd.Process.Pid, tail(p.out.String(), 12000))
-		}
-	})
-	return p
-}
-
-// kill sends SIGKILL and waits for the process to end.
-func (p *workerProc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return proctest.Command{
+		Name: "worker as " + user, Path: workerBin, Args: args, LogTail: 12000,
+		Env: append(os.Environ(), "NATS_URL="+c.urls(), "NATS_USER="+user, "NATS_PASSWORD="+password),
+	}.Start(t)
 }

@@ -411,8 +411,8 @@ func TestWorkerProcessKilledUnderLoad(t *testing.T) {
 	p.warmUpWorkers(t, "echo", `{"text":"warm"}`, "victim", "survivor")
 	rep := p.runLoad(t, "worker", "echo", `{"text":"hello"}`,
 		func() {
-			victim.kill()
-			t.Logf("killed worker process %d", victim.cmd.Process.Pid)
+			victim.Kill()
+			t.Logf("killed worker process %d", victim.PID())
 		},
 		func() {})
 	rep.log(t, "the second third after the kill")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -96,7 +97,7 @@ func TestPermissions(t *testing.T) {
 			return false
 		})
 		if subject == "" {
-			t.Fatalf("the worker announced no liveness subject (refused?):\n%s", w.out.String())
+			t.Fatalf("the worker announced no liveness subject (refused?):\n%s", w.Output())
 		}
 		for _, u := range []struct{ user, password string }{{"orchestrator", orchPassword}, {"ops", opsPassword}} {
 			violations := make(chan error, 4)
@@ -123,7 +124,7 @@ func TestPermissions(t *testing.T) {
 			}
 			nc.Close()
 		}
-		w.kill()
+		w.Kill()
 		natstest.Eventually(t, 60*time.Second, "the killed worker's liveness subject without subscriber", func() bool {
 			_, err := p.j.Conn().Request(subject, nil, 500*time.Millisecond)
 			return errors.Is(err, nats.ErrNoResponders)
@@ -198,18 +199,18 @@ func TestPermissions(t *testing.T) {
 		// The ops user may read consumers of TOOL_CALLS but not create them.
 		w := startWorkerProc(t, c, "ops", opsPassword, "--demo-tools")
 		select {
-		case <-w.done:
+		case <-w.Done():
 		case <-time.After(90 * time.Second):
-			t.Fatalf("a worker with the ops user's permissions still runs:\n%s", w.out.String())
+			t.Fatalf("a worker with the ops user's permissions still runs:\n%s", w.Output())
 		}
-		out := w.out.String()
-		if w.err == nil {
+		out := w.Output()
+		if w.Err() == nil {
 			t.Errorf("worker exited 0; want a failure:\n%s", out)
 		}
 		if !strings.Contains(out, "worker: the NATS user may not use a subject the worker needs") ||
 			!strings.Contains(out, `Publish to "$JS.API.CONSUMER.CREATE.TOOL_CALLS.tool_`) {
 			t.Errorf("worker output does not name the refused subject:\n%s", out)
 		}
-		t.Logf("worker output:\n%s", tail(out, 1500))
+		t.Logf("worker output:\n%s", proctest.Tail(out, 1500))
 	})
 }

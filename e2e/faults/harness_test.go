@@ -1,16 +1,12 @@
 package faults_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,140 +15,54 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
-	"github.com/toolpool/toolpool/jetstream"
-
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/proctest"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // waitLong bounds every wait for something that should happen: generous,
 // because the machine is shared.
 const waitLong = 60 * time.Second
 
-// proc is one program of the pool, started possibly several times (a
-// restart is a new incarnation with the same command line). Every
-// incarnation's output is kept; the test's cleanup kills the running one
-// and, when the test failed, logs the tail of each.
-type proc struct {
+// program is one program of the pool, run possibly several times: a
+// restart runs the same command again (arguments, environment and working
+// directory). Each run is a proctest.Proc named with its number, killed
+// when the test ends and its output's tail logged when the test failed.
+// Its methods are called from the test's goroutine.
+type program struct {
 	t    *testing.T
-	name string
-	bin  string
-	args []string
-	env  []string
-	dir  string
-
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  chan struct{}
-	outs  []*lockedBuffer
-	exits []string
+	cmd  proctest.Command
+	runs int
+	proc *proctest.Proc // the current run; nil once stopped by signal
 }
 
-// newProc prepares a program; start runs it.
-func newProc(t *testing.T, name, bin string, env []string, args ...string) *proc {
-	p := &proc{t: t, name: name, bin: bin, args: args, env: env, dir: t.TempDir()}
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			for i, out := range p.outs {
-				exit := "running at the end"
-				if i < len(p.exits) {
-					exit = p.exits[i]
-				}
-				t.Logf("--- %s, run %d (%s): output (tail)\n%s", p.name, i+1, exit, tail(out.String(), 6000))
-			}
-		}
-	})
-	return p
+// newProgram prepares a program; start runs it.
+func newProgram(t *testing.T, name, bin string, env []string, args ...string) *program {
+	return &program{t: t, cmd: proctest.Command{Name: name, Path: bin, Args: args, Env: env, Dir: t.TempDir(), LogTail: 6000}}
 }
 
-// start runs a new incarnation; the previous one must have ended.
-func (p *proc) start() {
+// start runs the program again; the previous run must have been stopped.
+func (p *program) start() {
 	p.t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		p.t.Fatalf("%s started while running", p.name)
+	if p.proc != nil {
+		p.t.Fatalf("%s started while running", p.cmd.Name)
 	}
-	out := &lockedBuffer{}
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Dir = p.dir
-	cmd.Env = p.env
-	cmd.Stdout = out
-	cmd.Stderr = out
-	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("start %s: %v", p.name, err)
-	}
-	done := make(chan struct{})
-	n := len(p.outs)
-	p.outs = append(p.outs, out)
-	go func() {
-		err := cmd.Wait()
-		p.mu.Lock()
-		for len(p.exits) < n {
-			p.exits = append(p.exits, "?")
-		}
-		exit := "exited 0"
-		if err != nil {
-			exit = err.Error()
-		}
-		p.exits = append(p.exits, exit)
-		p.mu.Unlock()
-		close(done)
-	}()
-	p.cmd, p.done = cmd, done
+	p.runs++
+	run := p.cmd
+	run.Name = fmt.Sprintf("%s, run %d", p.cmd.Name, p.runs)
+	p.proc = run.Start(p.t)
 }
 
-// signal sends sig to the running incarnation and waits up to d for it to
-// end; it fails the test if it does not.
-func (p *proc) signal(sig syscall.Signal, d time.Duration) {
+// signal sends sig to the current run and waits up to d for it to end;
+// it fails the test if it does not.
+func (p *program) signal(sig syscall.Signal, d time.Duration) {
 	p.t.Helper()
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		p.t.Fatalf("%s: not running", p.name)
+	if p.proc == nil {
+		p.t.Fatalf("%s: not running", p.cmd.Name)
 	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-done:
-	case <-time.After(d):
-		_ = cmd.Process.Kill()
-		<-done
-		p.t.Fatalf("%s did not exit within %v of %v", p.name, d, sig)
-	}
-	p.mu.Lock()
-	p.cmd, p.done = nil, nil
-	p.mu.Unlock()
-}
-
-// kill ends the running incarnation, if any, with SIGKILL.
-func (p *proc) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.cmd, p.done = nil, nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
-}
-
-// exited reports whether the last incarnation ended by itself, and how.
-func (p *proc) exited() (bool, string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil {
-		return false, ""
-	}
-	select {
-	case <-p.done:
-		return true, p.exits[len(p.exits)-1]
-	default:
-		return false, ""
-	}
+	_ = p.proc.Signal(sig)
+	p.proc.Wait(d)
+	p.proc = nil
 }
 
 // pool is the whole system as processes: one nats-server, one
@@ -163,9 +73,9 @@ type pool struct {
 	natsURL  string
 	apiURL   string // the orchestrator's HTTP API, the same across restarts
 	execLog  string // the tool's one line per execution
-	nats     *proc
-	orch     *proc
-	workers  []*proc
+	nats     *program
+	orch     *program
+	workers  []*program
 }
 
 // The catalog's tools: tally is idempotent, tallyOnce the same command
@@ -229,12 +139,12 @@ func startPool(t *testing.T, workers int) *pool {
 	}
 	p.natsURL = "nats://" + p.natsAddr
 	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	p.nats = newProc(t, "nats-server", natsServerBin, base,
+	p.nats = newProgram(t, "nats-server", natsServerBin, base,
 		"--jetstream", "--store_dir", filepath.Join(dir, "jetstream"), "--addr", "127.0.0.1",
 		"--port", fmt.Sprint(ports[0]), "--server_name", "faults")
 	p.startNATS()
 
-	p.orch = newProc(t, "orchestrator", orchestratorBin, base,
+	p.orch = newProgram(t, "orchestrator", orchestratorBin, base,
 		"serve", "--nats-url", p.natsURL, "--workers", "0", "--http", strings.TrimPrefix(p.apiURL, "http://"))
 	p.startOrchestrator()
 
@@ -244,7 +154,7 @@ func startPool(t *testing.T, workers int) *pool {
 	}
 	for i := range workers {
 		id := fmt.Sprintf("w%d", i+1)
-		w := newProc(t, "worker "+id, workerBin,
+		w := newProgram(t, "worker "+id, workerBin,
 			append(base, "TALLY_LOG="+p.execLog, "TALLY_WORKER="+id),
 			"--nats-url", p.natsURL, "--tools", cat, "--builtin-tools=none", "--id", id, "--concurrency", "32")
 		w.start()
@@ -261,7 +171,7 @@ func startPool(t *testing.T, workers int) *pool {
 func (p *pool) startNATS() {
 	p.t.Helper()
 	p.nats.start()
-	p.eventually("JetStream to answer on "+p.natsAddr, func() bool {
+	p.nats.proc.Eventually(waitLong, "JetStream to answer on "+p.natsAddr, func() bool {
 		nc, err := nats.Connect(p.natsURL, nats.Timeout(time.Second), nats.NoReconnect())
 		if err != nil {
 			return false
@@ -283,19 +193,7 @@ func (p *pool) startNATS() {
 func (p *pool) startOrchestrator() {
 	p.t.Helper()
 	p.orch.start()
-	client := &http.Client{Timeout: 2 * time.Second}
-	p.eventually("the orchestrator to be ready", func() bool {
-		if done, how := p.orch.exited(); done {
-			p.t.Fatalf("the orchestrator exited during its start: %s", how)
-		}
-		resp, err := client.Get(p.apiURL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	client.CloseIdleConnections()
+	p.orch.proc.WaitHTTP(p.apiURL+"/readyz", waitLong)
 }
 
 // waitAnnounced waits until worker id has announced both tools.
@@ -392,16 +290,10 @@ func (p *pool) callsQueued() int {
 	return n
 }
 
-// eventually polls cond every 50ms until it holds or waitLong passes.
+// eventually polls cond until it holds, failing the test after waitLong.
 func (p *pool) eventually(what string, cond func() bool) {
 	p.t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("timed out after %v waiting for %s", waitLong, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	natstest.Eventually(p.t, waitLong, what, cond)
 }
 
 // executions reads the tool's log: per marker, the workers that ran it,
@@ -426,29 +318,4 @@ func (p *pool) executions() (perMarker map[string][]string, perWorker map[string
 		perWorker[worker]++
 	}
 	return perMarker, perWorker
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process's output and the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

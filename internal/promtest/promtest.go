@@ -4,6 +4,7 @@
 // expression uses.
 //
 //	fams := promtest.Parse(t, promtest.Scrape(t, srv.URL+"/metrics"))
+//	fams = promtest.Gather(t, orch.Metrics()) // a registry in this process
 //	if got := fams.Value("toolpool_worker_attempts_total", "tool", "echo"); got != 1 { … }
 //	promtest.CheckMetrics(t, text) // promtool check metrics
 //
@@ -63,6 +64,26 @@ func Parse(t testing.TB, text []byte) Families {
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
 		t.Fatalf("promtest: parse scrape: %v\n%s", err, text)
+	}
+	return fams
+}
+
+// Gatherer is what Gather reads: a Prometheus registry in the test's
+// process, such as toolpool.Orchestrator.Metrics().
+type Gatherer interface {
+	Gather() ([]*dto.MetricFamily, error)
+}
+
+// Gather returns what g holds now, as Parse returns a scrape.
+func Gather(t testing.TB, g Gatherer) Families {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("promtest: gather: %v", err)
+	}
+	fams := make(Families, len(mfs))
+	for _, mf := range mfs {
+		fams[mf.GetName()] = mf
 	}
 	return fams
 }

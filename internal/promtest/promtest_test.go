@@ -3,6 +3,8 @@ package promtest
 import (
 	"slices"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestMetricNames(t *testing.T) {
@@ -68,5 +70,21 @@ h_seconds_count{tool="a"} 4
 	}
 	if got := f.LabelValues("c_total", "tool"); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("LabelValues = %v", got)
+	}
+}
+
+func TestGather(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c_total", Help: "A counter."}, []string{"tool"})
+	reg.MustRegister(c)
+	c.WithLabelValues("a").Add(2)
+	c.WithLabelValues("b").Inc()
+	f := Gather(t, reg)
+	if got := f.Value("c_total", "tool", "a"); got != 2 {
+		t.Errorf("c_total{tool=a} = %v, want 2", got)
+	}
+	if got := f.Value("c_total"); got != 3 {
+		t.Errorf("c_total = %v, want 3", got)
 	}
 }

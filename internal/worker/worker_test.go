@@ -249,20 +249,21 @@ func (r *recorder) all() []worker.Event {
 	return slices.Clone(r.events)
 }
 
-// waitEvents waits until r holds at least n events.
+// waitEvents waits until r holds at least n events; a timeout logs those
+// it holds.
 func (r *recorder) waitEvents(t *testing.T, n int) []worker.Event {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for {
-		evs := r.all()
-		if len(evs) >= n {
-			return evs
+	var evs []worker.Event
+	defer func() {
+		if len(evs) < n {
+			t.Logf("%d events, want %d: %+v", len(evs), n, evs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d events after %v, want %d: %+v", len(evs), waitLong, n, evs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}()
+	natstest.Eventually(t, waitLong, fmt.Sprintf("%d events", n), func() bool {
+		evs = r.all()
+		return len(evs) >= n
+	})
+	return evs
 }
 
 // fixedRand is a classify.Rand that always returns its value.

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,28 +22,10 @@ import (
 
 const aliceToken = "alice-operator-token-0123456789"
 
-// syncBuffer is a log sink for the audit lines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type bundle struct {
 	srv *httptest.Server
 	js  js.JetStream
-	log *syncBuffer
+	log *natstest.LockedBuffer
 }
 
 // setup serves a console with operator alice on a real embedded server,
@@ -62,7 +42,7 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &natstest.LockedBuffer{}
 	c, err := console.New(console.Config{Conn: nc, JetStream: j, Tokens: tokens, Loopback: true,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

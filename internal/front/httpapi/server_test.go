@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -235,7 +236,7 @@ func TestRequestAndConnectionBounds(t *testing.T) {
 		idle = append(idle, c)
 	}
 	// The next one is closed at once, before any request is read.
-	natstestEventually(t, "a connection past MaxConns closed at once", func() bool {
+	natstest.Eventually(t, 30*time.Second, "a connection past MaxConns closed at once", func() bool {
 		c, err := net.Dial("tcp", b.addr)
 		if err != nil {
 			return false
@@ -254,7 +255,7 @@ func TestRequestAndConnectionBounds(t *testing.T) {
 			t.Errorf("a blocked request ended %d", s)
 		}
 	}
-	natstestEventually(t, "connections accepted again", func() bool {
+	natstest.Eventually(t, 30*time.Second, "connections accepted again", func() bool {
 		status, _, _ := b.get(t, "/healthz")
 		return status == 200
 	})
@@ -263,17 +264,6 @@ func TestRequestAndConnectionBounds(t *testing.T) {
 func isReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op)
-}
-
-func natstestEventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // Shutdown drains: readiness fails at once, new requests get 503 with
@@ -300,7 +290,7 @@ func TestShutdownDrains(t *testing.T) {
 		defer cancel()
 		shut <- b.srv.Stop(ctx)
 	}()
-	natstestEventually(t, "/readyz failing", func() bool {
+	natstest.Eventually(t, 30*time.Second, "/readyz failing", func() bool {
 		status, _, _ := b.get(t, "/readyz")
 		return status == 503
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -192,51 +194,48 @@ type runResult struct {
 // waitPids waits for the helper to write its pid and its grandchild's.
 func waitPids(t *testing.T, pidFile string, done <-chan runResult) []int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		data, err := os.ReadFile(pidFile)
-		if err == nil {
-			var pids []int
-			for _, f := range strings.Fields(string(data)) {
-				pid, _ := strconv.Atoi(f)
-				pids = append(pids, pid)
-			}
-			if len(pids) == 2 {
-				return pids
-			}
-		}
+	var pids []int
+	natstest.Eventually(t, 30*time.Second, "the helper to write its pids", func() bool {
 		select {
 		case r := <-done:
 			t.Fatalf("the command ended before it started its grandchild: %v", r.err)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the helper never wrote its pids")
+		data, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
 		}
-	}
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(data)) {
+			pid, _ := strconv.Atoi(f)
+			pids = append(pids, pid)
+		}
+		return len(pids) == 2
+	})
+	return pids
 }
 
 // waitGone waits until pid no longer runs (gone, or a zombie waiting for its
 // parent: it runs no code).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := syscall.Kill(pid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return
+	gone := func() bool {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
 		}
-		if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				return
-			}
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d survived the call's timeout", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+		i := strings.LastIndexByte(string(stat), ')')
+		return i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z")
 	}
+	defer func() {
+		if !gone() { // it survived the call's timeout: do not leave it behind
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	natstest.Eventually(t, 30*time.Second, fmt.Sprintf("process %d to end with the call's timeout", pid), gone)
 }
 
 // TestExecTimeoutThroughThePool: through the worker, a command that runs

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -247,9 +248,8 @@ func TestWebhookSecretNeverLeaks(t *testing.T) {
 	closedURL := closed.URL
 	closed.Close()
 
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logs natstest.LockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ts := loadTools(t, Options{LookupEnv: webhookEnv},
 		webhookEntry("echo_ok", ok.URL, ""),
 		webhookEntry("echo_fail", failing.URL, "    retry: {max_attempts: 2, base_delay: 10ms, max_delay: 20ms}\n"),
@@ -292,25 +292,13 @@ func TestWebhookSecretNeverLeaks(t *testing.T) {
 			t.Errorf("%s: not an error: %s", name, data)
 		}
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
-	if logs.Len() == 0 {
+	got := logs.String()
+	if got == "" {
 		t.Error("no logs captured")
 	}
-	if bytes.Contains(logs.Bytes(), []byte(secret)) {
-		t.Errorf("the logs hold the secret:\n%s", logs.String())
+	if strings.Contains(got, secret) {
+		t.Errorf("the logs hold the secret:\n%s", got)
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func TestWebhookOutputCap(t *testing.T) {

@@ -104,11 +104,5 @@ func TestWorkerFollowsItsServers(t *testing.T) {
 // bound.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: did not happen", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	natstest.Eventually(t, 30*time.Second, what, cond)
 }

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -13,6 +12,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -61,8 +61,9 @@ const (
 // tool's queue holds more work than the turn has time left for. The
 // error is a *SaturatedError; it matches ErrUnavailable too, so callers
 // that retry an unavailable pool retry a saturated one. Nothing of the
-// turn was published.
-var ErrSaturated = errors.New("tool pool saturated")
+// turn was published. It is pooltype.ErrSaturated, which the HTTP
+// client's errors match too.
+var ErrSaturated = pooltype.ErrSaturated
 
 // SaturatedError says why a turn was refused and when to try again.
 type SaturatedError struct {

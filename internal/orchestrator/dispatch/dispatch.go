@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolpool/toolpool/internal/pooltype"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/pooltype"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -31,7 +32,8 @@ const DefaultTimeoutDefault = 60 * time.Second
 // take the calls: JetStream did not store them (no responders, timeout,
 // connection closed) within Config.PublishRetryFor or refused them, or the
 // dispatcher is stopped or not started. An HTTP layer answers them with 503.
-var ErrUnavailable = errors.New("tool pool unavailable")
+// It is pooltype.ErrUnavailable, which the HTTP client's errors match too.
+var ErrUnavailable = pooltype.ErrUnavailable
 
 // ErrStopped is wrapped, together with ErrUnavailable, by the errors of
 // Dispatch calls that Stop ended or that came after it.

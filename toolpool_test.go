@@ -112,7 +112,7 @@ func TestConfigsNameTheBadField(t *testing.T) {
 			return err
 		}, "ServerConfig.Workers"},
 		{"server with bad worker config", func() error {
-			_, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, Worker: worker.Config{Concurrency: -1}})
+			_, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, Concurrency: -1})
 			return err
 		}, "Concurrency"},
 		{"orchestrator without Conn", func() error { _, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{}); return err }, "OrchestratorConfig.Conn"},

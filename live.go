@@ -17,16 +17,23 @@ import (
 // definition in the Anthropic tools format and the workers serving it.
 type LiveTool struct {
 	tools.Definition
+	// Workers are the live workers serving the tool.
 	Workers []LiveWorker `json:"workers"`
 }
 
 // LiveWorker is one live worker serving a tool, as it announces itself.
 type LiveWorker struct {
-	WorkerID    string    `json:"worker_id"`
-	Timeout     string    `json:"timeout"`
-	MaxAttempts int       `json:"max_attempts"`
-	Concurrency int       `json:"concurrency,omitempty"`
-	StartedAt   time.Time `json:"started_at"`
+	// WorkerID is the worker's id (ServerConfig.WorkerID).
+	WorkerID string `json:"worker_id"`
+	// Timeout is the tool's timeout on this worker, as a duration.
+	Timeout string `json:"timeout"`
+	// MaxAttempts is the tool's attempts on this worker.
+	MaxAttempts int `json:"max_attempts"`
+	// Concurrency is the tool's fleet-wide cap of calls at once, when it
+	// has one.
+	Concurrency int `json:"concurrency,omitempty"`
+	// StartedAt is when the worker started announcing.
+	StartedAt time.Time `json:"started_at"`
 }
 
 // LiveTools reads the live tools of the pool nc is connected to, sorted by

@@ -15,7 +15,9 @@ import (
 // worker host's (host.LoadCatalog), the one toolpool.LoadCatalog loads
 // too.
 type CatalogFlags struct {
-	Path         string
+	// Path is --tools: the catalog file; empty for none.
+	Path string
+	// DiscoveryTTL is --discovery-ttl.
 	DiscoveryTTL time.Duration
 	// Replicas of the discovery bucket when it is created (not a flag: the
 	// command sets it from its own --replicas). Default 1.

@@ -138,9 +138,13 @@ func New(baseURL string, opts ...Option) (*Pool, error) {
 // ErrUnavailable when the status is 503 or 429, and ErrSaturated when it
 // is 429 (Type "saturated"; Message is what the model would read).
 type APIError struct {
+	// StatusCode is the answer's HTTP status.
 	StatusCode int
-	Type       string // "invalid_request", "unauthorized", … (docs/http-api.md)
-	Message    string
+	// Type says what kind of error: "invalid_request", "unauthorized", …
+	// (docs/http-api.md), "saturated" for a 429.
+	Type string
+	// Message says what to change (for a 429, what the model would read).
+	Message string
 	// RetryAfter is the Retry-After of a 503 or 429; zero when absent.
 	RetryAfter time.Duration
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
@@ -43,7 +42,7 @@ type pool struct {
 
 // startPool starts an embedded server, a worker announcing the demo tools,
 // an orchestrator on the live catalog and its HTTP server on loopback.
-func startPool(t *testing.T, mod func(*toolpool.OrchestratorConfig)) *pool {
+func startPool(t *testing.T, mod func(*pooltest.OrchestratorConfig)) *pool {
 	t.Helper()
 	srv, nc, _ := natstest.StartProvisioned(t)
 	reg := tools.NewRegistry()

@@ -218,7 +218,7 @@ func (f *serveFlags) connect(ctx context.Context, sd *cli.Shutdown, log *slog.Lo
 		if err != nil {
 			return nil, "", err
 		}
-		sd.Defer("embedded server", 0, emb.Stop, "")
+		sd.Defer("embedded server", cli.NoDrain, emb.Stop, "")
 		url = emb.URL()
 		log.Info("embedded JetStream server started", "url", url, "data_dir", f.dataDir)
 	}

@@ -146,7 +146,7 @@ func serve(ctx context.Context, f *workerFlags, cat *host.Catalog, nc *nats.Conn
 			nc.Close()
 			return cli.Usagef("--metrics: %v", err)
 		}
-		sd.Defer("metrics", 0, func(context.Context) error { stopHTTP(); return nil }, "")
+		sd.Defer("metrics", cli.NoDrain, func(context.Context) error { stopHTTP(); return nil }, "")
 	}
 	sd.Conn(nc)
 	sd.Defer("workers", f.cfg.Worker.DrainTimeout, h.Stop, "drain timeout passed; unfinished calls were handed back to other workers")

@@ -56,10 +56,14 @@ type step struct {
 	warn  string
 }
 
+// NoDrain is the drain of a component that has nothing to drain, or
+// bounds its stop itself: its stop gets a ctx without a deadline.
+const NoDrain time.Duration = -1
+
 // Defer adds a component's stop: Stop (and Wait) calls it before those
-// deferred earlier, with a ctx that ends after drain (none when drain is
-// 0: the component bounds its own stop). A stop that returns an error is
-// logged with warn, when given.
+// deferred earlier, with a ctx that ends after drain (at once for 0; none
+// for NoDrain). A stop that returns an error is logged with warn, when
+// given.
 func (s *Shutdown) Defer(name string, drain time.Duration, stop func(context.Context) error, warn string) {
 	s.steps = append(s.steps, step{name: name, drain: drain, stop: stop, warn: warn})
 }
@@ -69,7 +73,7 @@ func (s *Shutdown) Defer(name string, drain time.Duration, stop func(context.Con
 // to, and before the components that publish on it.
 func (s *Shutdown) Conn(nc *nats.Conn) {
 	s.conn = nc
-	s.Defer("nats", 0, func(context.Context) error { return DrainConn(nc, ConnDrainTimeout) }, "closing the NATS connection")
+	s.Defer("nats", NoDrain, func(context.Context) error { return DrainConn(nc, ConnDrainTimeout) }, "closing the NATS connection")
 }
 
 // Wait runs until ctx ends (a signal), run returns (when run is not nil),
@@ -114,7 +118,7 @@ func (s *Shutdown) Stop() {
 		st := s.steps[len(s.steps)-1]
 		s.steps = s.steps[:len(s.steps)-1]
 		ctx, cancel := context.Background(), context.CancelFunc(func() {})
-		if st.drain > 0 {
+		if st.drain >= 0 {
 			ctx, cancel = context.WithTimeout(ctx, st.drain)
 		}
 		err := st.stop(ctx)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/toolpool/toolpool/internal/infra/health"
@@ -21,9 +22,6 @@ import (
 // WorkspaceDefault is CatalogConfig.Builtin.Workspace: the root directory
 // of the file tools, relative to the working directory.
 const WorkspaceDefault = "workspace"
-
-// BuiltinNames are the built-in tools a CatalogConfig may select.
-var BuiltinNames = []string{"read_file", "write_file", "list_dir", "http_request", "search_web"}
 
 // CatalogConfig says which tools a Catalog holds: the demo tools, those of
 // a catalog file and the built-in tools selected.
@@ -39,7 +37,8 @@ type CatalogConfig struct {
 	// AllBuiltins selects every built-in tool (search_web only with
 	// Builtin.SearchURL).
 	AllBuiltins bool
-	// Builtins selects built-in tools by name (BuiltinNames). A builtin
+	// Builtins selects built-in tools by name (read_file, write_file,
+	// list_dir, http_request, search_web). A builtin
 	// entry of the file is served whatever is selected, with the file's
 	// settings laid over the built-in tool.
 	Builtins []string
@@ -104,7 +103,10 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 	for _, name := range cfg.Builtins {
 		if _, ok := c.builtins[name]; !ok {
 			_ = c.Close()
-			return nil, fmt.Errorf("the built-in tool %s is not available (search_web needs a search service URL)", name)
+			if name == "search_web" {
+				return nil, errors.New("the built-in tool search_web needs the URL of a search service")
+			}
+			return nil, fmt.Errorf("there is no built-in tool %s (built-in tools: %s)", name, strings.Join(slices.Sorted(maps.Keys(c.builtins)), ", "))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.builtins)) {

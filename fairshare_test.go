@@ -16,14 +16,9 @@ import (
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
-	"github.com/toolpool/toolpool/internal/front/apikey"
-	"github.com/toolpool/toolpool/internal/front/console"
-	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/promtest"
-	"github.com/toolpool/toolpool/internal/worker"
 )
 
 // startWorkers starts a Server of p's registry with workers workers of
@@ -31,7 +26,7 @@ import (
 func (p *pool) startWorkers(t *testing.T, workers, concurrency int) {
 	t.Helper()
 	srv, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, Workers: workers,
-		Worker: worker.Config{Concurrency: concurrency}, Logger: natstest.Logger(t)})
+		Concurrency: concurrency, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +67,12 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	p.startWorkers(t, 1, 2)
-	keys, err := apikey.Parse(nil, []byte(`[{tenant: team-a, key: a-0123456789abcdef, weight: 2}]`), "keys")
+	keys, err := toolpool.ParseAPIKeys([]byte(`[{tenant: team-a, key: a-0123456789abcdef, weight: 2}]`), "keys")
 	if err != nil {
 		t.Fatal(err)
 	}
-	orch, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, API: httpapi.Config{Keys: keys},
-		Dispatch: dispatch.Config{Instance: "orch-e2e"}, Logger: natstest.Logger(t)})
+	orch, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, APIKeys: keys,
+		Instance: "orch-e2e", Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +83,7 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 
 	// One worker of 2 slots: the window is 2 and its margin (at least 4).
 	// Ten calls of team-a: 6 are published, 4 wait at the orchestrator.
-	ctx := dispatch.WithWeight(dispatch.WithTenant(t.Context(), "team-a"), 2)
+	ctx := toolpool.WithWeight(toolpool.WithTenant(t.Context(), "team-a"), 2)
 	calls := make([]toolpool.ToolUse, 10)
 	for i := range calls {
 		calls[i] = toolpool.ToolUse{ID: "call-" + strconv.Itoa(i), Name: "hold", Input: json.RawMessage(`{}`)}
@@ -116,8 +111,8 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 
 	// Another orchestrator's console shows the fleet's held calls, though
 	// its own scheduler holds none: it sums every orchestrator's snapshot.
-	other, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, Console: &console.Config{Loopback: true},
-		Dispatch: dispatch.Config{Instance: "orch-console"}, NoPoisonWatcher: true, Logger: natstest.Logger(t)})
+	other, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, Console: true, ConsoleLoopback: true,
+		Instance: "orch-console", NoPoisonWatcher: true, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

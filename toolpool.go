@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -29,6 +30,9 @@ type (
 	Output = tools.Output
 	// Registry holds the tools a Server serves (tools.Registry).
 	Registry = tools.Registry
+	// ToolDefinition is a tool as a model sees it, in the Anthropic tools
+	// format: name, description, input schema (tools.Definition).
+	ToolDefinition = tools.Definition
 	// ToolUse is one tool call a model asked for: an Anthropic tool_use
 	// block (envelope.ToolUseBlock).
 	ToolUse = envelope.ToolUseBlock
@@ -55,6 +59,22 @@ func Permanent(err error) error { return classify.Permanent(err) }
 // 429 or 503 Retry-After): the next attempt waits at least d.
 func RetryAfter(err error, d time.Duration) error { return classify.RetryAfter(err, d) }
 
+// ErrUnavailable is matched (errors.Is) by the errors of turns the pool
+// could not take: JetStream did not store the calls in time, or the
+// Orchestrator is stopped. pkg/client's errors match it too.
+var ErrUnavailable = pooltype.ErrUnavailable
+
+// ErrSaturated is matched (errors.Is) by the error of a turn the pool
+// refused because it is saturated (OrchestratorConfig.MaxCallsInFlight,
+// MaxQueueDepth): nothing of it ran. Such errors match ErrUnavailable too.
+var ErrSaturated = pooltype.ErrSaturated
+
+// ErrConnClosed is the cause a process gives when its NATS connection
+// closed for good (a protocol error, refused credentials: reconnects
+// never give up otherwise). A process in that state is a zombie; the
+// binaries exit non-zero so that a supervisor starts a fresh one.
+var ErrConnClosed = pooltype.ErrConnClosed
+
 // StreamsConfig configures the streams Provision makes: replicas (1 on one
 // server, 3 on a cluster), storage, message size and limits (see
 // jetstream.Config; zero fields take its defaults).
@@ -72,4 +92,12 @@ func Provision(ctx context.Context, nc *nats.Conn, cfg StreamsConfig) error {
 	ctx, cancel := startContext(ctx)
 	defer cancel()
 	return jetstream.Provision(ctx, j, cfg)
+}
+
+// startContext bounds ctx by StartTimeoutDefault when it has no deadline.
+func startContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, StartTimeoutDefault)
 }

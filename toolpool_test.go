@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -112,7 +115,7 @@ func TestConfigsNameTheBadField(t *testing.T) {
 			return err
 		}, "ServerConfig.Workers"},
 		{"server with bad worker config", func() error {
-			_, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, Worker: worker.Config{Concurrency: -1}})
+			_, err := toolpool.NewServer(toolpool.ServerConfig{Conn: p.nc, Registry: p.reg, Concurrency: -1})
 			return err
 		}, "Concurrency"},
 		{"orchestrator without Conn", func() error { _, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{}); return err }, "OrchestratorConfig.Conn"},
@@ -120,6 +123,42 @@ func TestConfigsNameTheBadField(t *testing.T) {
 			_, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, Replicas: 7})
 			return err
 		}, "OrchestratorConfig.Replicas"},
+		{"orchestrator with a dotted instance", func() error {
+			_, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, Instance: "orch.1"})
+			return err
+		}, "OrchestratorConfig.Instance"},
+		{"orchestrator with a short API key", func() error {
+			_, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, APIKeys: []toolpool.APIKey{{Tenant: "t", Key: "short"}}})
+			return err
+		}, "OrchestratorConfig.APIKeys: keys[0].key"},
+		{"orchestrator with an open console off loopback", func() error {
+			_, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, Console: true})
+			return err
+		}, "OrchestratorConfig.ConsoleTokens"},
+		{"orchestrator with a short operator token", func() error {
+			_, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, Console: true, ConsoleTokens: map[string]string{"alice": "short"}})
+			return err
+		}, `operator "alice"`},
+		{"HTTP server with a bad origin", func() error {
+			return toolpool.HTTPServerConfig{Addr: "127.0.0.1:0", AllowedOrigins: []string{"not an origin"}}.WithDefaults().Validate()
+		}, "HTTPServerConfig.AllowedOrigins"},
+		{"embedded server with a negative MaxPayload", func() error {
+			_, err := toolpool.NewEmbedded(toolpool.EmbeddedConfig{MaxPayload: -1})
+			return err
+		}, "EmbeddedConfig.MaxPayload"},
+		{"a catalog with a bad entry", func() error {
+			file := filepath.Join(t.TempDir(), "tools.yaml")
+			bad := "tools:\n  - name: weather\n    description: d\n    input_schema: {type: object}\n    retry: {max_attempts: 0}\n    backend: exec\n    exec: {command: [cat]}\n"
+			if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := toolpool.LoadCatalog(toolpool.CatalogConfig{File: file})
+			return err
+		}, `tools.yaml:5: tool "weather": retry.max_attempts`},
+		{"API keys with an unknown field", func() error {
+			_, err := toolpool.ParseAPIKeys([]byte(`[{tenant: t, key: a-0123456789abcdef, tool: [echo]}]`), "keys.yaml")
+			return err
+		}, "keys.yaml"},
 	} {
 		if err := tc.err(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v; want one naming %s", tc.name, err, tc.want)
@@ -235,5 +274,47 @@ func TestHandlers(t *testing.T) {
 		if code, body := get(u + "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "worker") {
 			t.Errorf("%s/readyz after the Server stopped = %d %s; want 503 naming the worker", u, code, body)
 		}
+	}
+}
+
+// API keys and operator tokens read from a file and the environment come
+// out as the root's types, as the file says them.
+func TestLoadAPIKeysAndOperatorTokens(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keysFile, tokensFile := filepath.Join(dir, "keys.yaml"), filepath.Join(dir, "ui.yaml")
+	keysYAML := "keys:\n  - {tenant: a, key: a-0123456789abcdef, tools: [echo], weight: 3, priority: low, max_priority: high}\n"
+	hash := strings.Repeat("ab", 32)
+	env := map[string]string{
+		toolpool.EnvAPIKeys:        `[{"tenant": "b", "sha256": "` + hash + `"}]`,
+		toolpool.EnvOperatorTokens: "bob=bob-token-0123456789",
+	}
+	if err := os.WriteFile(keysFile, []byte(keysYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokensFile, []byte("alice: alice-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string { return env[k] }
+	keys, err := toolpool.LoadAPIKeys(keysFile, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []toolpool.APIKey{
+		{Tenant: "a", Key: "a-0123456789abcdef", Tools: []string{"echo"}, Weight: 3, Priority: toolpool.PriorityLow, MaxPriority: toolpool.PriorityHigh},
+		{Tenant: "b", SHA256: hash},
+	}
+	if !reflect.DeepEqual(keys, want) {
+		t.Errorf("LoadAPIKeys = %+v, want %+v", keys, want)
+	}
+	tokens, err := toolpool.LoadOperatorTokens(tokensFile, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"alice": "alice-token-0123456789", "bob": "bob-token-0123456789"}; !reflect.DeepEqual(tokens, want) {
+		t.Errorf("LoadOperatorTokens = %v, want %v", tokens, want)
+	}
+	if keys, err := toolpool.LoadAPIKeys("", func(string) string { return "" }); err != nil || keys != nil {
+		t.Errorf("no keys given: %v, %v; want none", keys, err)
 	}
 }

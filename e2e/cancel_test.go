@@ -15,7 +15,6 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/internal/worker/settle"
@@ -151,7 +150,7 @@ func TestCancelRunningCall(t *testing.T) {
 	s := newWatchedSleep()
 	p := newCancelPool(t, s.tool())
 	rec := newRecordingMetrics()
-	pooltest.StartServer(t, p.srv.ClientURL(), p.reg, func(c *toolpool.ServerConfig) {
+	pooltest.StartServer(t, p.srv.ClientURL(), p.reg, func(c *pooltest.ServerConfig) {
 		c.NoHistory = false // the attempt history, for the cancelled attempt
 		c.Worker.Metrics = rec
 	})

@@ -16,7 +16,6 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
@@ -219,7 +218,7 @@ type fairPool struct {
 	url   string
 	js    js.JetStream
 	d     *dispatch.Dispatcher
-	o     *toolpool.Orchestrator
+	o     *pooltest.Orchestrator
 	tools string // the catalog file
 	tool  string
 	seq   atomic.Int64
@@ -235,7 +234,7 @@ func newFairPool(t *testing.T, tool, entry string, mods ...func(*dispatch.Config
 	if err := os.WriteFile(file, []byte("version: 1\ntools:\n"+entry), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := pooltest.StartOrchestrator(t, nc, nil, func(c *toolpool.OrchestratorConfig) { // nil: the live catalog
+	o := pooltest.StartOrchestrator(t, nc, nil, func(c *pooltest.OrchestratorConfig) { // nil: the live catalog
 		for _, m := range mods {
 			m(&c.Dispatch)
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
@@ -42,7 +41,7 @@ type pool struct {
 	js  js.JetStream
 	reg *tools.Registry
 	d   *dispatch.Dispatcher
-	o   *toolpool.Orchestrator // d's
+	o   *pooltest.Orchestrator // d's
 }
 
 // newPool starts a pool serving ts. Everything stops when the test ends.
@@ -83,7 +82,7 @@ func (p *pool) startWorker(mods ...func(*worker.Config)) *worker.Worker {
 // connection.
 func startWorkerOn(t *testing.T, url string, reg *tools.Registry, mods ...func(*worker.Config)) (*worker.Worker, *nats.Conn) {
 	t.Helper()
-	s := pooltest.StartServer(t, url, reg, func(c *toolpool.ServerConfig) {
+	s := pooltest.StartServer(t, url, reg, func(c *pooltest.ServerConfig) {
 		for _, m := range mods {
 			m(&c.Worker)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -9,12 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // callCommand is "orchestrator call": one tool call through the pool, its
@@ -56,10 +54,11 @@ func callCommand() *cli.Command {
 			defer nc.Close()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			block, err := callOnce(ctx, nc, log, session, tool, json.RawMessage(input))
+			res, err := callOnce(ctx, nc, log, session, tool, json.RawMessage(input))
 			if err != nil {
 				return cli.Unavailable(err)
 			}
+			block := res.ToolResult()
 			out, err := json.MarshalIndent(block, "", "  ")
 			if err != nil {
 				return err
@@ -75,27 +74,37 @@ func callCommand() *cli.Command {
 
 // callOnce sends one call of tool with input through the pool nc is
 // connected to, as an agent's tool_use block with a new id, and returns
-// its tool_result block: an orchestrator of its own, under a new instance
-// and without a poison watcher, for the one call. An error means the call
+// its result: an orchestrator of its own, under a new instance and
+// without a poison watcher, for the one call. An error means the call
 // could not be made (no pool, no stream); a call that failed is a result
 // with IsError.
-func callOnce(ctx context.Context, nc *nats.Conn, log *slog.Logger, session, tool string, input json.RawMessage) (envelope.ToolResultBlock, error) {
+func callOnce(ctx context.Context, nc *nats.Conn, log *slog.Logger, session, tool string, input json.RawMessage) (toolpool.Result, error) {
 	orch, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{
-		Conn: nc, NoPoisonWatcher: true, Logger: log,
-		Dispatch: dispatch.Config{Instance: "call-" + nuid.Next()},
+		Conn: nc, NoPoisonWatcher: true, Logger: log, Instance: "call-" + randomID(),
 	})
 	if err == nil {
 		err = orch.Start(ctx)
 	}
 	if err != nil {
-		return envelope.ToolResultBlock{}, err
+		return toolpool.Result{}, err
 	}
 	defer orch.Stop(context.WithoutCancel(ctx))
-	blocks, err := orch.Dispatcher().DispatchBlocks(ctx, session, []envelope.ToolUseBlock{{
-		Type: "tool_use", ID: "toolu_cli_" + nuid.Next(), Name: tool, Input: input,
+	results, err := orch.Dispatch(ctx, session, []toolpool.ToolUse{{
+		Type: "tool_use", ID: "toolu_cli_" + randomID(), Name: tool, Input: input,
 	}})
 	if err != nil {
-		return envelope.ToolResultBlock{}, err
+		return toolpool.Result{}, err
 	}
-	return blocks[0], nil
+	return results[0], nil
+}
+
+// randomID is 22 random letters and digits: an id no other call has.
+func randomID() string {
+	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var b [22]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:])
 }

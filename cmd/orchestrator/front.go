@@ -3,24 +3,19 @@ package main
 import (
 	"flag"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/internal/front/apikey"
-	"github.com/toolpool/toolpool/internal/front/console"
-	"github.com/toolpool/toolpool/internal/front/httpapi"
-	"github.com/toolpool/toolpool/internal/front/mcpfront"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 )
 
 // httpFlags are serve's flags for its HTTP front door: API keys, what
 // browsers and hosts may call it, its limits and its drain.
 type httpFlags struct {
 	keysFile       string
-	keys           *apikey.Set // from keysFile and TOOLPOOL_API_KEYS
+	keys           []toolpool.APIKey // from keysFile and TOOLPOOL_API_KEYS
 	insecureNoAuth bool
 	origins        string
 	hosts          string
@@ -35,7 +30,7 @@ type httpFlags struct {
 	mcpToken       string // --mcp-token, or TOOLPOOL_MCP_TOKEN
 	mcpNoAuth      bool
 	uiTokensFile   string
-	uiTokens       *console.Tokens // from uiTokensFile and TOOLPOOL_UI_TOKENS
+	uiTokens       map[string]string // from uiTokensFile and TOOLPOOL_UI_TOKENS
 	uiNoAuth       bool
 	getenv         func(string) string // os.Getenv; tests replace it
 }
@@ -44,19 +39,19 @@ type httpFlags struct {
 const envMCPToken = "TOOLPOOL_MCP_TOKEN"
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&h.keysFile, "api-keys", "", "API key file (YAML or JSON; also "+apikey.Env+"): each key names a tenant and the tools it may call; required on a non-loopback --http")
+	fs.StringVar(&h.keysFile, "api-keys", "", "API key file (YAML or JSON; also "+toolpool.EnvAPIKeys+"): each key names a tenant and the tools it may call; required on a non-loopback --http")
 	fs.BoolVar(&h.insecureNoAuth, "http-insecure-no-auth", false, "serve a non-loopback --http address without API keys: anyone who reaches it runs tools")
 	fs.StringVar(&h.origins, "http-allowed-origins", "", "comma-separated browser origins (https://app.example.com) whose pages may call the HTTP API; others are refused")
 	fs.StringVar(&h.hosts, "http-allowed-hosts", "", "comma-separated Host names the HTTP server answers to besides loopback ones (on a non-loopback address: only these, when given)")
-	fs.DurationVar(&h.readTimeout, "http-read-timeout", httpapi.ReadTimeoutDefault, "how long a request body may take to arrive")
-	fs.IntVar(&h.maxConns, "http-max-conns", httpapi.MaxConnsDefault, "HTTP connections open at once; more are closed at once")
-	fs.IntVar(&h.maxRequests, "http-max-requests", httpapi.MaxRequestsDefault, "HTTP requests served at once (health probes not counted); more get 503 at once")
+	fs.DurationVar(&h.readTimeout, "http-read-timeout", toolpool.HTTPReadTimeoutDefault, "how long a request body may take to arrive")
+	fs.IntVar(&h.maxConns, "http-max-conns", toolpool.HTTPMaxConnsDefault, "HTTP connections open at once; more are closed at once")
+	fs.IntVar(&h.maxRequests, "http-max-requests", toolpool.HTTPMaxRequestsDefault, "HTTP requests served at once (health probes not counted); more get 503 at once")
 	fs.DurationVar(&h.drainTimeout, "http-drain-timeout", 30*time.Second, "on SIGTERM, how long HTTP requests in flight may finish before the pool stops")
-	fs.IntVar(&h.maxInFlight, "max-calls-in-flight", dispatch.MaxCallsInFlightDefault, "tool calls this orchestrator waits for at once; past it turns get 429 at once (negative: unbounded)")
-	fs.IntVar(&h.maxQueueDepth, "max-queue-depth", dispatch.MaxQueueDepthDefault, "calls waiting in one tool's queue past which turns calling it get 429 at once (negative: unbounded)")
+	fs.IntVar(&h.maxInFlight, "max-calls-in-flight", toolpool.MaxCallsInFlightDefault, "tool calls this orchestrator waits for at once; past it turns get 429 at once (negative: unbounded)")
+	fs.IntVar(&h.maxQueueDepth, "max-queue-depth", toolpool.MaxQueueDepthDefault, "calls waiting in one tool's queue past which turns calling it get 429 at once (negative: unbounded)")
 	fs.StringVar(&h.mcpToken, "mcp-token", "", "bearer token /mcp requires (also "+envMCPToken+"); API keys are let in on /mcp too. On a non-loopback --http without API keys, /mcp is closed unless it is given")
 	fs.BoolVar(&h.mcpNoAuth, "mcp-insecure-no-auth", false, "open /mcp on a non-loopback --http address without a token or API keys (closed there by default): anyone who reaches it runs tools")
-	fs.StringVar(&h.uiTokensFile, "ui-tokens", "", "operator token file for the console at /ui (YAML: name: token; also "+console.EnvTokens+"=name=token,...); separate from API keys; required on a non-loopback --http")
+	fs.StringVar(&h.uiTokensFile, "ui-tokens", "", "operator token file for the console at /ui (YAML: name: token; also "+toolpool.EnvOperatorTokens+"=name=token,...); separate from API keys; required on a non-loopback --http")
 	fs.BoolVar(&h.uiNoAuth, "ui-insecure-no-auth", false, "open the console at /ui on a non-loopback --http address without operator tokens: anyone who reaches it can replay, purge and pause")
 	fs.BoolVar(&h.fairness, "fairness", true, "share a saturated tool's slots between tenants (fair shares, per-key limits, priorities: docs/operations.md); --fairness=false publishes calls in arrival order and applies no per-key limit")
 	fs.BoolVar(&h.byQueueWait, "admit-by-queue-wait", true, "give 429 at once to turns calling a tool whose queue holds more work than the turn's timeout (estimated from the rate its workers drain it)")
@@ -68,7 +63,7 @@ func (h *httpFlags) check(addr string) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	keys, err := apikey.Load(h.keysFile, getenv)
+	keys, err := toolpool.LoadAPIKeys(h.keysFile, getenv)
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
@@ -83,26 +78,27 @@ func (h *httpFlags) check(addr string) error {
 	case h.maxInFlight == 0 || h.maxQueueDepth == 0:
 		return cli.Usagef("--max-calls-in-flight and --max-queue-depth must not be 0 (negative: unbounded)")
 	}
-	if addr != "" && !loopbackAddr(addr) && keys.Len() == 0 && !h.insecureNoAuth {
+	if addr != "" && !loopbackAddr(addr) && len(keys) == 0 && !h.insecureNoAuth {
 		return cli.Usagef("--http %s is not a loopback address: anyone who reaches it could run tools. "+
-			"Give API keys (--api-keys FILE or %s), or pass --http-insecure-no-auth if something in front authenticates", addr, apikey.Env)
+			"Give API keys (--api-keys FILE or %s), or pass --http-insecure-no-auth if something in front authenticates", addr, toolpool.EnvAPIKeys)
 	}
-	if h.uiTokens, err = console.LoadTokens(h.uiTokensFile, getenv); err != nil {
+	if h.uiTokens, err = toolpool.LoadOperatorTokens(h.uiTokensFile, getenv); err != nil {
 		return cli.Usagef("--ui-tokens: %v", err)
 	}
-	if addr != "" && !loopbackAddr(addr) && h.uiTokens.Len() == 0 && !h.uiNoAuth {
+	if addr != "" && !loopbackAddr(addr) && len(h.uiTokens) == 0 && !h.uiNoAuth {
 		return cli.Usagef("--http %s is not a loopback address and the console at /ui would be open to anyone who reaches it. "+
-			"Give operator tokens (--ui-tokens FILE or %s), or pass --ui-insecure-no-auth if something in front authenticates", addr, console.EnvTokens)
+			"Give operator tokens (--ui-tokens FILE or %s), or pass --ui-insecure-no-auth if something in front authenticates", addr, toolpool.EnvOperatorTokens)
 	}
 	if h.mcpToken == "" {
 		h.mcpToken = getenv(envMCPToken)
 	}
-	if h.mcpToken != "" && len(h.mcpToken) < apikey.MinBytes {
-		return cli.Usagef("--mcp-token (or %s) is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", envMCPToken, len(h.mcpToken), apikey.MinBytes)
+	if h.mcpToken != "" && len(h.mcpToken) < toolpool.APIKeyMinBytes {
+		return cli.Usagef("--mcp-token (or %s) is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", envMCPToken, len(h.mcpToken), toolpool.APIKeyMinBytes)
 	}
-	cfg := h.serverConfig(addr)
-	cfg.Handler = http.NotFoundHandler()
-	if _, err := httpapi.NewServer(cfg); err != nil {
+	if addr == "" {
+		return nil
+	}
+	if err := h.serverConfig(addr).WithDefaults().Validate(); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	return nil
@@ -131,41 +127,44 @@ func splitList(s string) []string {
 	return out
 }
 
-// serverConfig is the HTTP server's configuration from the flags; the
-// orchestrator sets its handler, metrics and logger.
-func (h *httpFlags) serverConfig(addr string) httpapi.ServerConfig {
-	return httpapi.ServerConfig{
+// serverConfig is the HTTP server's configuration from the flags.
+func (h *httpFlags) serverConfig(addr string) toolpool.HTTPServerConfig {
+	return toolpool.HTTPServerConfig{
 		Addr:           addr,
-		Loopback:       loopbackAddr(addr),
 		AllowedHosts:   splitList(h.hosts),
 		AllowedOrigins: splitList(h.origins),
-		Keys:           h.keys,
 		ReadTimeout:    h.readTimeout,
 		MaxConns:       h.maxConns,
 		MaxRequests:    h.maxRequests,
 	}
 }
 
-// mcpConfig is the MCP server's configuration from the flags: its keys
-// are the API's (the Orchestrator's default). On a non-loopback addr
-// with neither a token nor API keys (--http-insecure-no-auth), /mcp is
-// not exposed unless --mcp-insecure-no-auth: it refuses every request,
-// saying what to give.
-func (h *httpFlags) mcpConfig(addr string) mcpfront.Config {
-	c := mcpfront.Config{Token: h.mcpToken}
-	if addr != "" && !loopbackAddr(addr) && h.keys.Len() == 0 && h.mcpToken == "" && !h.mcpNoAuth {
+// mcpSettings are /mcp's settings from the flags.
+type mcpSettings struct {
+	Token  string // --mcp-token
+	Closed string // when not empty, /mcp refuses every request with this text
+}
+
+// mcpConfig is /mcp's settings from the flags: the API keys are let in
+// too. On a non-loopback addr with neither a token nor API keys
+// (--http-insecure-no-auth), /mcp is not exposed unless
+// --mcp-insecure-no-auth: it refuses every request, saying what to give.
+func (h *httpFlags) mcpConfig(addr string) mcpSettings {
+	c := mcpSettings{Token: h.mcpToken}
+	if addr != "" && !loopbackAddr(addr) && len(h.keys) == 0 && h.mcpToken == "" && !h.mcpNoAuth {
 		c.Closed = "/mcp is not served on the non-loopback address " + addr + " without authentication: " +
 			"start the orchestrator with --mcp-token TOKEN (or " + envMCPToken + ") or API keys, or with --mcp-insecure-no-auth if something in front authenticates"
 	}
 	return c
 }
 
-// consoleConfig is the console's configuration from the flags.
-func (h *httpFlags) consoleConfig(addr string) *console.Config {
-	return &console.Config{Tokens: h.uiTokens, Loopback: loopbackAddr(addr), InsecureNoAuth: h.uiNoAuth}
-}
-
-// apiConfig is the agent API's configuration from the flags.
-func (h *httpFlags) apiConfig() httpapi.Config {
-	return httpapi.Config{Keys: h.keys}
+// apply sets the front doors' part of cfg from the flags: the API keys,
+// /mcp's token, and the console at /ui when --http serves one.
+func (h *httpFlags) apply(cfg *toolpool.OrchestratorConfig, addr string) {
+	mc := h.mcpConfig(addr)
+	cfg.APIKeys, cfg.MCPToken, cfg.MCPRefusal = h.keys, mc.Token, mc.Closed
+	if addr != "" {
+		cfg.Console, cfg.ConsoleTokens = true, h.uiTokens
+		cfg.ConsoleLoopback, cfg.ConsoleInsecureNoAuth = loopbackAddr(addr), h.uiNoAuth
+	}
 }

@@ -47,7 +47,7 @@ func mcpCommand() *cli.Command {
 			defer remove()
 			var serveErr error
 			f.ready = func(ctx context.Context, orch *toolpool.Orchestrator) {
-				serveErr = orch.MCP().ServeStdio(ctx, os.Stdin, env.Stdout)
+				serveErr = orch.ServeMCPStdio(ctx, os.Stdin, env.Stdout)
 			}
 			if err := runServe(ctx, f, log); err != nil {
 				log.Error("orchestrator mcp stopped", "err", err)

@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/testbin"
@@ -104,7 +103,7 @@ func TestMCPStdio(t *testing.T) {
 		reg := tools.NewRegistry()
 		reg.MustRegister(tools.Tool{Name: "extra", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Handler: func(context.Context, json.RawMessage) (tools.Output, error) { return tools.Text("extra"), nil }})
-		w := pooltest.StartServer(t, srv.ClientURL(), reg, func(c *toolpool.ServerConfig) { c.NoAnnounce = false })
+		w := pooltest.StartServer(t, srv.ClientURL(), reg, func(c *pooltest.ServerConfig) { c.NoAnnounce = false })
 		waitChanged(t, changed, "a worker started", hasExtra)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "extra", Arguments: map[string]any{}})
 		if err != nil || res.IsError {

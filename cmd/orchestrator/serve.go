@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,17 +9,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/internal/front/httpapi"
-	"github.com/toolpool/toolpool/internal/infra/embedded"
-	"github.com/toolpool/toolpool/internal/infra/health"
-	"github.com/toolpool/toolpool/internal/infra/metrics"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
-	"github.com/toolpool/toolpool/internal/worker"
-	"github.com/toolpool/toolpool/internal/worker/settle"
-	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
 
 // workersEmbeddedDefault is --workers with the embedded server.
@@ -106,7 +98,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.nats.Register(fs)
 	f.log.Register(fs)
 	fs.StringVar(&f.dataDir, "data-dir", "data", "embedded server: where JetStream keeps its store")
-	fs.StringVar(&f.natsListen, "nats-listen", embedded.ListenDefault, "embedded server: client address, so separate worker processes can join")
+	fs.StringVar(&f.natsListen, "nats-listen", toolpool.EmbeddedListenDefault, "embedded server: client address, so separate worker processes can join")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address (agent API, /metrics, /healthz, /readyz); empty to disable")
 	f.builtin.Register(fs, cli.BuiltinAll)
 	f.catalog.Register(fs)
@@ -114,12 +106,12 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	// Mode-dependent defaults: the flags' own defaults are zero (which flag
 	// does not print) and the usage says what applies; set by check.
 	fs.IntVar(&f.workers, "workers", 0, "in-process workers (default 4 with the embedded server, 0 with --nats-url)")
-	fs.IntVar(&f.concurrency, "concurrency", worker.ConcurrencyDefault, "calls each in-process worker executes at once")
+	fs.IntVar(&f.concurrency, "concurrency", toolpool.ConcurrencyDefault, "calls each in-process worker executes at once")
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "serve the diagnostic tools echo, sleep and flaky (default on with the embedded server, off with --nats-url)")
 	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
-	fs.DurationVar(&f.drainTimeout, "drain-timeout", worker.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
-	fs.DurationVar(&f.retryFor, "publish-retry-for", dispatch.PublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
-	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", settle.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", toolpool.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
+	fs.DurationVar(&f.retryFor, "publish-retry-for", toolpool.OrchestratorPublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
+	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", toolpool.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	f.front.register(fs)
 }
 
@@ -162,8 +154,8 @@ func (f *serveFlags) check(given func(name string) bool) error {
 		}
 	}
 	if f.instance != "" {
-		if err := jetstream.CheckToken("--instance", f.instance); err != nil {
-			return cli.Usagef("%v", err)
+		if err := cli.CheckToken("--instance", f.instance); err != nil {
+			return err
 		}
 	}
 	if f.workers < 0 {
@@ -179,10 +171,44 @@ func (f *serveFlags) check(given func(name string) bool) error {
 	return f.front.check(f.httpAddr)
 }
 
-// runServe runs the pool until ctx is done: the embedded server unless
+// runServe runs the pool until ctx is done (or f.ready returns, or the
+// NATS connection closes for good): the embedded server unless
 // --nats-url names one, the streams, the in-process workers, the
-// orchestrator and the HTTP server, stopped in the reverse order.
+// orchestrator and the HTTP server, stopped in the reverse order by the
+// one shutdown (cli.Shutdown).
 func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
+	sd := &cli.Shutdown{Role: "orchestrator", Logger: log}
+	defer sd.Stop() // a failed start-up
+	nc, url, err := f.connect(ctx, sd, log)
+	if err != nil {
+		return err
+	}
+	if err := toolpool.Provision(ctx, nc, toolpool.StreamsConfig{Replicas: f.replicas}); err != nil {
+		return err
+	}
+	metrics := toolpool.NewMetricsRegistry()
+	srv, err := f.startServer(ctx, sd, nc, metrics, log)
+	if err != nil {
+		return err
+	}
+	orch, err := f.startOrchestrator(ctx, sd, nc, metrics, srv, log)
+	if err != nil {
+		return err
+	}
+	if err := f.startHTTP(ctx, sd, orch, log); err != nil {
+		return err
+	}
+	log.Info("toolpool ready", "nats", cli.RedactURL(url), "instance", orch.Instance())
+	var ready func(context.Context)
+	if f.ready != nil {
+		ready = func(ctx context.Context) { f.ready(ctx, orch) }
+	}
+	return sd.Wait(ctx, ready)
+}
+
+// connect starts the embedded server unless --nats-url names one, and
+// connects to it; both are stopped by sd.
+func (f *serveFlags) connect(ctx context.Context, sd *cli.Shutdown, log *slog.Logger) (*nats.Conn, string, error) {
 	url := f.nats.URL()
 	if url == "" {
 		emb, err := toolpool.NewEmbedded(toolpool.EmbeddedConfig{Listen: f.natsListen, DataDir: f.dataDir, Logger: log})
@@ -190,136 +216,97 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			err = emb.Start(ctx)
 		}
 		if err != nil {
-			return err
+			return nil, "", err
 		}
-		defer emb.Stop(context.Background())
+		sd.Defer("embedded server", cli.NoDrain, emb.Stop, "")
 		url = emb.URL()
 		log.Info("embedded JetStream server started", "url", url, "data_dir", f.dataDir)
 	}
 	nc, err := f.nats.Connect(url, "toolpool-orchestrator", log)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	defer cli.DrainConn(nc, 5*time.Second) // flushes what the workers publish last
-	drainCtx := func(d time.Duration) context.Context {
-		c, cancel := context.WithTimeout(context.Background(), d)
-		_ = cancel // released when the timer fires: the process ends soon after
-		return c
-	}
+	sd.Conn(nc) // drained after the workers: it flushes what they publish last
+	return nc, url, nil
+}
 
-	reg := metrics.NewRegistry()
-	history := settle.HistoryConfig{TTL: f.attemptsTTL, Replicas: f.replicas}
-	var srv *toolpool.Server
-	if f.workers > 0 {
-		mcpMetrics, err := metrics.NewMCP(reg)
-		if err != nil {
-			return err
-		}
-		f.catalog.Logger, f.catalog.MCPMetrics = log, mcpMetrics
-		tools, closeTools, err := cli.Registry(f.demoTools, demo.Options{}, &f.catalog, &f.builtin)
-		if err != nil {
-			return err
-		}
-		defer closeTools.Close()
-		if len(tools.Names()) > 0 {
-			srv, err = toolpool.NewServer(toolpool.ServerConfig{
-				Conn: nc, Registry: tools, Workers: f.workers,
-				Worker:  worker.Config{Concurrency: f.concurrency, DrainTimeout: f.drainTimeout},
-				History: history, Discovery: f.catalog.Bucket(), Metrics: reg, Logger: log,
-			})
-			if err != nil {
-				return err
-			}
-			f.catalog.FollowMCP(srv, log)
-		}
+// startServer starts the in-process workers (none with --workers 0, or
+// with no tool to serve) serving the demo tools, the catalog and the
+// built-ins the flags ask for; nil without them.
+func (f *serveFlags) startServer(ctx context.Context, sd *cli.Shutdown, nc *nats.Conn, metrics *toolpool.MetricsRegistry, log *slog.Logger) (*toolpool.Server, error) {
+	if f.workers == 0 {
+		return nil, nil
 	}
-	if err := toolpool.Provision(ctx, nc, toolpool.StreamsConfig{Replicas: f.replicas}); err != nil {
-		return err
+	cc, err := f.catalog.Config(&f.builtin)
+	if err != nil {
+		return nil, err
 	}
-	if srv != nil { // first: the orchestrator's catalog then sees its tools at once
-		if err := srv.Start(ctx); err != nil {
-			return err
-		}
-		defer srv.Stop(drainCtx(f.drainTimeout)) // on a failed start-up; idempotent
+	cat, err := toolpool.LoadCatalog(toolpool.CatalogConfig{
+		DemoTools: f.demoTools, File: cc.Path, AllBuiltins: cc.AllBuiltins, Builtins: cc.Builtins,
+		Workspace: cc.Builtin.Workspace, SearchURL: cc.Builtin.SearchURL,
+		HTTPAllowHosts: cc.Builtin.AllowHosts, HTTPAllowCIDRs: cc.Builtin.AllowCIDRs,
+	})
+	if err != nil {
+		return nil, err
 	}
-	ocfg := toolpool.OrchestratorConfig{
-		Conn: nc, Replicas: f.replicas,
-		Dispatch: dispatch.Config{
-			Instance: f.instance, PublishRetryFor: f.retryFor,
-			MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
-			NoQueueWaitAdmission: !f.front.byQueueWait,
-			NoFairness:           !f.front.fairness,
-		},
-		Discovery: f.catalog.Bucket(), History: history, API: f.front.apiConfig(), MCP: f.front.mcpConfig(f.httpAddr), Metrics: reg, Logger: log,
+	if len(cat.Names()) == 0 && len(cat.MCPServers()) == 0 {
+		return nil, cat.Close()
 	}
-	if f.httpAddr != "" {
-		ocfg.Console = f.front.consoleConfig(f.httpAddr)
+	srv, err := toolpool.NewServer(toolpool.ServerConfig{
+		Conn: nc, Catalog: cat, Workers: f.workers, Concurrency: f.concurrency, DrainTimeout: f.drainTimeout,
+		Replicas: f.replicas, HistoryTTL: f.attemptsTTL, DiscoveryTTL: f.catalog.DiscoveryTTL, Metrics: metrics, Logger: log,
+	})
+	if err != nil {
+		_ = cat.Close()
+		return nil, err
 	}
+	sd.Defer("workers", f.drainTimeout, srv.Stop, "")
+	// First: the orchestrator's catalog then sees its tools at once.
+	return srv, srv.Start(ctx)
+}
+
+// startOrchestrator starts the orchestrator: the dispatcher and the front
+// doors' handlers, with srv's readiness (when not nil) in its own.
+func (f *serveFlags) startOrchestrator(ctx context.Context, sd *cli.Shutdown, nc *nats.Conn, metrics *toolpool.MetricsRegistry, srv *toolpool.Server, log *slog.Logger) (*toolpool.Orchestrator, error) {
+	cfg := toolpool.OrchestratorConfig{
+		Conn: nc, Instance: f.instance, Replicas: f.replicas, PublishRetryFor: f.retryFor,
+		MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
+		NoQueueWaitAdmission: !f.front.byQueueWait, NoFairness: !f.front.fairness,
+		DiscoveryTTL: f.catalog.DiscoveryTTL, HistoryTTL: f.attemptsTTL, Metrics: metrics, Logger: log,
+	}
+	f.front.apply(&cfg, f.httpAddr)
 	if srv != nil {
-		// The MCP servers' status is a detail: the orchestrator serves
-		// its other tools while one is down (and retried).
-		ocfg.Checks = append(srv.Checks(), health.AsDetails(f.catalog.Checks()...)...)
+		// The MCP servers' status is among them as a detail: the
+		// orchestrator serves its other tools while one is down.
+		cfg.Checks = srv.Checks()
 	}
-	orch, err := toolpool.NewOrchestrator(ocfg)
-	if err == nil {
-		err = orch.Start(ctx)
+	orch, err := toolpool.NewOrchestrator(cfg)
+	if err != nil {
+		return nil, err
 	}
+	sd.Defer("orchestrator", time.Second, orch.Stop, "") // nothing waits on it once HTTP is drained
+	return orch, orch.Start(ctx)
+}
+
+// startHTTP starts the HTTP server of --http (none when it is empty). Its
+// drain comes first at shutdown, while the orchestrator and the workers
+// still run: /readyz fails and new requests get 503 at once.
+func (f *serveFlags) startHTTP(ctx context.Context, sd *cli.Shutdown, orch *toolpool.Orchestrator, log *slog.Logger) error {
+	if f.httpAddr == "" {
+		return nil
+	}
+	hs, err := orch.NewHTTPServer(f.front.serverConfig(f.httpAddr))
 	if err != nil {
 		return err
 	}
-	defer orch.Stop(drainCtx(time.Second))
-	var hs *httpapi.Server
-	if f.httpAddr != "" {
-		if hs, err = orch.NewHTTPServer(f.front.serverConfig(f.httpAddr)); err != nil {
-			return err
-		}
-		if err := hs.Start(ctx); err != nil {
-			return fmt.Errorf("%w (pass --http ADDR)", err)
-		}
-		log.Info("http listening", "addr", hs.Addr(), "api_keys", f.front.keys.Len(), "mcp_token", f.front.mcpToken != "",
-			"console", "http://"+hs.Addr()+"/ui/", "operators", f.front.uiTokens.Len())
-		if c := f.front.mcpConfig(f.httpAddr); c.Closed != "" {
-			log.Warn(c.Closed)
-		}
+	if err := hs.Start(ctx); err != nil {
+		return fmt.Errorf("%w (pass --http ADDR)", err)
 	}
-	log.Info("toolpool ready", "nats", jetstream.RedactURL(url), "instance", orch.Instance())
-
-	// A connection closed for good leaves the pool a zombie: stop, and
-	// exit non-zero so the supervisor starts a fresh process.
-	runCtx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
-	go func() {
-		select {
-		case <-jetstream.Closed(nc):
-			stopRun(toolpool.ErrConnClosed)
-		case <-runCtx.Done():
-		}
-	}()
-	if f.ready != nil {
-		f.ready(runCtx, orch)
-	} else {
-		<-runCtx.Done()
-	}
-	lost := errors.Is(context.Cause(runCtx), toolpool.ErrConnClosed)
-	if lost {
-		log.Error("the NATS connection is closed for good; stopping so that the orchestrator is restarted", "err", nc.LastError())
-	}
-	log.Info("shutting down")
-	if hs != nil {
-		orch.MCP().EndStreams() // MCP sessions' GET streams would hold the drain
-		// First the HTTP requests in flight, while the dispatcher and the
-		// workers still run: /readyz fails and new requests get 503 at
-		// once; then the rest stops.
-		if err := hs.Stop(drainCtx(f.front.drainTimeout)); err != nil {
-			log.Warn("http requests still in flight after --http-drain-timeout", "timeout", f.front.drainTimeout, "err", err)
-		}
-	}
-	_ = orch.Stop(drainCtx(time.Second)) // nothing waits on it once HTTP is drained
-	if srv != nil {
-		_ = srv.Stop(drainCtx(f.drainTimeout))
-	}
-	if lost {
-		return toolpool.ErrConnClosed
+	sd.Defer("http", f.front.drainTimeout, hs.Stop, "http requests still in flight after --http-drain-timeout")
+	log.Info("http listening", "addr", hs.Addr(), "api_keys", len(f.front.keys), "mcp_token", f.front.mcpToken != "",
+		"console", "http://"+hs.Addr()+"/ui/", "operators", len(f.front.uiTokens))
+	if c := f.front.mcpConfig(f.httpAddr); c.Closed != "" {
+		log.Warn(c.Closed)
 	}
 	return nil
 }

@@ -4,9 +4,8 @@ import (
 	"context"
 	"flag"
 
+	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/internal/fleet/ops"
-	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // toolsCommand is "orchestrator tools": the live tool definitions (those
@@ -27,17 +26,21 @@ func toolsCommand() *cli.Command {
 			fs.BoolVar(&withWorkers, "workers", false, "also list the live workers of each tool")
 		},
 		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
-			live, err := lf.open(ctx, env)
+			ctx, nc, release, err := lf.connect(ctx, env)
 			if err != nil {
 				return err
 			}
-			defer live.close()
-			if withWorkers {
-				return cli.WriteJSON(env.Stdout, ops.LiveTools(live.ctx, live.catalog))
+			defer release()
+			live, err := toolpool.LiveTools(ctx, nc, cli.WarnLogger(env.Stderr))
+			if err != nil {
+				return cli.Unavailable(err)
 			}
-			defs := live.catalog.Definitions(live.ctx)
-			if defs == nil {
-				defs = []tools.Definition{}
+			if withWorkers {
+				return cli.WriteJSON(env.Stdout, live)
+			}
+			defs := make([]toolpool.ToolDefinition, len(live))
+			for i, t := range live {
+				defs[i] = t.Definition
 			}
 			return cli.WriteJSON(env.Stdout, defs)
 		},

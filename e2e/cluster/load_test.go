@@ -12,7 +12,6 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
@@ -55,7 +54,7 @@ func startPool(t *testing.T, c *cluster) *pool {
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	d := pooltest.StartOrchestrator(t, j.Conn(), discovery.RegistryCatalog(reg), func(c *toolpool.OrchestratorConfig) {
+	d := pooltest.StartOrchestrator(t, j.Conn(), discovery.RegistryCatalog(reg), func(c *pooltest.OrchestratorConfig) {
 		c.Dispatch.DefaultTimeout, c.Dispatch.PublishTimeout = 2*time.Minute, 5*time.Second
 	}).Dispatcher()
 	return &pool{c: c, j: j, d: d}

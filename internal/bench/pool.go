@@ -8,11 +8,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchhost"
 	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/host"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -109,14 +110,14 @@ func (p *poolTarget) turn(ctx context.Context, a *agent, seq uint64, k int) {
 	}
 }
 
-// pool is a running pool assembled as the orchestrator assembles it
-// (package toolpool): a Server of in-process workers (unless external) and
-// an Orchestrator, each on its own connection, their Prometheus metrics in
-// one registry.
+// pool is a running pool assembled as the orchestrator assembles it (the
+// hosts package toolpool wraps): a worker host of in-process workers
+// (unless external) and an orchestrator host, each on its own connection,
+// their Prometheus metrics in one registry.
 type pool struct {
 	target *poolTarget
-	server *toolpool.Server
-	orch   *toolpool.Orchestrator
+	server *host.Host
+	orch   *orchhost.Host
 	conns  []*nats.Conn
 }
 
@@ -159,7 +160,7 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry,
 			return nil, err
 		}
 		// The bench's catalog is the registry: no announcements.
-		p.server, err = toolpool.NewServer(toolpool.ServerConfig{
+		p.server, err = host.New(host.Config{
 			Conn: wnc, Registry: reg, Workers: cfg.Workers, NoAnnounce: true,
 			Worker:  worker.Config{Concurrency: cfg.WorkerConcurrency},
 			Metrics: promReg, Logger: cfg.Logger,
@@ -183,7 +184,7 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry,
 	if opt.dispatch != nil {
 		opt.dispatch(&dc)
 	}
-	p.orch, err = toolpool.NewOrchestrator(toolpool.OrchestratorConfig{
+	p.orch, err = orchhost.New(orchhost.Config{
 		Conn: onc, NoPoisonWatcher: true, Catalog: catalog,
 		Dispatch: dc, Metrics: promReg, Logger: cfg.Logger,
 	})

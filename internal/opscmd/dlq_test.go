@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
@@ -79,7 +78,7 @@ func newDLPool(t *testing.T, workers int) *dlPool {
 		t.Fatal(err)
 	}
 	for range workers {
-		pooltest.StartServer(t, p.url, reg, func(c *toolpool.ServerConfig) { c.Worker.History = history })
+		pooltest.StartServer(t, p.url, reg, func(c *pooltest.ServerConfig) { c.Worker.History = history })
 	}
 	p.d = pooltest.StartOrchestrator(t, j.Conn(), discovery.RegistryCatalog(reg)).Dispatcher()
 	return p

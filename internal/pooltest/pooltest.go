@@ -1,10 +1,12 @@
 // Package pooltest starts a whole toolpool inside a test, assembled by the
-// root package: an embedded JetStream server with the streams provisioned
-// (internal/natstest), a toolpool.Server serving the demo tools echo,
-// sleep and flaky on a connection of its own, and a started
-// toolpool.Orchestrator whose catalog is the server's registry. Everything
-// stops when the test ends. StartServer and StartOrchestrator are the
-// pieces, for tests that assemble pools of their own.
+// hosts the root package wraps (internal/worker/host, internal/orchhost),
+// so that tests reach what the root does not expose (the dispatcher, the
+// workers, the packages' own configs): an embedded JetStream server with
+// the streams provisioned (internal/natstest), a worker host serving the
+// demo tools echo, sleep and flaky on a connection of its own, and a
+// started orchestrator host whose catalog is the worker's registry.
+// Everything stops when the test ends. StartServer and StartOrchestrator
+// are the pieces, for tests that assemble pools of their own.
 //
 //	p := pooltest.Start(t)
 //	res, err := p.D.Dispatch(ctx, "session", calls)
@@ -22,14 +24,28 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchhost"
 	"github.com/toolpool/toolpool/internal/worker"
+	"github.com/toolpool/toolpool/internal/worker/host"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
+)
+
+// The hosts a pool is made of, and their configs: what toolpool.Server
+// and toolpool.Orchestrator wrap.
+type (
+	// Server is a worker host (toolpool.Server's).
+	Server = host.Host
+	// ServerConfig is a worker host's config.
+	ServerConfig = host.Config
+	// Orchestrator is an orchestrator host (toolpool.Orchestrator's).
+	Orchestrator = orchhost.Host
+	// OrchestratorConfig is an orchestrator host's config.
+	OrchestratorConfig = orchhost.Config
 )
 
 // Pool is a running toolpool.
@@ -43,10 +59,10 @@ type Pool struct {
 	// catalog is made of them.
 	Reg *tools.Registry
 	// Orch is the started orchestrator; D is its dispatcher.
-	Orch *toolpool.Orchestrator
+	Orch *Orchestrator
 	D    *dispatch.Dispatcher
 	// Server runs Worker, which serves Reg on a connection of its own.
-	Server *toolpool.Server
+	Server *Server
 	Worker *worker.Worker
 
 	listen  string // host:port of the server
@@ -71,7 +87,7 @@ func Start(t testing.TB, mods ...func(*dispatch.Config)) *Pool {
 	}
 	p.Server = StartServer(t, srv.ClientURL(), p.Reg)
 	p.Worker = p.Server.Workers()[0]
-	p.Orch = StartOrchestrator(t, nc, discovery.RegistryCatalog(p.Reg), func(c *toolpool.OrchestratorConfig) {
+	p.Orch = StartOrchestrator(t, nc, discovery.RegistryCatalog(p.Reg), func(c *OrchestratorConfig) {
 		for _, m := range mods {
 			m(&c.Dispatch)
 		}
@@ -80,15 +96,15 @@ func Start(t testing.TB, mods ...func(*dispatch.Config)) *Pool {
 	return p
 }
 
-// StartServer starts a toolpool.Server serving reg on a new connection to
+// StartServer starts a worker host serving reg on a new connection to
 // url, as tests want it: no announcements (the orchestrator's catalog is
 // the registry), no attempt history, five-second drain and publish
 // timeouts, logs to the test. mods may change the config. It is stopped
 // when the test ends; a stop that does not finish cleanly is logged, not
 // failed (a test may have killed its connection on purpose).
-func StartServer(t testing.TB, url string, reg *tools.Registry, mods ...func(*toolpool.ServerConfig)) *toolpool.Server {
+func StartServer(t testing.TB, url string, reg *tools.Registry, mods ...func(*ServerConfig)) *Server {
 	t.Helper()
-	cfg := toolpool.ServerConfig{
+	cfg := ServerConfig{
 		Conn: natstest.Connect(t, url), Registry: reg, NoAnnounce: true, NoHistory: true,
 		Worker: worker.Config{DrainTimeout: 5 * time.Second, PublishTimeout: 5 * time.Second},
 		Logger: natstest.Logger(t),
@@ -96,9 +112,9 @@ func StartServer(t testing.TB, url string, reg *tools.Registry, mods ...func(*to
 	for _, m := range mods {
 		m(&cfg)
 	}
-	s, err := toolpool.NewServer(cfg)
+	s, err := host.New(cfg)
 	if err != nil {
-		t.Fatalf("pooltest: toolpool.NewServer: %v", err)
+		t.Fatalf("pooltest: host.New: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -115,19 +131,19 @@ func StartServer(t testing.TB, url string, reg *tools.Registry, mods ...func(*to
 	return s
 }
 
-// StartOrchestrator starts a toolpool.Orchestrator on nc whose catalog is
+// StartOrchestrator starts an orchestrator host on nc whose catalog is
 // cat, without a poison watcher, logging to the test; mods may change the
 // config. It is stopped (at once: turns still waiting fail) when the test
 // ends.
-func StartOrchestrator(t testing.TB, nc *nats.Conn, cat dispatch.Catalog, mods ...func(*toolpool.OrchestratorConfig)) *toolpool.Orchestrator {
+func StartOrchestrator(t testing.TB, nc *nats.Conn, cat dispatch.Catalog, mods ...func(*OrchestratorConfig)) *Orchestrator {
 	t.Helper()
-	cfg := toolpool.OrchestratorConfig{Conn: nc, Catalog: cat, NoPoisonWatcher: true, Logger: natstest.Logger(t)}
+	cfg := OrchestratorConfig{Conn: nc, Catalog: cat, NoPoisonWatcher: true, Logger: natstest.Logger(t)}
 	for _, m := range mods {
 		m(&cfg)
 	}
-	o, err := toolpool.NewOrchestrator(cfg)
+	o, err := orchhost.New(cfg)
 	if err != nil {
-		t.Fatalf("pooltest: toolpool.NewOrchestrator: %v", err)
+		t.Fatalf("pooltest: orchhost.New: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a cluster may be electing leaders
 	defer cancel()

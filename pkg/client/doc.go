@@ -18,9 +18,10 @@
 //		messages = append(messages, client.UserMessage(results))
 //	}
 //
-// In-process, with a started *dispatch.Dispatcher d:
+// In-process, with a started *toolpool.Orchestrator orch and a definition
+// source defs (a Pool, or the tools of a registry):
 //
-//	local := client.NewLocal(d, httpapi.RegistryDefinitions(reg))
+//	local := client.NewLocal(orch, defs)
 //
 // The conversions between the SDK's types and package envelope's
 // (ToolUse, ToolResult, ToolParam, …) are exported for agents that wire

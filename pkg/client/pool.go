@@ -16,23 +16,31 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
-	"github.com/toolpool/toolpool/internal/front/httpapi"
-	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // ErrUnavailable is matched (errors.Is) by the errors of calls the pool
 // could not take: a 503 answer, or an orchestrator that cannot be reached.
-// It is dispatch.ErrUnavailable, so one check covers Pool and Local.
-var ErrUnavailable = dispatch.ErrUnavailable
+// It is the dispatcher's own (dispatch.ErrUnavailable), so one check
+// covers Pool and Local.
+var ErrUnavailable = pooltype.ErrUnavailable
 
 // ErrSaturated is matched (errors.Is) by the error of a turn the pool
 // refused because it is saturated (HTTP 429; with Local, admission
 // control): nothing of it ran, and the same turn may be sent again after
 // the error's RetryAfter. Such errors match ErrUnavailable too. It is
-// dispatch.ErrSaturated.
-var ErrSaturated = dispatch.ErrSaturated
+// the dispatcher's own (dispatch.ErrSaturated).
+var ErrSaturated = pooltype.ErrSaturated
+
+// WithTraceparent returns ctx carrying a W3C traceparent ("00-<32 hex trace
+// id>-<16 hex parent id>-<2 hex flags>"): Pool sends it with the calls, a
+// Local's dispatcher puts it on them, so that the calls join the caller's
+// trace. An invalid value is ignored.
+func WithTraceparent(ctx context.Context, traceparent string) context.Context {
+	return pooltype.WithTraceparent(ctx, traceparent)
+}
 
 // EnvAPIKey is the environment variable New reads the API key from when
 // no WithAPIKey option is given.
@@ -130,9 +138,13 @@ func New(baseURL string, opts ...Option) (*Pool, error) {
 // ErrUnavailable when the status is 503 or 429, and ErrSaturated when it
 // is 429 (Type "saturated"; Message is what the model would read).
 type APIError struct {
+	// StatusCode is the answer's HTTP status.
 	StatusCode int
-	Type       string // httpapi.ErrorInvalidRequest, …
-	Message    string
+	// Type says what kind of error: "invalid_request", "unauthorized", …
+	// (docs/http-api.md), "saturated" for a 429.
+	Type string
+	// Message says what to change (for a 429, what the model would read).
+	Message string
 	// RetryAfter is the Retry-After of a 503 or 429; zero when absent.
 	RetryAfter time.Duration
 }
@@ -157,10 +169,9 @@ func (e *APIError) Unwrap() []error {
 // Dispatch runs the tool_use blocks of one assistant turn through the pool,
 // in parallel, and returns one tool_result param per block, in order. A
 // session ("" for none) scopes the advice the pool adds when one tool keeps
-// failing. A traceparent put in ctx with dispatch.WithTraceparent is sent
-// along. Errors: an *APIError, or a transport error wrapping
-// ErrUnavailable; failed tool calls are not errors but results with
-// IsError set.
+// failing. A traceparent put in ctx with WithTraceparent is sent along.
+// Errors: an *APIError, or a transport error wrapping ErrUnavailable;
+// failed tool calls are not errors but results with IsError set.
 func (p *Pool) Dispatch(ctx context.Context, session string, uses []anthropic.ToolUseBlock) ([]anthropic.ToolResultBlockParam, error) {
 	if len(uses) == 0 {
 		return nil, nil
@@ -186,7 +197,7 @@ func (p *Pool) DispatchBlocks(ctx context.Context, session string, calls []envel
 	if t := p.waitFor(ctx); t > 0 {
 		q.Set("timeout", t.String())
 	}
-	target := p.base + httpapi.PathToolCalls
+	target := p.base + pathToolCalls
 	if len(q) > 0 {
 		target += "?" + q.Encode()
 	}
@@ -196,12 +207,12 @@ func (p *Pool) DispatchBlocks(ctx context.Context, session string, calls []envel
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if session != "" {
-		req.Header.Set(httpapi.HeaderSession, session)
+		req.Header.Set(headerSession, session)
 	}
-	if tp, ok := dispatch.TraceparentFrom(ctx); ok {
+	if tp, ok := pooltype.TraceparentFrom(ctx); ok {
 		req.Header.Set(envelope.HeaderTraceparent, tp)
 	}
-	var msg httpapi.UserMessage
+	var msg userMessage
 	if err := p.do(req, &msg); err != nil {
 		return nil, err
 	}
@@ -233,13 +244,13 @@ func (p *Pool) waitFor(ctx context.Context) time.Duration {
 }
 
 // Definitions returns the tool definitions the pool serves (GET /v1/tools).
-// With it a Pool is an httpapi.DefinitionSource.
+// With it a Pool is a DefinitionSource.
 func (p *Pool) Definitions(ctx context.Context) ([]tools.Definition, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+httpapi.PathTools, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+pathTools, nil)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	var tr httpapi.ToolsResponse
+	var tr toolsResponse
 	if err := p.do(req, &tr); err != nil {
 		return nil, err
 	}
@@ -289,8 +300,8 @@ func (p *Pool) do(req *http.Request, out any) error {
 
 func apiError(resp *http.Response, data []byte) error {
 	e := &APIError{StatusCode: resp.StatusCode}
-	var er httpapi.ErrorResponse
-	var saturated httpapi.UserMessage
+	var er errorResponse
+	var saturated userMessage
 	switch {
 	case json.Unmarshal(data, &er) == nil && er.Error.Type != "":
 		e.Type, e.Message = er.Error.Type, er.Error.Message
@@ -307,17 +318,29 @@ func apiError(resp *http.Response, data []byte) error {
 	return e
 }
 
+// Dispatcher runs the tool calls of one assistant turn in this process and
+// returns one result per call, in the calls' order: a
+// *toolpool.Orchestrator, or the dispatcher inside one.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error)
+}
+
+// DefinitionSource lists the tools a pool serves right now: a Pool, or
+// the definitions of a registry in this process.
+type DefinitionSource interface {
+	Definitions(ctx context.Context) ([]tools.Definition, error)
+}
+
 // Local is the in-process counterpart of Pool: the same methods, over a
-// dispatcher in this process (a *dispatch.Dispatcher) and a definition
-// source (httpapi.RegistryDefinitions, or a Pool). An agent written
+// Dispatcher in this process and a DefinitionSource. An agent written
 // against Pool runs unchanged on either.
 type Local struct {
-	d    httpapi.Dispatcher
-	defs httpapi.DefinitionSource
+	d    Dispatcher
+	defs DefinitionSource
 }
 
 // NewLocal returns a Local over d and defs.
-func NewLocal(d httpapi.Dispatcher, defs httpapi.DefinitionSource) *Local {
+func NewLocal(d Dispatcher, defs DefinitionSource) *Local {
 	return &Local{d: d, defs: defs}
 }
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
@@ -31,7 +30,7 @@ func TestLiveTools(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	pooltest.StartServer(t, nc.ConnectedUrl(), reg, func(c *toolpool.ServerConfig) { c.NoAnnounce = false; c.Worker.WorkerID = "w-ops" })
+	pooltest.StartServer(t, nc.ConnectedUrl(), reg, func(c *pooltest.ServerConfig) { c.NoAnnounce = false; c.Worker.WorkerID = "w-ops" })
 
 	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
 	if err == nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/front/mcpfront"
@@ -40,20 +39,20 @@ const testToken = "test-token-0123456789abcdef"
 type pool struct {
 	url  string // the /mcp endpoint
 	nats string
-	orch *toolpool.Orchestrator
+	orch *pooltest.Orchestrator
 }
 
 // startPool starts an embedded server, a worker announcing the demo tools,
 // an orchestrator on the live catalog and its HTTP server on loopback.
-func startPool(t *testing.T, mod func(*toolpool.OrchestratorConfig)) *pool {
+func startPool(t *testing.T, mod func(*pooltest.OrchestratorConfig)) *pool {
 	t.Helper()
 	srv, nc, _ := natstest.StartProvisioned(t)
 	reg := tools.NewRegistry()
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	pooltest.StartServer(t, srv.ClientURL(), reg, func(c *toolpool.ServerConfig) { c.NoAnnounce = false })
-	orch := pooltest.StartOrchestrator(t, nc, nil, func(c *toolpool.OrchestratorConfig) {
+	pooltest.StartServer(t, srv.ClientURL(), reg, func(c *pooltest.ServerConfig) { c.NoAnnounce = false })
+	orch := pooltest.StartOrchestrator(t, nc, nil, func(c *pooltest.OrchestratorConfig) {
 		if mod != nil {
 			mod(c)
 		}
@@ -135,7 +134,7 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args any) (*mcp.Call
 // starts and stops serving a tool.
 func TestHTTP(t *testing.T) {
 	t.Parallel()
-	p := startPool(t, func(c *toolpool.OrchestratorConfig) { c.MCP.Token = testToken })
+	p := startPool(t, func(c *pooltest.OrchestratorConfig) { c.MCP.Token = testToken })
 	changed := make(chan struct{}, 16)
 	cs, err := connect(t, p.url, testToken, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
@@ -204,7 +203,7 @@ func TestHTTP(t *testing.T) {
 	reg := tools.NewRegistry()
 	reg.MustRegister(tools.Tool{Name: "extra", InputSchema: json.RawMessage(`{"type":"object"}`),
 		Handler: func(context.Context, json.RawMessage) (tools.Output, error) { return tools.Text("extra"), nil }})
-	extra := pooltest.StartServer(t, p.nats, reg, func(c *toolpool.ServerConfig) { c.NoAnnounce = false })
+	extra := pooltest.StartServer(t, p.nats, reg, func(c *pooltest.ServerConfig) { c.NoAnnounce = false })
 	hasExtra := func() bool {
 		lt, err := cs.ListTools(ctx, nil)
 		return err == nil && slices.ContainsFunc(lt.Tools, func(tl *mcp.Tool) bool { return tl.Name == "extra" })
@@ -244,7 +243,7 @@ func TestToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startPool(t, func(c *toolpool.OrchestratorConfig) {
+	p := startPool(t, func(c *pooltest.OrchestratorConfig) {
 		c.MCP.Token = testToken
 		c.API.Keys = keys
 	})
@@ -318,7 +317,7 @@ func post(t *testing.T, url, token, body string) answer {
 // "method not found"; a body over the limit is refused; nothing hangs.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	p := startPool(t, func(c *toolpool.OrchestratorConfig) { c.MCP.MaxBodyBytes = 1 << 10 })
+	p := startPool(t, func(c *pooltest.OrchestratorConfig) { c.MCP.MaxBodyBytes = 1 << 10 })
 	for _, tc := range []struct {
 		name, body string
 		status     int

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/embedded"
@@ -56,7 +55,7 @@ func fastTools(t *testing.T) *tools.Registry {
 // url, observed by m; it stops when the test ends.
 func startWorker(t *testing.T, url string, reg *tools.Registry, m worker.Metrics) {
 	t.Helper()
-	pooltest.StartServer(t, url, reg, func(c *toolpool.ServerConfig) { c.Worker.Metrics = m })
+	pooltest.StartServer(t, url, reg, func(c *pooltest.ServerConfig) { c.Worker.Metrics = m })
 }
 
 // TestScriptedMixCounts runs a scripted mix of calls through a real worker

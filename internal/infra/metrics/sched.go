@@ -1,8 +1,9 @@
 package metrics
 
 import (
-	"github.com/toolpool/toolpool/internal/pooltype"
 	"sync"
+
+	"github.com/toolpool/toolpool/internal/pooltype"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -10,7 +11,7 @@ import (
 // SchedOptions configures a SchedCollector.
 type SchedOptions struct {
 	// Tenants are the tenants labelled by name: the API keys' tenants
-	// (httpapi.Keys.Tenants). The calls of every other tenant are summed
+	// (apikey.Set.Tenants). The calls of every other tenant are summed
 	// under the tenant label pooltype.OtherKey. The tenant "" (a pool without
 	// API keys) is always labelled by name.
 	Tenants []string

@@ -22,7 +22,7 @@ import (
 // take the calls: JetStream did not store them (no responders, timeout,
 // connection closed) within Config.PublishRetryFor or refused them, or the
 // dispatcher is stopped or not started. An HTTP layer answers them with 503.
-var ErrUnavailable = errors.New("tool pool unavailable")
+var ErrUnavailable = pooltype.ErrUnavailable
 
 // ErrStopped is wrapped, together with ErrUnavailable, by the errors of
 // Dispatch calls that Stop ended or that came after it. It is also the

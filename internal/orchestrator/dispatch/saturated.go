@@ -1,10 +1,10 @@
 package dispatch
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -16,7 +16,7 @@ import (
 // error is a *SaturatedError; it matches ErrUnavailable too, so callers
 // that retry an unavailable pool retry a saturated one. Nothing of the
 // turn was published.
-var ErrSaturated = errors.New("tool pool saturated")
+var ErrSaturated = pooltype.ErrSaturated
 
 // SaturatedError says why a turn was refused and when to try again.
 type SaturatedError struct {

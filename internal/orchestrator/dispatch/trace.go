@@ -3,26 +3,21 @@ package dispatch
 import (
 	"context"
 	"math/rand/v2"
-)
 
-type traceparentKey struct{}
+	"github.com/toolpool/toolpool/internal/pooltype"
+)
 
 // WithTraceparent returns ctx carrying a W3C traceparent
 // ("00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>") that Dispatch
 // puts on every call it publishes. An invalid value is ignored: Dispatch then
-// starts a new trace.
+// starts a new trace. (The context's key is pooltype's, which the HTTP
+// client reads too.)
 func WithTraceparent(ctx context.Context, traceparent string) context.Context {
-	return context.WithValue(ctx, traceparentKey{}, traceparent)
+	return pooltype.WithTraceparent(ctx, traceparent)
 }
 
 // TraceparentFrom returns the valid traceparent WithTraceparent put in ctx.
-func TraceparentFrom(ctx context.Context) (string, bool) {
-	tp, ok := ctx.Value(traceparentKey{}).(string)
-	if !ok || !ValidTraceparent(tp) {
-		return "", false
-	}
-	return tp, true
-}
+func TraceparentFrom(ctx context.Context) (string, bool) { return pooltype.TraceparentFrom(ctx) }
 
 // NewTraceparent returns a traceparent for a new, sampled trace with random
 // trace and parent ids.
@@ -53,30 +48,4 @@ func NewTraceparent() string {
 
 // ValidTraceparent reports whether s is a version-00 W3C traceparent with
 // non-zero trace and parent ids.
-func ValidTraceparent(s string) bool {
-	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
-		return false
-	}
-	traceID, parentID, flags := s[3:35], s[36:52], s[53:55]
-	return lowerHex(traceID) && !allZero(traceID) &&
-		lowerHex(parentID) && !allZero(parentID) &&
-		lowerHex(flags)
-}
-
-func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-func allZero(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] != '0' {
-			return false
-		}
-	}
-	return true
-}
+func ValidTraceparent(s string) bool { return pooltype.ValidTraceparent(s) }

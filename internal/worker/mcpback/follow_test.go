@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/worker/mcpback/internal/mcptest"
@@ -37,7 +36,7 @@ func TestWorkerFollowsItsServers(t *testing.T) {
 	if err := set.Checks()[1].Func(ctx); err == nil {
 		t.Fatal("the check of the server that is down holds")
 	}
-	server := pooltest.StartServer(t, srv.ClientURL(), reg, func(c *toolpool.ServerConfig) { c.NoAnnounce = false })
+	server := pooltest.StartServer(t, srv.ClientURL(), reg, func(c *pooltest.ServerConfig) { c.NoAnnounce = false })
 	set.Follow(server, natstest.Logger(t))
 	orch := pooltest.StartOrchestrator(t, nc, nil)
 	b := &testBundle{set: set, reg: reg, d: orch.Dispatcher()}

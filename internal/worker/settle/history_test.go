@@ -14,7 +14,6 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
@@ -210,7 +209,7 @@ func newPool(t *testing.T, history worker.History, ts ...tools.Tool) *pool {
 
 func (p *pool) startWorker(t *testing.T, history worker.History) *worker.Worker {
 	t.Helper()
-	return pooltest.StartServer(t, p.srv.ClientURL(), p.reg, func(c *toolpool.ServerConfig) { c.Worker.History = history }).Workers()[0]
+	return pooltest.StartServer(t, p.srv.ClientURL(), p.reg, func(c *pooltest.ServerConfig) { c.Worker.History = history }).Workers()[0]
 }
 
 func (p *pool) call(t *testing.T, tool, input string) (string, envelope.Result) {

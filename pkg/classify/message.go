@@ -43,13 +43,31 @@ func (d Decision) Message(in MessageInput) string {
 	case d.Code == CodeInvalidArgument && d.Class == envelope.ClassValidation:
 		writeInvalidArguments(&b, in.Tool, cause)
 	case d.Code == CodeTimeout:
-		writeTimedOut(&b, tool, in)
+		writeTimedOut(&b, tool, in.Timeout, in.Attempts)
 	case d.Code == CodeHTTP429:
-		d.writeRateLimited(&b, tool, in)
+		writeRateLimited(&b, tool, in.Attempts, d.RetryAfter)
 	default:
-		d.writeFailed(&b, tool, cause, in)
+		var retryAfter time.Duration
+		if d.Retryable {
+			retryAfter = d.RetryAfter
+		}
+		writeFailed(&b, tool, cause, in.Attempts, retryAfter)
 	}
-	d.writeNextStep(&b, in)
+	switch {
+	case in.Exhausted:
+		b.WriteString(" Retries ran out, so the call was set aside (dead-lettered). ")
+		b.WriteString(hintDifferentApproach)
+	case in.GaveUp:
+		b.WriteString(" There is no time left for another attempt before the call's deadline. ")
+		b.WriteString(hintDifferentApproach)
+	default:
+		hint := d.Hint
+		if hint == "" {
+			hint = classHint(d.Class)
+		}
+		b.WriteString(" ")
+		b.WriteString(hint)
+	}
 	return b.String()
 }
 
@@ -66,79 +84,61 @@ func writeInvalidArguments(b *strings.Builder, tool, cause string) {
 	b.WriteString(".")
 }
 
-// writeTimedOut writes that tool did not answer in time.
-func writeTimedOut(b *strings.Builder, tool string, in MessageInput) {
+// writeTimedOut writes that tool did not answer within timeout (0: not
+// known) in any of its attempts.
+func writeTimedOut(b *strings.Builder, tool string, timeout time.Duration, attempts int) {
 	b.WriteString(tool)
-	if in.Timeout > 0 {
+	if timeout > 0 {
 		b.WriteString(" did not answer within ")
-		b.WriteString(FormatDuration(in.Timeout))
+		b.WriteString(FormatDuration(timeout))
 	} else {
 		b.WriteString(" did not answer in time")
 	}
-	if in.Attempts > 1 {
+	if attempts > 1 {
 		b.WriteString(" (")
-		b.WriteString(strconv.Itoa(in.Attempts))
+		b.WriteString(strconv.Itoa(attempts))
 		b.WriteString(" attempts)")
 	}
 	b.WriteString(".")
 }
 
 // writeRateLimited writes that tool's service refused it with HTTP 429, and
-// when it may work again.
-func (d Decision) writeRateLimited(b *strings.Builder, tool string, in MessageInput) {
+// when it may work again (retryAfter 0: not known).
+func writeRateLimited(b *strings.Builder, tool string, attempts int, retryAfter time.Duration) {
 	b.WriteString(tool)
 	b.WriteString(" was rate limited by its service (HTTP 429)")
-	if in.Attempts > 1 {
+	if attempts > 1 {
 		b.WriteString(" on each of ")
-		b.WriteString(strconv.Itoa(in.Attempts))
+		b.WriteString(strconv.Itoa(attempts))
 		b.WriteString(" attempts")
 	}
 	b.WriteString(".")
-	if d.RetryAfter > 0 {
+	if retryAfter > 0 {
 		b.WriteString(" It may work again in about ")
-		b.WriteString(FormatDuration(d.RetryAfter))
+		b.WriteString(FormatDuration(retryAfter))
 		b.WriteString(".")
 	} else {
 		b.WriteString(" It may work again after a short wait.")
 	}
 }
 
-// writeFailed writes that tool failed, and why.
-func (d Decision) writeFailed(b *strings.Builder, tool, cause string, in MessageInput) {
+// writeFailed writes that tool failed, and why, and when it may work again
+// (retryAfter 0: not said).
+func writeFailed(b *strings.Builder, tool, cause string, attempts int, retryAfter time.Duration) {
 	b.WriteString(tool)
 	b.WriteString(" failed")
-	if in.Attempts > 1 {
+	if attempts > 1 {
 		b.WriteString(" after ")
-		b.WriteString(strconv.Itoa(in.Attempts))
+		b.WriteString(strconv.Itoa(attempts))
 		b.WriteString(" attempts")
 	}
 	b.WriteString(": ")
 	b.WriteString(cause)
 	b.WriteString(".")
-	if d.Retryable && d.RetryAfter > 0 {
+	if retryAfter > 0 {
 		b.WriteString(" It may work again in about ")
-		b.WriteString(FormatDuration(d.RetryAfter))
+		b.WriteString(FormatDuration(retryAfter))
 		b.WriteString(".")
-	}
-}
-
-// writeNextStep writes what the model could do next: a different approach
-// when retries ran out or the deadline leaves no time, else the hint.
-func (d Decision) writeNextStep(b *strings.Builder, in MessageInput) {
-	switch {
-	case in.Exhausted:
-		b.WriteString(" Retries ran out, so the call was set aside (dead-lettered). ")
-		b.WriteString(hintDifferentApproach)
-	case in.GaveUp:
-		b.WriteString(" There is no time left for another attempt before the call's deadline. ")
-		b.WriteString(hintDifferentApproach)
-	default:
-		hint := d.Hint
-		if hint == "" {
-			hint = classHint(d.Class)
-		}
-		b.WriteString(" ")
-		b.WriteString(hint)
 	}
 }
 

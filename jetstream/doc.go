@@ -1,6 +1,8 @@
 // Package jetstream is toolpool's NATS JetStream topology, in one place:
-// the streams and per-tool consumers, how to connect to a server, and an
-// in-process server for single-binary use.
+// the streams and per-tool consumers, their subjects, provisioning, and
+// how to connect to a server. It holds names and configurations only: the
+// in-process server of a single-binary pool is the root package's
+// Embedded, and nothing here links nats-server.
 //
 // # Topology
 //
@@ -102,19 +104,14 @@
 // Connect dials an external server with credentials from
 // ConnectOptionsFromEnv (NATS_URL, NATS_CREDS, NATS_USER/NATS_PASSWORD,
 // NATS_NKEY, NATS_CA/NATS_CERT/NATS_KEY) and reconnects forever.
-// StartEmbedded runs nats-server in this process with JetStream, storing in
-// DataDir/jetstream, for `orchestrator serve` without a NATS_URL. Its
-// max_payload is 8 MiB; a stock external server's is 1 MiB, which then
-// caps calls and results below Config.MaxMsgSize.
+// The root package's Embedded runs nats-server in this process with
+// JetStream, storing in DataDir/jetstream, for `orchestrator serve` without
+// a NATS_URL. Its max_payload is 8 MiB; a stock external server's is
+// 1 MiB, which then caps calls and results below Config.MaxMsgSize.
 //
 // # Example
 //
-//	srv, err := embedded.Start(embedded.Options{DataDir: "data"})
-//	if err != nil {
-//		return err
-//	}
-//	defer srv.Shutdown()
-//	nc, err := jetstream.Connect(jetstream.ConnectOptions{URL: srv.ClientURL()})
+//	nc, err := jetstream.Connect(jetstream.ConnectOptions{URL: "nats://127.0.0.1:4222"})
 //	if err != nil {
 //		return err
 //	}

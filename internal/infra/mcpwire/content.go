@@ -1,6 +1,6 @@
 // Package mcpwire maps content between the pool and MCP, both ways, for
-// the MCP front door (pkg/mcpfront: pool results to an MCP client) and the
-// MCP backend (pkg/mcpback: an MCP server's results into the pool): one
+// the MCP front door (internal/front/mcpfront: pool results to an MCP client) and the
+// MCP backend (internal/worker/mcpback: an MCP server's results into the pool): one
 // mapping, so that a block that goes through both comes back as it was.
 package mcpwire
 

@@ -14,7 +14,7 @@ import (
 // except for the moment the watchdog replaces the consumer, when the old
 // one may still finish a message: everything it touches is safe for that.
 func (d *Dispatcher) handleResult(msg js.Msg) {
-	d.lastResult.Store(time.Now().UnixNano())
+	d.feed.lastResult.Store(time.Now().UnixNano())
 	d.deliverResult(msg.Subject(), msg.Data(), false)
 }
 

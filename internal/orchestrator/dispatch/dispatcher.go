@@ -73,13 +73,8 @@ type Dispatcher struct {
 	// tasks are the goroutines turns leave behind (background.go).
 	tasks background
 
-	sub        atomic.Pointer[resultSub] // the result consumer; nil after a failed replacement
-	subs       atomic.Int64              // result consumers made: numbers their names
-	lastSeq    atomic.Uint64             // stream sequence of the last result handled
-	lastResult atomic.Int64              // unix nanoseconds of the last result handled
-	quietSince time.Time                 // the watchdog's: start or last replacement
-	restarts   atomic.Int64              // result consumers made again by the watchdog
-	kicked     chan string               // asks the watchdog to replace the consumer now
+	// feed is the result consumer and its watchdog (resultwatch.go).
+	feed resultFeed
 }
 
 // New returns a Dispatcher for cfg, with defaults applied. It does not touch
@@ -118,7 +113,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		calls:    newCallTable(cfg.RecentTTL, cfg.RecentMax, cfg.RecentMaxBytes),
 		sessions: newSessionTracker(cfg.MaxSessions, cfg.SessionTTL),
 		inflight: make(chan struct{}, cfg.MaxPublishInFlight),
-		kicked:   make(chan string, 1),
+		feed:     resultFeed{kicked: make(chan string, 1)},
 	}
 	d.turns.idle = make(chan struct{}, 1)
 	d.adm = newAdmission(cfg, sc, d.Life)
@@ -172,7 +167,7 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 	}
 	d.results = stream
 	info := stream.CachedInfo()
-	d.lastSeq.Store(info.State.LastSeq)
+	d.feed.lastSeq.Store(info.State.LastSeq)
 	if err := d.subscribeProgress(); err != nil {
 		return fmt.Errorf("dispatch: start: progress reports: %w: %w", ErrUnavailable, err)
 	}
@@ -187,8 +182,8 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 		_ = d.progressSub.Unsubscribe()
 		return fmt.Errorf("dispatch: start: %w: %w", ErrUnavailable, err)
 	}
-	d.sub.Store(s)
-	d.quietSince = time.Now()
+	d.feed.sub.Store(s)
+	d.feed.quietSince = time.Now()
 	d.launch(life)
 	d.log.Debug("dispatcher started", slog.String("subject", d.subject))
 	return nil
@@ -245,7 +240,7 @@ func (d *Dispatcher) teardown() {
 	if d.sched != nil {
 		d.sched.Close()
 	}
-	s := d.sub.Swap(nil)
+	s := d.feed.sub.Swap(nil)
 	if s == nil {
 		return
 	}

@@ -41,7 +41,7 @@ func TestResultWatchdogReplacesStalledConsumer(t *testing.T) {
 	if got := b.metrics.get("duplicate", "echo"); got != 0 {
 		t.Errorf("duplicate results = %d, want 0", got)
 	}
-	if n := b.d.restarts.Load(); n < 1 {
+	if n := b.d.feed.restarts.Load(); n < 1 {
 		t.Errorf("the watchdog made %d new consumers, want at least 1", n)
 	}
 	// The new consumer started after the last result handled: each result
@@ -70,7 +70,7 @@ func TestResultWatchdogLeavesIdleConsumer(t *testing.T) {
 	if err != nil || len(res) != 1 || res[0].IsError {
 		t.Fatalf("Dispatch = %+v, %v", res, err)
 	}
-	if n := b.d.restarts.Load(); n != 0 {
+	if n := b.d.feed.restarts.Load(); n != 0 {
 		t.Errorf("the watchdog made %d new consumers while nothing was stuck, want 0", n)
 	}
 }
@@ -139,9 +139,9 @@ func TestResultGapKeepsStartBeforeLostResults(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *Config) { c.ResultCheckInterval = -1 }) // no watchdog: the kick stays queued
 	s := &resultSub{name: "fake"}
-	real := b.d.sub.Swap(s)
-	defer b.d.sub.Store(real)
-	start := b.d.lastSeq.Load()
+	real := b.d.feed.sub.Swap(s)
+	defer b.d.feed.sub.Store(real)
+	start := b.d.feed.lastSeq.Load()
 	h := b.d.resultHandler(s)
 	data, err := envelope.EncodeResult(&envelope.Result{V: envelope.Version, CallID: "toolu_gap", Content: envelope.Text("x")})
 	if err != nil {
@@ -152,12 +152,12 @@ func TestResultGapKeepsStartBeforeLostResults(t *testing.T) {
 	}
 
 	deliver(1, 5)
-	if got := b.d.lastSeq.Load(); got != start+5 {
+	if got := b.d.feed.lastSeq.Load(); got != start+5 {
 		t.Fatalf("last sequence %d after the first result, want %d", got, start+5)
 	}
 	deliver(3, 9) // consumer sequence 2 never arrived
 	select {
-	case why := <-b.d.kicked:
+	case why := <-b.d.feed.kicked:
 		if !strings.Contains(why, "1 results were lost") {
 			t.Errorf("kick reason %q", why)
 		}
@@ -165,7 +165,7 @@ func TestResultGapKeepsStartBeforeLostResults(t *testing.T) {
 		t.Fatal("a gap did not ask for a new consumer")
 	}
 	deliver(4, 10)
-	if got := b.d.lastSeq.Load(); got != start+5 {
+	if got := b.d.feed.lastSeq.Load(); got != start+5 {
 		t.Errorf("last sequence %d after the gap, want %d (the result before it)", got, start+5)
 	}
 }

@@ -14,6 +14,18 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 )
 
+// resultFeed is where the dispatcher's results come from: the current
+// result consumer and what its watchdog (Dispatcher.watch) knows of it.
+type resultFeed struct {
+	sub        atomic.Pointer[resultSub] // the result consumer; nil after a failed replacement
+	subs       atomic.Int64              // result consumers made: numbers their names
+	lastSeq    atomic.Uint64             // stream sequence of the last result handled
+	lastResult atomic.Int64              // unix nanoseconds of the last result handled
+	quietSince time.Time                 // the watchdog's: start or last replacement
+	restarts   atomic.Int64              // result consumers made again by the watchdog
+	kicked     chan string               // asks the watchdog to replace the consumer now
+}
+
 // resultSub is the dispatcher's result consumer: the dispatcher makes a
 // new one, starting after the last result it handled, whenever the old one
 // lost results or stopped delivering.
@@ -32,7 +44,7 @@ type resultSub struct {
 // subscribeResults makes a result consumer that starts at stream sequence
 // from and starts pulling from it.
 func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*resultSub, error) {
-	n := d.subs.Add(1)
+	n := d.feed.subs.Add(1)
 	s := &resultSub{name: fmt.Sprintf("results_%s_%d", d.cfg.Instance, n)}
 	rc, err := ConsumeResults(ctx, d.js, ResultConsumerConfig{
 		Name: s.name, Instance: d.cfg.Instance, From: from, Handler: d.resultHandler(s), Logger: d.log,
@@ -70,8 +82,8 @@ func (d *Dispatcher) resultHandler(s *resultSub) js.MessageHandler {
 				}
 			}
 			for !s.broken.Load() {
-				last := d.lastSeq.Load()
-				if md.Sequence.Stream <= last || d.lastSeq.CompareAndSwap(last, md.Sequence.Stream) {
+				last := d.feed.lastSeq.Load()
+				if md.Sequence.Stream <= last || d.feed.lastSeq.CompareAndSwap(last, md.Sequence.Stream) {
 					break
 				}
 			}
@@ -81,12 +93,12 @@ func (d *Dispatcher) resultHandler(s *resultSub) js.MessageHandler {
 }
 
 // current returns the result consumer in use, nil while there is none.
-func (d *Dispatcher) current() *resultSub { return d.sub.Load() }
+func (d *Dispatcher) current() *resultSub { return d.feed.sub.Load() }
 
 // kick asks the watchdog to replace the result consumer now.
 func (d *Dispatcher) kick(why string) {
 	select {
-	case d.kicked <- why:
+	case d.feed.kicked <- why:
 	default: // a replacement is already asked for
 	}
 }
@@ -110,7 +122,7 @@ func (d *Dispatcher) watchResults(life context.Context) {
 		select {
 		case <-life.Done():
 			return
-		case why = <-d.kicked:
+		case why = <-d.feed.kicked:
 		case <-retry:
 			why = "the last replacement failed"
 		case <-t.C:
@@ -118,8 +130,8 @@ func (d *Dispatcher) watchResults(life context.Context) {
 				why = "the last replacement failed"
 				break
 			}
-			last := time.Unix(0, d.lastResult.Load())
-			if time.Since(last) < every || time.Since(d.quietSince) < every {
+			last := time.Unix(0, d.feed.lastResult.Load())
+			if time.Since(last) < every || time.Since(d.feed.quietSince) < every {
 				continue
 			}
 			if pending, _ := d.calls.stats(); pending == 0 {
@@ -139,7 +151,7 @@ func (d *Dispatcher) watchResults(life context.Context) {
 		}
 		// A new consumer gets a whole interval to deliver before it is
 		// judged (a slow check leaves a tick waiting in t.C).
-		d.quietSince = time.Now()
+		d.feed.quietSince = time.Now()
 		t.Reset(every)
 	}
 }
@@ -167,21 +179,21 @@ func (d *Dispatcher) resultsStuck(timeout time.Duration) string {
 // starting after the last result handled, and reports whether it did. On
 // failure there is no consumer until the next try.
 func (d *Dispatcher) replaceResults(why string) bool {
-	if old := d.sub.Swap(nil); old != nil {
+	if old := d.feed.sub.Swap(nil); old != nil {
 		old.Stop()
 		go d.deleteResults(old)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(d.cfg.ResultCheckInterval, resultsCreateWait))
 	defer cancel()
-	from := d.lastSeq.Load() + 1
+	from := d.feed.lastSeq.Load() + 1
 	s, err := d.subscribeResults(ctx, from)
 	if err != nil {
 		d.log.Warn("the result consumer stopped delivering and making a new one failed; trying again",
 			slog.String("why", why), slog.Any("error", err))
 		return false
 	}
-	d.sub.Store(s) // Stop waits for the watchdog before it stops d.sub
-	d.restarts.Add(1)
+	d.feed.sub.Store(s) // Stop waits for the watchdog before it stops d.feed.sub
+	d.feed.restarts.Add(1)
 	d.log.Warn("the result consumer stopped delivering; made a new one",
 		slog.String("why", why), slog.String("consumer", s.name), slog.Uint64("from_seq", from))
 	return true

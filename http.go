@@ -52,7 +52,16 @@ type HTTPServerConfig struct {
 	// MaxRequests caps the requests served at once (health probes not
 	// counted); more get 503 at once. Default HTTPMaxRequestsDefault.
 	MaxRequests int
+	// InsecureNoAuth serves an Addr that is not loopback although the
+	// Orchestrator has no API keys: anyone who reaches it runs tools. Set
+	// it only when something in front authenticates; without it
+	// NewHTTPServer refuses such a server.
+	InsecureNoAuth bool
 }
+
+// Loopback reports whether Addr listens on loopback addresses only
+// (127.0.0.0/8, ::1, localhost), where no credential is required.
+func (c HTTPServerConfig) Loopback() bool { return loopbackAddr(c.Addr) }
 
 // WithDefaults returns c with its zero fields set to their defaults.
 func (c HTTPServerConfig) WithDefaults() HTTPServerConfig {
@@ -123,7 +132,12 @@ func (o *Orchestrator) NewHTTPServer(cfg HTTPServerConfig) (*HTTPServer, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	srv, err := o.h.NewHTTPServer(cfg.serverConfig(o.h.APIKeys()))
+	keys := o.h.APIKeys()
+	if !cfg.Loopback() && keys.Len() == 0 && !cfg.InsecureNoAuth {
+		return nil, fmt.Errorf("toolpool: HTTPServerConfig.Addr %s is not a loopback address and the Orchestrator has no API keys: "+
+			"anyone who reaches it could run tools; give OrchestratorConfig.APIKeys, or set HTTPServerConfig.InsecureNoAuth if something in front authenticates", cfg.Addr)
+	}
+	srv, err := o.h.NewHTTPServer(cfg.serverConfig(keys))
 	if err != nil {
 		return nil, fmt.Errorf("toolpool: %w", err)
 	}

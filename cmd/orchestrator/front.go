@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -104,18 +103,9 @@ func (h *httpFlags) check(addr string) error {
 	return nil
 }
 
-// loopbackAddr reports whether a listen address is loopback only.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// loopbackAddr reports whether a listen address is loopback only, as the
+// root's HTTP server decides it.
+func loopbackAddr(addr string) bool { return toolpool.HTTPServerConfig{Addr: addr}.Loopback() }
 
 func splitList(s string) []string {
 	var out []string
@@ -136,6 +126,7 @@ func (h *httpFlags) serverConfig(addr string) toolpool.HTTPServerConfig {
 		ReadTimeout:    h.readTimeout,
 		MaxConns:       h.maxConns,
 		MaxRequests:    h.maxRequests,
+		InsecureNoAuth: h.insecureNoAuth,
 	}
 }
 

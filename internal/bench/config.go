@@ -2,6 +2,7 @@ package bench
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -189,6 +190,36 @@ type Config struct {
 	// phase of its own against the same pool, in the same round. Default
 	// none.
 	Fronts []string
+	// OnPhase, when set, is told of each phase's events (PhaseEvent), in
+	// the bench's goroutine, so that a program running the bench against
+	// a server of its own can act between phases (empty the pool's
+	// streams, which the bench leaves alone on a server given with
+	// NATSURL) and measure what the bench cannot see (the CPU time of
+	// the server and worker processes over the measured load). An error
+	// ends the run with it.
+	OnPhase func(ctx context.Context, ev PhaseEvent, name string, round int) error
+}
+
+// PhaseEvent is a moment of a phase that Config.OnPhase is told of.
+type PhaseEvent int
+
+// The events of a phase, in order.
+const (
+	// PhaseStarting: before the phase's system (the baseline's streams
+	// and executors, or a pool) is started.
+	PhaseStarting PhaseEvent = iota
+	// PhaseMeasuring: the warm-up is over, the measured load begins.
+	PhaseMeasuring
+	// PhaseMeasured: the measured load has ended.
+	PhaseMeasured
+)
+
+// onPhase tells cfg.OnPhase of ev, if set.
+func (c Config) onPhase(ctx context.Context, ev PhaseEvent, name string, round int) error {
+	if c.OnPhase == nil {
+		return nil
+	}
+	return c.OnPhase(ctx, ev, name, round)
 }
 
 // The front doors of Config.Fronts.

@@ -40,6 +40,9 @@ func (r *runner) phase(ctx context.Context, name string, round int) (Phase, erro
 	runtime.GC()
 	resetPeakRSS()
 
+	if err := r.cfg.onPhase(ctx, PhaseStarting, name, round); err != nil {
+		return Phase{}, err
+	}
 	t, stop, mix, err := r.startTarget(ctx, name)
 	if err != nil {
 		return Phase{}, err
@@ -145,6 +148,9 @@ func (r *runner) warmUp(ctx context.Context, t target, spec loadSpec, prefix, la
 // counts, and the process's CPU time, heap allocations and peak RSS
 // meanwhile; with a profile asked for, a CPU profile of the first round.
 func (r *runner) measure(ctx context.Context, t target, spec loadSpec, name string, round int) (Phase, error) {
+	if err := r.cfg.onPhase(ctx, PhaseMeasuring, name, round); err != nil {
+		return Phase{}, err
+	}
 	runtime.GC()
 	profile := r.cpuProfile(name, round)
 	if profile != nil {
@@ -159,6 +165,9 @@ func (r *runner) measure(ctx context.Context, t target, spec loadSpec, name stri
 	objs1, bytes1 := heapAllocs()
 	if profile != nil {
 		pprof.StopCPUProfile()
+	}
+	if err := r.cfg.onPhase(ctx, PhaseMeasured, name, round); err != nil {
+		return Phase{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Phase{}, err

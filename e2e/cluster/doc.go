@@ -8,4 +8,9 @@
 //
 // TestMain builds nats-server (the version pinned in go.mod) and
 // cmd/worker once; the tests need nothing else.
+//
+// The command in ./bench measures the pool against raw JetStream on such
+// a cluster, with one and two worker processes:
+//
+//	go run ./e2e/cluster/bench
 package cluster

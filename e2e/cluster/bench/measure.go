@@ -290,11 +290,8 @@ func getJSON(monitor, path string, v any) error {
 // bench's rounds against them, the baseline with as many executors as
 // the workers have slots.
 func measureWorkers(ctx context.Context, c *cluster, bins binaries, o options, n int, stderr io.Writer) (workerRun, error) {
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := jetstream.Provision(pctx, c.js, jetstream.Config{Replicas: o.replicas})
-	cancel()
-	if err != nil {
-		return workerRun{}, fmt.Errorf("provision the streams at %d replicas: %w", o.replicas, err)
+	if err := provision(ctx, c, o.replicas); err != nil {
+		return workerRun{}, err
 	}
 	poolUser, workerUser := userBench, userBench
 	if o.leastPrivilege {
@@ -345,6 +342,25 @@ func measureWorkers(ctx context.Context, c *cluster, bins binaries, o options, n
 		return workerRun{}, err
 	}
 	return workerRun{Workers: n, Report: rep, Phases: m.phases}, nil
+}
+
+// provision makes the pool's streams at replicas. A meta leader can
+// answer before it knows all three peers ("no suitable peers for
+// placement"): that is retried for up to a minute.
+func provision(ctx context.Context, c *cluster, replicas int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := jetstream.Provision(pctx, c.js, jetstream.Config{Replicas: replicas})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) || !strings.Contains(err.Error(), "no suitable peers") {
+			return fmt.Errorf("provision the streams at %d replicas: %w", replicas, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // waitPulling waits until the tool's consumer has a pull request waiting

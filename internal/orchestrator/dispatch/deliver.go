@@ -44,6 +44,7 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 		return
 	}
 	switch outcome {
+	case outcomeDelivered:
 	case outcomeLate:
 		d.metrics.LateResult(tool)
 		d.log.Debug("late result", slog.String("call_id", res.CallID), slog.String("tool", tool), slog.Int("attempt", res.Attempts))

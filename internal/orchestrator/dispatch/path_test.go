@@ -47,3 +47,23 @@ func TestDeliveredResultNotLoggedUnknown(t *testing.T) {
 		t.Errorf("a delivered result was logged as unknown:\n%s", buf.String())
 	}
 }
+
+// A turn owns its results: a caller that changes the content it got does
+// not change what a repeat of the call gets from the cache.
+func TestResultOwnedByTurn(t *testing.T) {
+	t.Parallel()
+	d := startLoopback(t, nil)
+	calls := []envelope.ToolUseBlock{use("toolu_1", "echo", `{"text":"hi"}`)}
+	first, err := d.Dispatch(context.Background(), "s", calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first[0].Content[0].Text = "changed by the caller"
+	again, err := d.Dispatch(context.Background(), "s", calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again[0].Content.Text(); got != `{"text":"hi"}` {
+		t.Errorf("the repeat got %q from the cache, want the tool's output", got)
+	}
+}

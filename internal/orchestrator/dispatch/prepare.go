@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -71,8 +70,7 @@ func (t *turn) prepare() {
 		}
 		cached, ok, epoch := d.calls.registerEpoch(key, c.Name, waiter{ch: t.ch, idx: i, t: t}, t.now)
 		if ok {
-			t.results[i] = *cached
-			t.results[i].Content = slices.Clone(cached.Content)
+			t.results[i] = cachedResult(c.ID, c.Name, cached)
 			continue
 		}
 		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info}
@@ -96,4 +94,15 @@ func encodeErrorResult(id, tool string, err error) envelope.Result {
 			classify.RefusedFieldMessage(tool, de.Field, de.Reason))
 	}
 	return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal, classify.NotPreparedMessage(tool))
+}
+
+// cachedResult decodes a cached result: the turn gets a copy of its own.
+// The cache keeps only results that decoded when they came, so an error
+// here is a bug; the call is answered with an internal is_error.
+func cachedResult(id, tool string, data []byte) envelope.Result {
+	res, err := envelope.DecodeResult(data)
+	if err != nil {
+		return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal, classify.NotPreparedMessage(tool))
+	}
+	return *res
 }

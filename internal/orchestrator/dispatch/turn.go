@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
@@ -140,8 +139,7 @@ func (t *turn) answer(dl delivery) {
 	if t.slots[dl.idx].state == slotAnswered {
 		return
 	}
-	t.results[dl.idx] = *dl.res
-	t.results[dl.idx].Content = slices.Clone(dl.res.Content)
+	t.results[dl.idx] = *dl.res // the turn owns it: see delivery
 	t.slots[dl.idx].state = slotAnswered
 	t.endTicket(dl.idx)
 	t.waiting--

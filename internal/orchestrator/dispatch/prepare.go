@@ -73,9 +73,7 @@ func (t *turn) prepare() {
 			t.results[i] = cachedResult(c.ID, c.Name, cached)
 			continue
 		}
-		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info}
-		t.keys[i] = key
-		t.payloads[i] = payload
+		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info, key: key, payload: payload}
 		t.waiting++
 	}
 	if t.waiting > 0 {

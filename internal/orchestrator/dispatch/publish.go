@@ -100,8 +100,8 @@ func (t *turn) publish() error {
 		p.retry = true
 		p.until = max(d.cfg.PublishTimeout, d.cfg.PublishRetryFor)
 	}
-	t.timer = time.NewTimer(publishPoll) // in the turn: in p, it would move p's queue to the heap
-	defer t.timer.Stop()
+	t.timer = getTimer(publishPoll) // in the turn: in p, it would move p's queue to the heap
+	defer func() { putTimer(t.timer); t.timer = nil }()
 	defer p.releaseSlots() // error paths
 	for i := range t.calls {
 		if sl := &t.slots[i]; sl.state != slotWaiting || sl.held || sl.published {
@@ -112,16 +112,16 @@ func (t *turn) publish() error {
 			return err
 		}
 		c := t.calls[i]
-		h := nats.Header{js.MsgIDHeader: []string{callMsgID(t.keys[i], t.slots[i].epoch)}, envelope.HeaderTraceparent: []string{t.traceparent}}
+		h := nats.Header{js.MsgIDHeader: []string{callMsgID(t.slots[i].key, t.slots[i].epoch)}, envelope.HeaderTraceparent: []string{t.traceparent}}
 		if t.progress != nil {
 			h[jetstream.HeaderProgress] = progressAsked
 		}
 		p.queue = append(p.queue, pubWait{idx: i, msg: &nats.Msg{
 			Subject: jetstream.CallSubject(c.Name),
-			Data:    t.payloads[i],
+			Data:    t.slots[i].payload,
 			Header:  h,
 		}})
-		t.payloads[i] = nil // the message holds the payload until its PubAck
+		t.slots[i].payload = nil // the message holds the payload until its PubAck
 		if err := p.send(&p.queue[len(p.queue)-1], p.sendAt); err != nil {
 			return err
 		}
@@ -293,7 +293,7 @@ func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 			d.log.Debug("call already queued or run; looking for its result",
 				slog.String("call_id", c.ID), slog.String("tool", c.Name), slog.String("session", t.session))
 		}
-		d.watchDuplicate(t.keys[e.idx])
+		d.watchDuplicate(t.slots[e.idx].key)
 	}
 }
 
@@ -316,7 +316,7 @@ const maxCancelledReposts = 8
 // leaves e a duplicate, as before.
 func (p *publisher) repostCancelled(e *pubWait, seq uint64) bool {
 	t, d := p.t, p.t.d
-	key := t.keys[e.idx]
+	key := t.slots[e.idx].key
 	if e.reposts >= maxCancelledReposts || e.msg == nil || d.calls.shared(key) {
 		return false // another turn of this dispatcher waits for the same call: its publish is the original
 	}

@@ -51,7 +51,8 @@ func (t *turn) prepare() {
 			continue
 		}
 		key := envelope.CallKey(t.tenant, t.session, c.ID, c.Name, input)
-		payload, err := envelope.EncodeCall(&envelope.Call{
+		msg := getCallMsg()
+		err := msg.encode(&envelope.Call{
 			ID:          c.ID,
 			Tool:        c.Name,
 			Input:       input,
@@ -64,16 +65,18 @@ func (t *turn) prepare() {
 			Traceparent: traceparent,
 		})
 		if err != nil {
+			putCallMsg(msg)
 			t.results[i] = encodeErrorResult(c.ID, c.Name, err)
 			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
 		cached, ok, epoch := d.calls.registerEpoch(key, c.Name, waiter{ch: t.ch, idx: i, t: t}, t.now)
 		if ok {
+			putCallMsg(msg)
 			t.results[i] = cachedResult(c.ID, c.Name, cached)
 			continue
 		}
-		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info, key: key, payload: payload}
+		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info, key: key, msg: msg}
 		t.waiting++
 	}
 	if t.waiting > 0 {

@@ -13,7 +13,6 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // Re-publishing of calls JetStream did not acknowledge (the pauses are
@@ -32,6 +31,7 @@ var errPublishDeadline = errors.New("not stored before the call's deadline")
 type pubWait struct {
 	idx      int
 	msg      *nats.Msg       // published again as is: same subject, data, headers, Msg-Id
+	cm       *callMsg        // msg's, for reuse once acknowledged
 	paf      js.PubAckFuture // the attempt in flight; nil while waiting to publish again
 	due      time.Duration   // in flight: when the attempt times out; else when to publish again
 	wait     time.Duration   // the attempt's PubAck wait
@@ -111,17 +111,10 @@ func (t *turn) publish() error {
 		if err := p.acquire(i); err != nil {
 			return err
 		}
-		c := t.calls[i]
-		h := nats.Header{js.MsgIDHeader: []string{callMsgID(t.slots[i].key, t.slots[i].epoch)}, envelope.HeaderTraceparent: []string{t.traceparent}}
-		if t.progress != nil {
-			h[jetstream.HeaderProgress] = progressAsked
-		}
-		p.queue = append(p.queue, pubWait{idx: i, msg: &nats.Msg{
-			Subject: jetstream.CallSubject(c.Name),
-			Data:    t.slots[i].payload,
-			Header:  h,
-		}})
-		t.slots[i].payload = nil // the message holds the payload until its PubAck
+		sl := &t.slots[i]
+		msg := sl.msg.address(t.calls[i].Name, callMsgID(sl.key, sl.epoch), t.traceparent, t.progress != nil)
+		p.queue = append(p.queue, pubWait{idx: i, msg: msg, cm: sl.msg})
+		sl.msg = nil // the publisher's until its PubAck
 		if err := p.send(&p.queue[len(p.queue)-1], p.sendAt); err != nil {
 			return err
 		}
@@ -279,7 +272,10 @@ func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 		return // published again under a new Msg-Id: not done yet
 	}
 	c := t.calls[e.idx]
-	e.done, e.paf, e.msg = true, nil, nil
+	if e.attempts == 1 && e.reposts == 0 && e.cm != nil {
+		putCallMsg(e.cm) // published once and acknowledged: nats.go is done with it
+	}
+	e.done, e.paf, e.msg, e.cm = true, nil, nil, nil
 	<-d.inflight
 	d.metrics.CallDispatched(c.Name)
 	if ours(ack, e.attempts) {

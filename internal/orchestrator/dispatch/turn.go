@@ -34,8 +34,8 @@ type slot struct {
 	info ToolInfo
 	// key is the call key; "" for a call answered without publishing.
 	key string
-	// payload is the encoded call until it is handed to the publisher.
-	payload []byte
+	// msg is the call's message until it is handed to the publisher.
+	msg *callMsg
 }
 
 // turn is one Dispatch call in progress.
@@ -221,6 +221,12 @@ func (t *turn) release() {
 	if t.expiry != nil {
 		putTimer(t.expiry)
 		t.expiry = nil
+	}
+	for i := range t.slots {
+		if sl := &t.slots[i]; sl.msg != nil { // never handed to the publisher
+			putCallMsg(sl.msg)
+			sl.msg = nil
+		}
 	}
 	if t.scheduled {
 		for i := range t.slots {

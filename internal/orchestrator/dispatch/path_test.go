@@ -67,3 +67,27 @@ func TestResultOwnedByTurn(t *testing.T) {
 		t.Errorf("the repeat got %q from the cache, want the tool's output", got)
 	}
 }
+
+// ackSequences reads what js.Msg's Metadata reads from both forms of
+// the ack subject.
+func TestAckSequences(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		reply          string
+		stream, consum uint64
+		ok             bool
+	}{
+		{"$JS.ACK.TOOL_RESULTS.results_a_1.1.4021.17.1700000000000000000.0", 4021, 17, true},
+		{"$JS.ACK._.ABCHASH.TOOL_RESULTS.results_a_1.1.4021.17.1700000000000000000.0.xyz", 4021, 17, true},
+		{"$JS.ACK.hub.ABCHASH.TOOL_RESULTS.results_a_1.2.9.3.1700000000000000000.5", 9, 3, true},
+		{"$JS.ACK.TOOL_RESULTS.c.1.x.17.1.0", 0, 0, false},
+		{"$JS.ACK.a.b.c", 0, 0, false},
+		{"_INBOX.abc", 0, 0, false},
+		{"", 0, 0, false},
+	} {
+		s, c, ok := ackSequences(tc.reply)
+		if s != tc.stream || c != tc.consum || ok != tc.ok {
+			t.Errorf("ackSequences(%q) = %d, %d, %v; want %d, %d, %v", tc.reply, s, c, ok, tc.stream, tc.consum, tc.ok)
+		}
+	}
+}

@@ -65,6 +65,7 @@ type callEntry struct {
 	state   callState
 	start   time.Time // when it last became pending
 	waiters []waiter  // statePending
+	first   [1]waiter // waiters' room for one, the usual number
 	result  []byte    // the encoded result, cached (stateDone)
 	size    int64     // bytes accounted for result
 	gen     uint64    // matches the FIFO item that may evict the entry
@@ -143,7 +144,10 @@ func (t *callTable) registerEpoch(id, tool string, w waiter, now time.Time) ([]b
 	e := s.calls[id]
 	switch {
 	case e == nil:
-		s.calls[id] = &callEntry{tool: tool, state: statePending, start: now, waiters: []waiter{w}}
+		e = &callEntry{tool: tool, state: statePending, start: now}
+		e.first[0] = w
+		e.waiters = e.first[:1]
+		s.calls[id] = e
 		return nil, false, 0
 	case e.state == statePending:
 		e.waiters = append(e.waiters, w)
@@ -155,7 +159,7 @@ func (t *callTable) registerEpoch(id, tool string, w waiter, now time.Time) ([]b
 		// and gets the deadline answer if the call is not run again.
 		s.unsettle(e)
 		e.state, e.start, e.tool = statePending, now, tool
-		e.waiters = append(e.waiters[:0], w)
+		e.waiters = append(e.first[:0], w)
 	}
 	return nil, false, e.cancels
 }
@@ -322,7 +326,7 @@ func (t *callTable) stats() (pending, settled int) {
 // for eviction. Lock held.
 func (s *tableShard) settle(e *callEntry, id string, st callState, data []byte, size int64, now time.Time, t *callTable) {
 	e.state = st
-	e.waiters = nil
+	e.waiters, e.first = nil, [1]waiter{} // holds no turn while settled
 	e.result, e.size = nil, 0
 	if data != nil && size <= t.maxBytes {
 		e.result, e.size = data, size

@@ -204,3 +204,23 @@ func TestCallTableCancelEpochs(t *testing.T) {
 		t.Errorf("after its result: %s, %v; want the cached result", r, ok)
 	}
 }
+
+// A settled call holds none of its waiters' turns.
+func TestCallTableSettledHoldsNoWaiter(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	tb := newCallTable(time.Minute, 1000, 1<<20)
+	ch := make(chan delivery, 4)
+	tb.register("a", "echo", waiter{ch: ch, idx: 0}, now)
+	tb.register("a", "echo", waiter{ch: ch, idx: 1}, now) // past the room for one
+	tb.deliver("a", result("a", "one"), 10, now, nil)
+	tb.register("b", "echo", waiter{ch: ch, idx: 2}, now)
+	tb.leave("b", waiter{ch: ch, idx: 2}, now)
+	for _, key := range []string{"a", "b"} {
+		s := tb.shard(key)
+		e := s.calls[key]
+		if len(e.waiters) != 0 || e.first[0] != (waiter{}) {
+			t.Errorf("%s: settled entry holds waiters %v, %v", key, e.waiters, e.first)
+		}
+	}
+}

@@ -29,12 +29,17 @@ var errPublishDeadline = errors.New("not stored before the call's deadline")
 
 // pubWait is one call of a turn from its first publish to its PubAck.
 type pubWait struct {
-	idx      int
-	msg      *nats.Msg       // published again as is: same subject, data, headers, Msg-Id
-	cm       *callMsg        // msg's, for reuse once acknowledged
-	paf      js.PubAckFuture // the attempt in flight; nil while waiting to publish again
-	due      time.Duration   // in flight: when the attempt times out; else when to publish again
-	wait     time.Duration   // the attempt's PubAck wait
+	idx int
+	msg *nats.Msg       // published again as is: same subject, data, headers, Msg-Id
+	cm  *callMsg        // msg's, for reuse once acknowledged
+	paf js.PubAckFuture // the attempt in flight; nil while waiting to publish again
+	// polled says poll has looked at paf's error channel: awaitHead
+	// watches it from then on. Until then a failure is found by the next
+	// poll (publishPoll): nats.go makes the channel on demand, and on the
+	// fast path, where the PubAck comes first, it is not needed.
+	polled   bool
+	due      time.Duration // in flight: when the attempt times out; else when to publish again
+	wait     time.Duration // the attempt's PubAck wait
 	attempts int
 	err      error // the previous attempt's failure
 	done     bool  // acknowledged, and its publish slot released
@@ -183,7 +188,7 @@ func (p *publisher) send(e *pubWait, now time.Duration) error {
 	if err != nil {
 		return p.failed(e, err)
 	}
-	e.paf = paf
+	e.paf, e.polled = paf, false
 	return nil
 }
 
@@ -196,7 +201,10 @@ func (p *publisher) awaitHead() error {
 		var okC <-chan *js.PubAck
 		var errC <-chan error
 		if e.paf != nil {
-			okC, errC = e.paf.Ok(), e.paf.Err()
+			okC = e.paf.Ok()
+			if e.polled {
+				errC = e.paf.Err()
+			}
 		}
 		p.arm(min(e.due, p.nextPoll))
 		select {
@@ -242,6 +250,7 @@ func (p *publisher) poll(now time.Duration) error {
 			}
 			continue
 		}
+		e.polled = true
 		select {
 		case ack := <-e.paf.Ok():
 			p.acked(e, ack)

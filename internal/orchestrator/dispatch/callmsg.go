@@ -46,14 +46,16 @@ func putCallMsg(m *callMsg) {
 // maxPooledCall is the largest buffer a pooled callMsg keeps.
 const maxPooledCall = 16 << 10
 
-// encode encodes c into m's buffer.
-func (m *callMsg) encode(c *envelope.Call) error {
+// encode encodes c, which has no key, into m's buffer and returns the
+// call's key (envelope.CallKey), which the encoder derives: given a key, it
+// would hash the call again to check it.
+func (m *callMsg) encode(c *envelope.Call) (string, error) {
 	b, err := envelope.AppendCall(m.buf[:0], c)
 	if err != nil {
-		return err
+		return "", err
 	}
 	m.buf = b
-	return nil
+	return c.Key, nil
 }
 
 // address makes m the message of a call to tool with Nats-Msg-Id msgID

@@ -14,8 +14,13 @@ import (
 func TestCallMsgReuse(t *testing.T) {
 	t.Parallel()
 	m := callMsgs.New().(*callMsg)
-	if err := m.encode(&envelope.Call{ID: "toolu_1", Tool: "echo", Input: []byte(`{"a":1}`)}); err != nil {
+	call := envelope.Call{ID: "toolu_1", Tool: "echo", Input: []byte(`{"a":1}`), Tenant: "t", Session: "s"}
+	key, err := m.encode(&call)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := envelope.CallKey("t", "s", "toolu_1", "echo", []byte(`{"a":1}`)); key != want {
+		t.Fatalf("key %q, want %q", key, want)
 	}
 	msg := m.address("echo", "key1", "tp1", true)
 	if msg.Subject != jetstream.CallSubject("echo") || msg.Header.Get(js.MsgIDHeader) != "key1" ||
@@ -23,7 +28,7 @@ func TestCallMsgReuse(t *testing.T) {
 		t.Fatalf("first message: %s %v", msg.Subject, msg.Header)
 	}
 	msg.Header.Set(js.MsgIDHeader, "key1.r7") // a re-post
-	if err := m.encode(&envelope.Call{ID: "toolu_2", Tool: "sleep", Input: []byte(`{"ms":1}`)}); err != nil {
+	if _, err := m.encode(&envelope.Call{ID: "toolu_2", Tool: "sleep", Input: []byte(`{"ms":1}`)}); err != nil {
 		t.Fatal(err)
 	}
 	msg = m.address("sleep", "key2", "tp2", false)

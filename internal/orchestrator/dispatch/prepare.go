@@ -50,13 +50,11 @@ func (t *turn) prepare() {
 			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
-		key := envelope.CallKey(t.tenant, t.session, c.ID, c.Name, input)
 		msg := getCallMsg()
-		err := msg.encode(&envelope.Call{
+		key, err := msg.encode(&envelope.Call{
 			ID:          c.ID,
 			Tool:        c.Name,
 			Input:       input,
-			Key:         key,
 			Tenant:      t.tenant,
 			Session:     t.session,
 			ReplyTo:     d.cfg.Instance,

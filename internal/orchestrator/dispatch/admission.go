@@ -74,67 +74,120 @@ func newAdmission(cfg Config, sc *sched.Scheduler, life func() context.Context) 
 	}
 }
 
-// admit decides whether the calls t is about to publish may go: done,
-// called when the turn ends, gives their room back. It never waits on the
+// admitted is what admission control counts of a turn, from admit to
+// unadmit.
+type admitted struct {
+	n     int64       // the calls counted in flight; 0 when none is
+	tools []toolCalls // the calls per tool, in the order of their first call
+	// depths says the calls are counted in their tools' queue-depth
+	// estimates (reserve): under tools[i].gen.
+	depths bool
+	one    [1]toolCalls // tools' room for a turn of one tool
+}
+
+// toolCalls is a turn's calls to one tool, as admission control counts
+// them.
+type toolCalls struct {
+	tool string
+	n    int64
+	gen  uint64     // the tool's queue-depth read generation at admission
+	load sched.Load // the scheduler's load of the tool (reserve)
+}
+
+// gen returns the read generation tool's calls were admitted under; ok is
+// false when they are not counted in the tool's estimate.
+func (m *admitted) gen(tool string) (uint64, bool) {
+	if !m.depths {
+		return 0, false
+	}
+	for _, tc := range m.tools {
+		if tc.tool == tool {
+			return tc.gen, true
+		}
+	}
+	return 0, false
+}
+
+// admit decides whether the calls t is about to publish may go; unadmit,
+// when the turn ends, gives their room back. It never waits on the
 // network: queue depths come from a cache refreshed in the background.
-func (d *Dispatcher) admit(t *turn) (done func(), err error) {
+func (d *Dispatcher) admit(t *turn) error {
 	a := d.adm
 	var n int64
-	perTool := map[string]int64{}
+	tools := t.adm.one[:0]
 	for i := range t.calls {
 		if t.slots[i].state == slotWaiting {
 			n++
-			perTool[t.calls[i].Name]++
+			tools = countCall(tools, t.calls[i].Name)
 		}
 	}
 	if n == 0 {
-		return func() {}, nil
+		return nil
 	}
 	if a.maxInFlight > 0 {
 		load := a.inFlight.Add(n)
 		// A turn alone larger than the bound still runs when nothing else
 		// does, or it could never run; nor is a key refused that holds
 		// less than its fair share of the bound.
-		if load > a.maxInFlight && load != n && !a.belowShare(perTool, t, a.maxInFlight) {
+		if load > a.maxInFlight && load != n && !a.belowShare(tools, t, a.maxInFlight) {
 			a.inFlight.Add(-n)
-			return nil, &SaturatedError{Load: load - n, Limit: a.maxInFlight, RetryAfter: a.retryAfter}
+			return &SaturatedError{Load: load - n, Limit: a.maxInFlight, RetryAfter: a.retryAfter}
 		}
 	} else {
 		a.inFlight.Add(n)
 	}
 	if a.maxDepth > 0 || a.byWait {
-		gens, err := a.reserve(perTool, t)
-		if err != nil {
+		if err := a.reserve(tools, t); err != nil {
 			a.inFlight.Add(-n)
-			return nil, err
+			return err
 		}
-		t.admGens = gens
-		return func() {
-			a.inFlight.Add(-n)
-			a.release(perTool, gens)
-		}, nil
+		t.adm.depths = true
 	}
-	return func() { a.inFlight.Add(-n) }, nil
+	t.adm.n, t.adm.tools = n, tools
+	return nil
+}
+
+// countCall counts a call to tool in tools.
+func countCall(tools []toolCalls, tool string) []toolCalls {
+	for i := range tools {
+		if tools[i].tool == tool {
+			tools[i].n++
+			return tools
+		}
+	}
+	return append(tools, toolCalls{tool: tool, n: 1})
+}
+
+// unadmit gives back the room admit counted for t.
+func (d *Dispatcher) unadmit(t *turn) {
+	if t.adm.n == 0 {
+		return
+	}
+	d.adm.inFlight.Add(-t.adm.n)
+	if t.adm.depths {
+		d.adm.release(t.adm.tools)
+	}
+	t.adm.n = 0
 }
 
 // release takes the calls of a turn that ended out of the tools' estimates,
-// where they are still counted: gens are the reads current when the turn
-// was admitted. Calls admitted before a read started are the read's to
-// count (it subtracts them when it ends).
-func (a *admission) release(perTool map[string]int64, gens map[string]uint64) {
+// where they are still counted under the reads current when the turn was
+// admitted. Calls admitted before a read started are the read's to count
+// (it subtracts them when it ends).
+func (a *admission) release(tools []toolCalls) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for tool, k := range perTool {
-		if q := a.depths[tool]; q != nil && q.gen == gens[tool] {
-			q.since -= k
+	for _, tc := range tools {
+		if q := a.depths[tc.tool]; q != nil && q.gen == tc.gen {
+			q.since -= tc.n
 		}
 	}
 }
 
 // reserve refuses the turn when a tool's queue is full or holds more work
 // than the turn has time left for (deadline), and otherwise counts its
-// calls into the tools' estimates and returns the tools' read generations,
-// for release.
+// calls into the tools' estimates and records the tools' read generations
+// in tools, for release.
 //
 // With fair shares, the calls the scheduler holds count in their tool's
 // queue (they are not in JetStream's), and the key of the turn's calls
@@ -143,58 +196,46 @@ func (a *admission) release(perTool map[string]int64, gens map[string]uint64) {
 // admitted even when the bound is reached, and the queue wait estimated
 // for it is what the round robin makes it wait (its calls ahead, times
 // the keys sharing the tool), not the whole queue.
-func (a *admission) reserve(perTool map[string]int64, t *turn) (map[string]uint64, error) {
+func (a *admission) reserve(tools []toolCalls, t *turn) error {
 	now := time.Now()
 	left := t.deadline.Sub(now)
 	// The scheduler's loads are read before a.mu is taken: its locks are
 	// the tools', and every turn's admission and release take a.mu.
-	var loadsBuf [4]toolLoad
-	loads := loadsBuf[:0]
 	if a.sched != nil {
-		for tool := range perTool {
-			loads = append(loads, toolLoad{tool, a.sched.Load(tool, t.tenant, t.keyOf(tool))})
+		for i := range tools {
+			tools[i].load = a.sched.Load(tools[i].tool, t.tenant, t.keyOf(tools[i].tool))
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for tool, n := range perTool {
+	for _, tc := range tools {
+		tool, n := tc.tool, tc.n
 		q := a.observe(tool, now)
 		load := q.pending + q.since // in JetStream, or published since the read
 		var fl sched.Load
 		var granted int64 // the calls the scheduler grants before the turn's last
 		if a.sched != nil {
-			for _, l := range loads {
-				if l.tool == tool {
-					fl = l.load
-				}
-			}
+			fl = tc.load
 			load += int64(fl.Waiting)
 			granted = min(int64(fl.Waiting), (int64(fl.KeyWaiting)+n)*int64(fl.Keys)-n)
 		}
 		if a.maxDepth > 0 && load >= a.maxDepth && (a.sched == nil || !fairShare(fl, n, a.maxDepth)) {
-			return nil, &SaturatedError{Tool: tool, Load: load, Limit: a.maxDepth, RetryAfter: a.retryAfter}
+			return &SaturatedError{Tool: tool, Load: load, Limit: a.maxDepth, RetryAfter: a.retryAfter}
 		}
 		if !a.byWait {
 			continue
 		}
 		if wait, ok := q.wait(now, staleSamples*a.refresh, n+granted); ok && wait > left {
 			retry := min(max(wait-left, a.retryAfter), SaturatedRetryAfterMax)
-			return nil, &SaturatedError{Tool: tool, Load: load, Wait: wait, Left: max(left, 0), RetryAfter: retry}
+			return &SaturatedError{Tool: tool, Load: load, Wait: wait, Left: max(left, 0), RetryAfter: retry}
 		}
 	}
-	gens := make(map[string]uint64, len(perTool))
-	for tool, k := range perTool {
-		q := a.depths[tool]
-		q.since += k
-		gens[tool] = q.gen
+	for i := range tools {
+		q := a.depths[tools[i].tool]
+		q.since += tools[i].n
+		tools[i].gen = q.gen
 	}
-	return gens, nil
-}
-
-// toolLoad is what the scheduler holds of a tool, for reserve.
-type toolLoad struct {
-	tool string
-	load sched.Load
+	return nil
 }
 
 // fairShare reports whether a key whose scheduler load is fl stays within
@@ -211,12 +252,12 @@ func fairShare(fl sched.Load, n, bound int64) bool {
 
 // belowShare reports whether, for every tool of the turn, its key stays
 // within its fair share of bound (false without fair shares).
-func (a *admission) belowShare(perTool map[string]int64, t *turn, bound int64) bool {
+func (a *admission) belowShare(tools []toolCalls, t *turn, bound int64) bool {
 	if a.sched == nil {
 		return false
 	}
-	for tool, n := range perTool {
-		if !fairShare(a.sched.Load(tool, t.tenant, t.keyOf(tool)), n, bound) {
+	for _, tc := range tools {
+		if !fairShare(a.sched.Load(tc.tool, t.tenant, t.keyOf(tc.tool)), tc.n, bound) {
 			return false
 		}
 	}

@@ -73,10 +73,10 @@ func (t *turn) cancel(now time.Time) {
 			}
 		}
 		mine := sl.seq != 0 || paf != nil
-		if !d.calls.leaveFor(t.keys[i], waiter{ch: t.ch, idx: i, t: t}, now, mine) || !mine {
+		if !d.calls.leaveFor(sl.key, waiter{ch: t.ch, idx: i, t: t}, now, mine) || !mine {
 			continue
 		}
-		targets = append(targets, cancelTarget{tool: t.calls[i].Name, key: t.keys[i], seq: sl.seq, paf: paf, attempts: attempts})
+		targets = append(targets, cancelTarget{tool: t.calls[i].Name, key: sl.key, seq: sl.seq, paf: paf, attempts: attempts})
 		d.log.Debug("call cancelled by its caller", slog.String("call_id", t.calls[i].ID), slog.String("tool", t.calls[i].Name),
 			slog.String("session", t.session), slog.String("traceparent", t.traceparent))
 	}

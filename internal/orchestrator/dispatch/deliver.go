@@ -37,13 +37,14 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 		return
 	}
 	now := time.Now()
-	outcome, tool, _ := d.calls.deliver(key, res, int64(len(data)), now, func(tool string, start time.Time) {
+	outcome, tool, _ := d.calls.deliver(key, arrival{res: res, data: data}, int64(len(data)), now, func(tool string, start time.Time) {
 		d.metrics.ResultReceived(tool, res.Class, now.Sub(start))
 	})
 	if watched && outcome != outcomeDelivered {
 		return
 	}
 	switch outcome {
+	case outcomeDelivered:
 	case outcomeLate:
 		d.metrics.LateResult(tool)
 		d.log.Debug("late result", slog.String("call_id", res.CallID), slog.String("tool", tool), slog.Int("attempt", res.Attempts))

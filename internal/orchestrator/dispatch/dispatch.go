@@ -60,11 +60,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envel
 	defer t.release()
 
 	t.prepare()
-	admitted, err := d.admit(t) // admission control: admission.go
-	if err != nil {
+	if err := d.admit(t); err != nil { // admission control: admission.go
 		return nil, err
 	}
-	defer admitted()
+	defer d.unadmit(t)
 	t.schedule() // fair shares: fair.go
 	if err := t.publish(); err != nil {
 		return nil, err

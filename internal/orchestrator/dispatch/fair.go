@@ -191,11 +191,8 @@ func (t *turn) markGranted(i int) {
 // admHold tells admission control that call i is held by the scheduler
 // (-1) or no longer (+1): see admission.hold.
 func (t *turn) admHold(i int, delta int64) {
-	if t.admGens == nil {
-		return
-	}
 	tool := t.calls[i].Name
-	if gen, ok := t.admGens[tool]; ok {
+	if gen, ok := t.adm.gen(tool); ok {
 		t.d.adm.hold(tool, gen, delta)
 	}
 }

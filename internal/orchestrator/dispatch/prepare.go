@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -51,12 +50,11 @@ func (t *turn) prepare() {
 			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
-		key := envelope.CallKey(t.tenant, t.session, c.ID, c.Name, input)
-		payload, err := envelope.EncodeCall(&envelope.Call{
+		msg := getCallMsg()
+		key, err := msg.encode(&envelope.Call{
 			ID:          c.ID,
 			Tool:        c.Name,
 			Input:       input,
-			Key:         key,
 			Tenant:      t.tenant,
 			Session:     t.session,
 			ReplyTo:     d.cfg.Instance,
@@ -65,19 +63,18 @@ func (t *turn) prepare() {
 			Traceparent: traceparent,
 		})
 		if err != nil {
+			putCallMsg(msg)
 			t.results[i] = encodeErrorResult(c.ID, c.Name, err)
 			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
 		cached, ok, epoch := d.calls.registerEpoch(key, c.Name, waiter{ch: t.ch, idx: i, t: t}, t.now)
 		if ok {
-			t.results[i] = *cached
-			t.results[i].Content = slices.Clone(cached.Content)
+			putCallMsg(msg)
+			t.results[i] = cachedResult(c.ID, c.Name, cached)
 			continue
 		}
-		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info}
-		t.keys[i] = key
-		t.payloads[i] = payload
+		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info, key: key, msg: msg}
 		t.waiting++
 	}
 	if t.waiting > 0 {
@@ -96,4 +93,15 @@ func encodeErrorResult(id, tool string, err error) envelope.Result {
 			classify.RefusedFieldMessage(tool, de.Field, de.Reason))
 	}
 	return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal, classify.NotPreparedMessage(tool))
+}
+
+// cachedResult decodes a cached result: the turn gets a copy of its own.
+// The cache keeps only results that decoded when they came, so an error
+// here is a bug; the call is answered with an internal is_error.
+func cachedResult(id, tool string, data []byte) envelope.Result {
+	res, err := envelope.DecodeResult(data)
+	if err != nil {
+		return errorResult(id, tool, envelope.ClassInternal, classify.CodeInternal, classify.NotPreparedMessage(tool))
+	}
+	return *res
 }

@@ -13,7 +13,6 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/jetstream"
-	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // Re-publishing of calls JetStream did not acknowledge (the pauses are
@@ -30,11 +29,17 @@ var errPublishDeadline = errors.New("not stored before the call's deadline")
 
 // pubWait is one call of a turn from its first publish to its PubAck.
 type pubWait struct {
-	idx      int
-	msg      *nats.Msg       // published again as is: same subject, data, headers, Msg-Id
-	paf      js.PubAckFuture // the attempt in flight; nil while waiting to publish again
-	due      time.Duration   // in flight: when the attempt times out; else when to publish again
-	wait     time.Duration   // the attempt's PubAck wait
+	idx int
+	msg *nats.Msg       // published again as is: same subject, data, headers, Msg-Id
+	cm  *callMsg        // msg's, for reuse once acknowledged
+	paf js.PubAckFuture // the attempt in flight; nil while waiting to publish again
+	// polled says poll has looked at paf's error channel: awaitHead
+	// watches it from then on. Until then a failure is found by the next
+	// poll (publishPoll): nats.go makes the channel on demand, and on the
+	// fast path, where the PubAck comes first, it is not needed.
+	polled   bool
+	due      time.Duration // in flight: when the attempt times out; else when to publish again
+	wait     time.Duration // the attempt's PubAck wait
 	attempts int
 	err      error // the previous attempt's failure
 	done     bool  // acknowledged, and its publish slot released
@@ -100,8 +105,8 @@ func (t *turn) publish() error {
 		p.retry = true
 		p.until = max(d.cfg.PublishTimeout, d.cfg.PublishRetryFor)
 	}
-	t.timer = time.NewTimer(publishPoll) // in the turn: in p, it would move p's queue to the heap
-	defer t.timer.Stop()
+	t.timer = getTimer(publishPoll) // in the turn: in p, it would move p's queue to the heap
+	defer func() { putTimer(t.timer); t.timer = nil }()
 	defer p.releaseSlots() // error paths
 	for i := range t.calls {
 		if sl := &t.slots[i]; sl.state != slotWaiting || sl.held || sl.published {
@@ -111,17 +116,10 @@ func (t *turn) publish() error {
 		if err := p.acquire(i); err != nil {
 			return err
 		}
-		c := t.calls[i]
-		h := nats.Header{js.MsgIDHeader: []string{callMsgID(t.keys[i], t.slots[i].epoch)}, envelope.HeaderTraceparent: []string{t.traceparent}}
-		if t.progress != nil {
-			h[jetstream.HeaderProgress] = progressAsked
-		}
-		p.queue = append(p.queue, pubWait{idx: i, msg: &nats.Msg{
-			Subject: jetstream.CallSubject(c.Name),
-			Data:    t.payloads[i],
-			Header:  h,
-		}})
-		t.payloads[i] = nil // the message holds the payload until its PubAck
+		sl := &t.slots[i]
+		msg := sl.msg.address(t.calls[i].Name, callMsgID(sl.key, sl.epoch), t.traceparent, t.progress != nil)
+		p.queue = append(p.queue, pubWait{idx: i, msg: msg, cm: sl.msg})
+		sl.msg = nil // the publisher's until its PubAck
 		if err := p.send(&p.queue[len(p.queue)-1], p.sendAt); err != nil {
 			return err
 		}
@@ -190,7 +188,7 @@ func (p *publisher) send(e *pubWait, now time.Duration) error {
 	if err != nil {
 		return p.failed(e, err)
 	}
-	e.paf = paf
+	e.paf, e.polled = paf, false
 	return nil
 }
 
@@ -203,7 +201,10 @@ func (p *publisher) awaitHead() error {
 		var okC <-chan *js.PubAck
 		var errC <-chan error
 		if e.paf != nil {
-			okC, errC = e.paf.Ok(), e.paf.Err()
+			okC = e.paf.Ok()
+			if e.polled {
+				errC = e.paf.Err()
+			}
 		}
 		p.arm(min(e.due, p.nextPoll))
 		select {
@@ -249,6 +250,7 @@ func (p *publisher) poll(now time.Duration) error {
 			}
 			continue
 		}
+		e.polled = true
 		select {
 		case ack := <-e.paf.Ok():
 			p.acked(e, ack)
@@ -279,7 +281,10 @@ func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 		return // published again under a new Msg-Id: not done yet
 	}
 	c := t.calls[e.idx]
-	e.done, e.paf, e.msg = true, nil, nil
+	if e.attempts == 1 && e.reposts == 0 && e.cm != nil {
+		putCallMsg(e.cm) // published once and acknowledged: nats.go is done with it
+	}
+	e.done, e.paf, e.msg, e.cm = true, nil, nil, nil
 	<-d.inflight
 	d.metrics.CallDispatched(c.Name)
 	if ours(ack, e.attempts) {
@@ -293,7 +298,7 @@ func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 			d.log.Debug("call already queued or run; looking for its result",
 				slog.String("call_id", c.ID), slog.String("tool", c.Name), slog.String("session", t.session))
 		}
-		d.watchDuplicate(t.keys[e.idx])
+		d.watchDuplicate(t.slots[e.idx].key)
 	}
 }
 
@@ -316,7 +321,7 @@ const maxCancelledReposts = 8
 // leaves e a duplicate, as before.
 func (p *publisher) repostCancelled(e *pubWait, seq uint64) bool {
 	t, d := p.t, p.t.d
-	key := t.keys[e.idx]
+	key := t.slots[e.idx].key
 	if e.reposts >= maxCancelledReposts || e.msg == nil || d.calls.shared(key) {
 		return false // another turn of this dispatcher waits for the same call: its publish is the original
 	}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -121,16 +122,19 @@ func TestResultConsumerMadeAgainAfterDeletion(t *testing.T) {
 	}
 }
 
-// gapMsg is a result message with the sequences its metadata reports.
+// gapMsg is a result message with the sequences its ack subject (its
+// metadata) reports.
 type gapMsg struct {
 	js.Msg
 	md   js.MsgMetadata
 	data []byte
 }
 
-func (m gapMsg) Metadata() (*js.MsgMetadata, error) { return &m.md, nil }
-func (m gapMsg) Data() []byte                       { return m.data }
-func (m gapMsg) Subject() string                    { return "tools.result.test" }
+func (m gapMsg) Reply() string {
+	return fmt.Sprintf("$JS.ACK.TOOL_RESULTS.fake.1.%d.%d.1700000000000000000.0", m.md.Sequence.Stream, m.md.Sequence.Consumer)
+}
+func (m gapMsg) Data() []byte    { return m.data }
+func (m gapMsg) Subject() string { return "tools.result.test" }
 
 // A jump in consumer sequence numbers (results lost on the way) asks for a
 // new consumer, which must start before the lost results: the results

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -72,18 +73,18 @@ func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*result
 // sequence to start a new consumer from and watching for lost messages.
 func (d *Dispatcher) resultHandler(s *resultSub) js.MessageHandler {
 	return func(msg js.Msg) {
-		if md, err := msg.Metadata(); err == nil {
-			if prev := s.lastCons.Swap(md.Sequence.Consumer); md.Sequence.Consumer > prev+1 {
+		if sseq, cseq, ok := ackSequences(msg.Reply()); ok {
+			if prev := s.lastCons.Swap(cseq); cseq > prev+1 {
 				// The lost results come before this one: the next consumer
 				// must start after the last result before the gap.
 				s.broken.Store(true)
 				if d.current() == s {
-					d.kick(fmt.Sprintf("%d results were lost on the way", md.Sequence.Consumer-prev-1))
+					d.kick(fmt.Sprintf("%d results were lost on the way", cseq-prev-1))
 				}
 			}
 			for !s.broken.Load() {
 				last := d.feed.lastSeq.Load()
-				if md.Sequence.Stream <= last || d.feed.lastSeq.CompareAndSwap(last, md.Sequence.Stream) {
+				if sseq <= last || d.feed.lastSeq.CompareAndSwap(last, sseq) {
 					break
 				}
 			}
@@ -201,3 +202,51 @@ func (d *Dispatcher) replaceResults(why string) bool {
 
 // deleteResults deletes a result consumer no longer used (best effort).
 func (d *Dispatcher) deleteResults(s *resultSub) { s.Delete() }
+
+// ackSequences reads the stream and consumer sequences of a JetStream
+// message from its reply subject, as js.Msg's Metadata does without
+// allocating its answer: $JS.ACK.<stream>.<consumer>.<delivered>.<stream
+// seq>.<consumer seq>.<time>.<pending> (9 tokens), or with
+// <domain>.<account hash> after $JS.ACK and possibly a token at the end
+// (11 or more). ok is false for any other subject.
+func ackSequences(reply string) (stream, consumer uint64, ok bool) {
+	rest, found := strings.CutPrefix(reply, "$JS.ACK.")
+	if !found {
+		return 0, 0, false
+	}
+	skip := 0 // tokens of rest before the stream sequence
+	switch n := strings.Count(reply, ".") + 1; {
+	case n == 9:
+		skip = 3
+	case n >= 11:
+		skip = 5
+	default:
+		return 0, 0, false
+	}
+	for range skip {
+		_, rest, _ = strings.Cut(rest, ".")
+	}
+	s, rest, _ := strings.Cut(rest, ".")
+	c, _, _ := strings.Cut(rest, ".")
+	stream, ok1 := parseSeq(s)
+	consumer, ok2 := parseSeq(c)
+	if !ok1 || !ok2 {
+		return 0, 0, false
+	}
+	return stream, consumer, true
+}
+
+// parseSeq reads a sequence number of an ack subject: decimal digits.
+func parseSeq(s string) (uint64, bool) {
+	if s == "" || len(s) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(s[i]-'0')
+	}
+	return n, true
+}

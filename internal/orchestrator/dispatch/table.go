@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -35,10 +36,19 @@ const (
 )
 
 // delivery is a result handed to one waiter: idx is the call's position in
-// the waiter's turn.
+// the waiter's turn. The waiter owns res: no other waiter or cache holds
+// it, so the turn takes it as it is, without a copy.
 type delivery struct {
 	idx int
 	res *envelope.Result
+}
+
+// arrival is a result as it came: decoded (res, for the call's waiters)
+// and encoded (data, which the cache keeps; a repeated call decodes its
+// own copy).
+type arrival struct {
+	res  *envelope.Result
+	data []byte
 }
 
 // waiter is one Dispatch call's interest in an id. ch is the turn's channel,
@@ -55,9 +65,10 @@ type callEntry struct {
 	state   callState
 	start   time.Time // when it last became pending
 	waiters []waiter  // statePending
-	result  *envelope.Result
-	size    int64  // bytes accounted for result
-	gen     uint64 // matches the FIFO item that may evict the entry
+	first   [1]waiter // waiters' room for one, the usual number
+	result  []byte    // the encoded result, cached (stateDone)
+	size    int64     // bytes accounted for result
+	gen     uint64    // matches the FIFO item that may evict the entry
 	// cancels counts the times the call was cancelled pool-wide: its
 	// message in TOOL_CALLS is gone, so the call is published again under
 	// a new Nats-Msg-Id (see callMsgID), which JetStream does not drop as a
@@ -112,15 +123,20 @@ func (t *callTable) shard(id string) *tableShard {
 }
 
 // register adds w as a waiter for id. If id's result is cached it returns it
-// instead and registers nothing.
+// (a copy of its own, decoded) instead and registers nothing.
 func (t *callTable) register(id, tool string, w waiter, now time.Time) (*envelope.Result, bool) {
-	res, ok, _ := t.registerEpoch(id, tool, w, now)
-	return res, ok
+	data, ok, _ := t.registerEpoch(id, tool, w, now)
+	if !ok {
+		return nil, false
+	}
+	res, err := envelope.DecodeResult(data)
+	return res, err == nil
 }
 
-// registerEpoch is register that also returns how often the call was
-// cancelled pool-wide: its publishes use callMsgID(id, epoch).
-func (t *callTable) registerEpoch(id, tool string, w waiter, now time.Time) (*envelope.Result, bool, uint32) {
+// registerEpoch is register that returns the cached result encoded, and
+// how often the call was cancelled pool-wide: its publishes use
+// callMsgID(id, epoch).
+func (t *callTable) registerEpoch(id, tool string, w waiter, now time.Time) ([]byte, bool, uint32) {
 	s := t.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -128,7 +144,10 @@ func (t *callTable) registerEpoch(id, tool string, w waiter, now time.Time) (*en
 	e := s.calls[id]
 	switch {
 	case e == nil:
-		s.calls[id] = &callEntry{tool: tool, state: statePending, start: now, waiters: []waiter{w}}
+		e = &callEntry{tool: tool, state: statePending, start: now}
+		e.first[0] = w
+		e.waiters = e.first[:1]
+		s.calls[id] = e
 		return nil, false, 0
 	case e.state == statePending:
 		e.waiters = append(e.waiters, w)
@@ -140,7 +159,7 @@ func (t *callTable) registerEpoch(id, tool string, w waiter, now time.Time) (*en
 		// and gets the deadline answer if the call is not run again.
 		s.unsettle(e)
 		e.state, e.start, e.tool = statePending, now, tool
-		e.waiters = append(e.waiters[:0], w)
+		e.waiters = append(e.first[:0], w)
 	}
 	return nil, false, e.cancels
 }
@@ -155,12 +174,14 @@ const (
 	outcomeUnknown                         // no record of the id
 )
 
-// deliver hands res to every waiter of the call key. size is what caching the
-// result costs. When the call was pending, received (if not nil) is called
+// deliver hands a.res to every waiter of the call key: the first waiter
+// gets it, each other one a copy, made before any waiter is woken, so that
+// every waiter owns what it gets. The cache keeps a.data; size is what
+// caching it costs. When the call was pending, received (if not nil) is called
 // with its tool and start before any waiter is woken, so what it counts is
 // counted by the time Dispatch returns. deliver returns the outcome, the
 // call's tool and when the call became pending.
-func (t *callTable) deliver(key string, res *envelope.Result, size int64, now time.Time, received func(tool string, start time.Time)) (deliverOutcome, string, time.Time) {
+func (t *callTable) deliver(key string, a arrival, size int64, now time.Time, received func(tool string, start time.Time)) (deliverOutcome, string, time.Time) {
 	s := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -174,21 +195,27 @@ func (t *callTable) deliver(key string, res *envelope.Result, size int64, now ti
 		if received != nil {
 			received(e.tool, e.start)
 		}
-		for _, w := range e.waiters {
+		// The copies first: once woken, the first waiter's caller may
+		// change what it got.
+		for i := len(e.waiters) - 1; i >= 0; i-- {
+			res := a.res
+			if i > 0 {
+				res = cloneResult(a.res)
+			}
 			select {
-			case w.ch <- delivery{idx: w.idx, res: res}:
+			case e.waiters[i].ch <- delivery{idx: e.waiters[i].idx, res: res}:
 			default: // cannot happen: the channel has room for every call of the turn
 			}
 		}
 		clear(e.waiters)
 		e.waiters = e.waiters[:0]
-		s.settle(e, key, stateDone, res, size, now, t)
+		s.settle(e, key, stateDone, a.data, size, now, t)
 		s.evict(now, t)
 		return outcomeDelivered, e.tool, e.start
 	case stateGone:
 		// Keep the late result: a retry of the same call gets it at once.
 		s.unsettle(e)
-		s.settle(e, key, stateDone, res, size, now, t)
+		s.settle(e, key, stateDone, a.data, size, now, t)
 		s.evict(now, t)
 		return outcomeLate, e.tool, e.start
 	default:
@@ -232,6 +259,13 @@ func (t *callTable) leaveFor(id string, w waiter, now time.Time, cancel bool) (l
 		return true
 	}
 	return false
+}
+
+// cloneResult is a copy of res whose content is its own.
+func cloneResult(res *envelope.Result) *envelope.Result {
+	c := *res
+	c.Content = slices.Clone(res.Content)
+	return &c
 }
 
 // progressTarget is a waiter that asked for the progress of a call.
@@ -290,12 +324,12 @@ func (t *callTable) stats() (pending, settled int) {
 
 // settle moves a pending (or just unsettled) entry to state st and queues it
 // for eviction. Lock held.
-func (s *tableShard) settle(e *callEntry, id string, st callState, res *envelope.Result, size int64, now time.Time, t *callTable) {
+func (s *tableShard) settle(e *callEntry, id string, st callState, data []byte, size int64, now time.Time, t *callTable) {
 	e.state = st
-	e.waiters = nil
+	e.waiters, e.first = nil, [1]waiter{} // holds no turn while settled
 	e.result, e.size = nil, 0
-	if res != nil && size <= t.maxBytes {
-		e.result, e.size = res, size
+	if data != nil && size <= t.maxBytes {
+		e.result, e.size = data, size
 	}
 	s.gen++
 	e.gen = s.gen

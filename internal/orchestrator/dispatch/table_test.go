@@ -8,8 +8,13 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-func result(id, text string) *envelope.Result {
-	return &envelope.Result{V: envelope.Version, CallID: id, Content: envelope.Text(text)}
+func result(id, text string) arrival {
+	res := &envelope.Result{V: envelope.Version, CallID: id, Content: envelope.Text(text)}
+	data, err := envelope.EncodeResult(res)
+	if err != nil {
+		panic(err)
+	}
+	return arrival{res: res, data: data}
 }
 
 func TestCallTableOutcomes(t *testing.T) {
@@ -30,12 +35,19 @@ func TestCallTableOutcomes(t *testing.T) {
 		t.Fatalf("deliver = %v %q %v", out, tool, start)
 	}
 	got := map[int]string{}
+	var owned [2]*envelope.Result
 	for range 2 {
 		d := <-ch
 		got[d.idx] = d.res.Content.Text()
+		owned[d.idx] = d.res
 	}
 	if got[0] != "one" || got[1] != "one" {
 		t.Errorf("deliveries = %v, want both waiters to get the result", got)
+	}
+	// Each waiter owns what it got: a change by one is not seen by the other.
+	owned[0].Content[0].Text = "changed"
+	if owned[1].Content.Text() != "one" {
+		t.Errorf("the waiters share their result's content")
 	}
 	if out, _, _ := tb.deliver("a", result("a", "two"), 10, now, nil); out != outcomeDuplicate {
 		t.Errorf("second delivery = %v, want duplicate", out)
@@ -188,7 +200,27 @@ func TestCallTableCancelEpochs(t *testing.T) {
 		t.Errorf("after a deadline: epoch %d; want 1 still", epoch)
 	}
 	tb.deliver("k", result("k", "done"), 10, now, nil)
-	if r, ok, _ := tb.registerEpoch("k", "sleep", w2, now); !ok || r.Content.Text() != "done" {
-		t.Errorf("after its result: %v, %v; want the cached result", r, ok)
+	if r, ok, _ := tb.registerEpoch("k", "sleep", w2, now); !ok || cachedResult("k", "sleep", r).Content.Text() != "done" {
+		t.Errorf("after its result: %s, %v; want the cached result", r, ok)
+	}
+}
+
+// A settled call holds none of its waiters' turns.
+func TestCallTableSettledHoldsNoWaiter(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	tb := newCallTable(time.Minute, 1000, 1<<20)
+	ch := make(chan delivery, 4)
+	tb.register("a", "echo", waiter{ch: ch, idx: 0}, now)
+	tb.register("a", "echo", waiter{ch: ch, idx: 1}, now) // past the room for one
+	tb.deliver("a", result("a", "one"), 10, now, nil)
+	tb.register("b", "echo", waiter{ch: ch, idx: 2}, now)
+	tb.leave("b", waiter{ch: ch, idx: 2}, now)
+	for _, key := range []string{"a", "b"} {
+		s := tb.shard(key)
+		e := s.calls[key]
+		if len(e.waiters) != 0 || e.first[0] != (waiter{}) {
+			t.Errorf("%s: settled entry holds waiters %v, %v", key, e.waiters, e.first)
+		}
 	}
 }

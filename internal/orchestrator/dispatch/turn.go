@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
@@ -32,20 +32,26 @@ type slot struct {
 	tk       sched.Ticket
 	// info is what the catalog's Lookup said of the tool.
 	info ToolInfo
+	// key is the call key; "" for a call answered without publishing.
+	key string
+	// msg is the call's message until it is handed to the publisher.
+	msg *callMsg
 }
 
 // turn is one Dispatch call in progress.
 type turn struct {
-	d        *Dispatcher
-	ctx      context.Context
-	tenant   string
-	session  string
-	calls    []envelope.ToolUseBlock
-	keys     []string // call keys; "" for calls answered without publishing
-	results  []envelope.Result
-	slots    []slot
-	payloads [][]byte
-	ch       chan delivery // results from the consumer; room for every call
+	d       *Dispatcher
+	ctx     context.Context
+	tenant  string
+	session string
+	calls   []envelope.ToolUseBlock
+	results []envelope.Result
+	slots   []slot
+	ch      chan delivery // results from the consumer; room for every call
+	// oneResult and oneSlot are results and slots of a turn of one call,
+	// the most common: the turn is then one allocation and its channel.
+	oneResult [1]envelope.Result
+	oneSlot   [1]slot
 
 	now      time.Time
 	deadline time.Time
@@ -70,9 +76,8 @@ type turn struct {
 	// held counts those waiting for their grant.
 	scheduled bool
 	held      int
-	// admGens are the tools' queue-depth read generations when the turn
-	// was admitted (admission.hold); nil when no depth is estimated.
-	admGens map[string]uint64
+	// adm is what admission control counts of the turn (admission.go).
+	adm admitted
 }
 
 func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelope.ToolUseBlock) *turn {
@@ -82,19 +87,20 @@ func (d *Dispatcher) newTurn(ctx context.Context, session string, calls []envelo
 		tenant:   TenantFrom(ctx),
 		session:  session,
 		calls:    calls,
-		keys:     make([]string, len(calls)),
-		results:  make([]envelope.Result, len(calls)),
-		slots:    make([]slot, len(calls)),
-		payloads: make([][]byte, len(calls)),
 		ch:       make(chan delivery, chanRoom(d, len(calls))),
 		now:      time.Now(),
 		progress: ProgressFrom(ctx),
+	}
+	if len(calls) == 1 {
+		t.results, t.slots = t.oneResult[:], t.oneSlot[:]
+	} else {
+		t.results, t.slots = make([]envelope.Result, len(calls)), make([]slot, len(calls))
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		t.deadline = dl
 	} else {
 		t.deadline = t.now.Add(d.cfg.DefaultTimeout)
-		t.expiry = time.NewTimer(d.cfg.DefaultTimeout)
+		t.expiry = getTimer(d.cfg.DefaultTimeout)
 	}
 	return t
 }
@@ -140,8 +146,7 @@ func (t *turn) answer(dl delivery) {
 	if t.slots[dl.idx].state == slotAnswered {
 		return
 	}
-	t.results[dl.idx] = *dl.res
-	t.results[dl.idx].Content = slices.Clone(dl.res.Content)
+	t.results[dl.idx] = *dl.res // the turn owns it: see delivery
 	t.slots[dl.idx].state = slotAnswered
 	t.endTicket(dl.idx)
 	t.waiting--
@@ -205,7 +210,7 @@ func (t *turn) expire() {
 func (t *turn) leaveAll(now time.Time) {
 	for i := range t.calls {
 		if t.slots[i].state != slotAnswered {
-			t.d.calls.leave(t.keys[i], waiter{ch: t.ch, idx: i, t: t}, now)
+			t.d.calls.leave(t.slots[i].key, waiter{ch: t.ch, idx: i, t: t}, now)
 		}
 	}
 }
@@ -214,7 +219,14 @@ func (t *turn) leaveAll(now time.Time) {
 // waiting out of the call table.
 func (t *turn) release() {
 	if t.expiry != nil {
-		t.expiry.Stop()
+		putTimer(t.expiry)
+		t.expiry = nil
+	}
+	for i := range t.slots {
+		if sl := &t.slots[i]; sl.msg != nil { // never handed to the publisher
+			putCallMsg(sl.msg)
+			sl.msg = nil
+		}
 	}
 	if t.scheduled {
 		for i := range t.slots {
@@ -230,4 +242,24 @@ func (t *turn) release() {
 		t.d.metrics.Pending(-t.waiting)
 		t.waiting = 0
 	}
+}
+
+// timers are stopped timers for turns to reuse: the deadline of a turn
+// whose ctx has none, and the publisher's. A timer stopped (Go 1.23 on)
+// delivers no stale time after a Reset.
+var timers sync.Pool
+
+// getTimer returns a timer that fires after d.
+func getTimer(d time.Duration) *time.Timer {
+	if tm, ok := timers.Get().(*time.Timer); ok {
+		tm.Reset(d)
+		return tm
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops tm and keeps it for getTimer; the caller uses it no more.
+func putTimer(tm *time.Timer) {
+	tm.Stop()
+	timers.Put(tm)
 }

@@ -64,8 +64,7 @@ func (anthropicShape) claimObject(msg map[string]json.RawMessage) (string, claim
 	if !hasContent {
 		return "", notMine
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) == nil {
+	if items, err := decodeArray(raw); err == nil {
 		if s, _ := detectArray(items); s == (anthropicShape{}) {
 			return "an Anthropic Messages assistant message (its content has Anthropic blocks)", mine
 		}
@@ -95,8 +94,8 @@ func (anthropicShape) parseObject(msg map[string]json.RawMessage, forced bool, m
 	case c[0] != '[':
 		return nil, badf("content: must be an array of content blocks, not a JSON %s", kind(c))
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(rawContent, &items); err != nil {
+	items, err := decodeArray(rawContent)
+	if err != nil {
 		return nil, badf("content: not valid JSON")
 	}
 	return parseContent(items, "content", maxCalls)
@@ -105,7 +104,7 @@ func (anthropicShape) parseObject(msg map[string]json.RawMessage, forced bool, m
 // parseContent reads Anthropic content blocks: tool_use blocks become
 // calls, every other block (text, thinking, …) is skipped.
 func parseContent(items []json.RawMessage, field string, maxCalls int) (*turn, error) {
-	t := &turn{shape: anthropicShape{}}
+	t := newTurn(anthropicShape{}, min(len(items), maxCalls))
 	seen := map[string]string{}
 	for i, raw := range items {
 		at := index(field, i)

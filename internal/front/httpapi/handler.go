@@ -179,7 +179,7 @@ func (h *Handler) readToolCalls(w http.ResponseWriter, r *http.Request) (_ toolC
 // readBody reads the body of a POST /v1/tool_calls, at most MaxBodyBytes;
 // one that cannot be read is answered here, and ok is false.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (_ []byte, ok bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes), r.ContentLength, h.cfg.MaxBodyBytes)
 	rc := http.NewResponseController(w)
 	if err == nil {
 		// The body is in: the answer may take as long as the calls, and the
@@ -202,6 +202,28 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the body could not be read: "+err.Error())
 	}
 	return nil, false
+}
+
+// readAll is io.ReadAll(body) into a buffer sized by the request's
+// Content-Length when it has one within limit: one allocation, no copies.
+func readAll(body io.Reader, contentLength, limit int64) ([]byte, error) {
+	if contentLength < 0 || contentLength > limit {
+		return io.ReadAll(body)
+	}
+	buf := make([]byte, 0, contentLength+1) // one more byte: the read that finds the end
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // outcome counts the calls a turn sent and is the status of its answer:

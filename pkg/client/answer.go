@@ -207,3 +207,67 @@ func plainString(v []byte, s *string) bool {
 	}
 	return true
 }
+
+// encodeCalls is json.Marshal(calls), written directly when every string
+// and input is already as json.Marshal writes it (printable ASCII without
+// what it escapes, inputs valid and compact): the usual case, byte for
+// byte the same.
+func encodeCalls(calls []envelope.ToolUseBlock) ([]byte, error) {
+	size := 1
+	for i := range calls {
+		c := &calls[i]
+		if !asIsString(c.Type) || !asIsString(c.ID) || !asIsString(c.Name) || !asIsInput(c.Input) {
+			return json.Marshal(calls)
+		}
+		size += len(`{"type":"","id":"","name":"","input":},`) + len(c.Type) + len(c.ID) + len(c.Name) + len(c.Input)
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, '[')
+	for i := range calls {
+		c := &calls[i]
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"type":"`...)
+		buf = append(buf, c.Type...)
+		buf = append(buf, `","id":"`...)
+		buf = append(buf, c.ID...)
+		buf = append(buf, `","name":"`...)
+		buf = append(buf, c.Name...)
+		buf = append(buf, `","input":`...)
+		buf = append(buf, c.Input...)
+		buf = append(buf, '}')
+	}
+	return append(buf, ']'), nil
+}
+
+// asIsByte marks the bytes json.Marshal writes as they are inside a
+// string: printable ASCII but '"', '\\' and the HTML characters it escapes.
+var asIsByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// asIsString reports whether json.Marshal writes s as '"' + s + '"'.
+func asIsString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !asIsByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// asIsInput reports whether json.Marshal writes the raw input as it is:
+// valid JSON, printable ASCII without spaces (so compact) and without the
+// HTML characters it escapes.
+func asIsInput(in []byte) bool {
+	for _, c := range in {
+		if c == ' ' || (!asIsByte[c] && c != '"' && c != '\\') {
+			return false
+		}
+	}
+	return len(in) > 0 && jsonwire.Valid(in)
+}

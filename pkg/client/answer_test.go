@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // FuzzDecodeAnswer holds decodeAnswer to json.Unmarshal into a
@@ -58,4 +60,29 @@ func TestReadAnswer(t *testing.T) {
 	if err != io.ErrUnexpectedEOF {
 		t.Fatalf("a failing body: %v, want io.ErrUnexpectedEOF", err)
 	}
+}
+
+// FuzzEncodeCalls holds encodeCalls to json.Marshal: the same bytes, and
+// an error in the same cases.
+func FuzzEncodeCalls(f *testing.F) {
+	f.Add("tool_use", "toolu_01", "echo", `{"text":"x"}`)
+	f.Add("tool_use", "call 1", "echo", `{"a": 1}`)
+	f.Add("tool_use", "a<b", "e&cho", `{"t":"<p>"}`)
+	f.Add("tool_use", "id", "n", ``)
+	f.Add("tool_use", "id", "n", `{"a":"\u2028é"}`)
+	f.Add("tool_use", "id", "n", `{"a":[1,2,{"b":null}],"c":true}`)
+	f.Add("tool_use", "id", "n", `{"a":`)
+	f.Add("tool_use", "\xff", "\"", `"x"`)
+	f.Fuzz(func(t *testing.T, typ, id, name, input string) {
+		var in json.RawMessage
+		if input != "" || len(id)%2 == 1 {
+			in = json.RawMessage(input)
+		}
+		calls := []envelope.ToolUseBlock{{Type: typ, ID: id, Name: name, Input: in}, {Type: "tool_use", ID: "b", Name: "echo", Input: json.RawMessage(`{}`)}}
+		want, wantErr := json.Marshal(calls)
+		got, gotErr := encodeCalls(calls)
+		if (gotErr != nil) != (wantErr != nil) || string(got) != string(want) {
+			t.Fatalf("encodeCalls = %s, %v; json.Marshal: %s, %v", got, gotErr, want, wantErr)
+		}
+	})
 }

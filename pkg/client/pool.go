@@ -188,7 +188,7 @@ func (p *Pool) DispatchBlocks(ctx context.Context, session string, calls []envel
 	if len(calls) == 0 {
 		return nil, nil
 	}
-	body, err := json.Marshal(calls)
+	body, err := encodeCalls(calls)
 	if err != nil {
 		return nil, fmt.Errorf("client: encode the tool calls: %w", err)
 	}

@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // FuzzDecoders holds decodeObject, decodeArray and decodeString to
@@ -83,4 +86,35 @@ func TestDecodersMissing(t *testing.T) {
 	if err := decodeString(nil, &s); err == nil || s != "kept" {
 		t.Errorf("decodeString(nil) = %q, %v; want an error and s kept", s, err)
 	}
+}
+
+// FuzzAppendUserMessage holds UserMessage.appendJSON to the encoder the
+// handler uses otherwise: the same bytes, whatever the strings.
+func FuzzAppendUserMessage(f *testing.F) {
+	f.Add("toolu_01", "done", "", false, false)
+	f.Add("id\"\\<>&", "line\nbreak\t\u2028\u2029 <b>&amp;", "\x00\x1f", true, false)
+	f.Add("\xff\xfe", "bad \xc3 utf8 é 😀", "second", false, true)
+	f.Fuzz(func(t *testing.T, id, text, text2 string, isError, image bool) {
+		content := envelope.Content{{Type: "text", Text: text}, {Type: "text", Text: text2}}
+		if image {
+			content = append(content, envelope.Block{Type: "image", Raw: json.RawMessage(`{"type": "image"}`)})
+		}
+		msg := UserMessage{Role: "user", Content: []envelope.ToolResultBlock{
+			{Type: "tool_result", ToolUseID: id, Content: content, IsError: isError},
+			{Type: "tool_result", ToolUseID: "b", Content: nil},
+		}}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(msg); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := msg.appendJSON(nil)
+		if want := !image && plainASCII(id); ok != want {
+			t.Fatalf("appendJSON ok = %v for id %q and content %v, want %v", ok, id, content, want)
+		}
+		if ok && string(got) != want.String() {
+			t.Fatalf("appendJSON:\n%s\nthe encoder:\n%s", got, want.String())
+		}
+	})
 }

@@ -427,18 +427,36 @@ func (h *Handler) timeout(s string) (time.Duration, error) {
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, v any) {
 	e := getEncoder()
 	defer putEncoder(e)
+	if a, ok := v.(jsonAppender); ok {
+		if out, ok := a.appendJSON(e.buf.AvailableBuffer()); ok {
+			e.buf.Write(out)
+			h.send(w, r, status, e)
+			return
+		}
+	}
 	if err := e.enc.Encode(v); err != nil {
 		h.log.WarnContext(r.Context(), "encoding the answer failed", slog.Any("error", err))
 		status = http.StatusInternalServerError
 		e.buf.Reset()
 		_ = json.NewEncoder(&e.buf).Encode(ErrorResponse{Error: ErrorDetail{Type: ErrorInternal, Message: "the answer could not be encoded"}})
 	}
+	h.send(w, r, status, e)
+}
+
+// send writes the answer e holds.
+func (h *Handler) send(w http.ResponseWriter, r *http.Request, status int, e *encoder) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(e.buf.Len()))
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(e.buf.Bytes())
 	}
+}
+
+// jsonAppender is an answer that can write itself as the encoder would
+// (UserMessage); ok false leaves it to the encoder.
+type jsonAppender interface {
+	appendJSON(dst []byte) (_ []byte, ok bool)
 }
 
 // encoder is an answer's JSON encoder and the buffer it writes to, kept

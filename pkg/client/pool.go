@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -189,17 +188,13 @@ func (p *Pool) DispatchBlocks(ctx context.Context, session string, calls []envel
 	if len(calls) == 0 {
 		return nil, nil
 	}
-	body, err := json.Marshal(calls)
+	body, err := encodeCalls(calls)
 	if err != nil {
 		return nil, fmt.Errorf("client: encode the tool calls: %w", err)
 	}
-	q := url.Values{}
-	if t := p.waitFor(ctx); t > 0 {
-		q.Set("timeout", t.String())
-	}
 	target := p.base + pathToolCalls
-	if len(q) > 0 {
-		target += "?" + q.Encode()
+	if t := p.waitFor(ctx); t > 0 {
+		target += "?timeout=" + url.QueryEscape(t.String())
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
@@ -212,19 +207,23 @@ func (p *Pool) DispatchBlocks(ctx context.Context, session string, calls []envel
 	if tp, ok := pooltype.TraceparentFrom(ctx); ok {
 		req.Header.Set(envelope.HeaderTraceparent, tp)
 	}
-	var msg userMessage
-	if err := p.do(req, &msg); err != nil {
+	var content []envelope.ToolResultBlock
+	err = p.do(req, func(data []byte) (err error) {
+		content, err = decodeAnswer(data)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	if len(msg.Content) != len(calls) {
-		return nil, fmt.Errorf("client: the pool answered %d results for %d calls", len(msg.Content), len(calls))
+	if len(content) != len(calls) {
+		return nil, fmt.Errorf("client: the pool answered %d results for %d calls", len(content), len(calls))
 	}
 	for i := range calls {
-		if msg.Content[i].ToolUseID != calls[i].ID {
-			return nil, fmt.Errorf("client: result %d is for call %q, want %q", i, msg.Content[i].ToolUseID, calls[i].ID)
+		if content[i].ToolUseID != calls[i].ID {
+			return nil, fmt.Errorf("client: result %d is for call %q, want %q", i, content[i].ToolUseID, calls[i].ID)
 		}
 	}
-	return msg.Content, nil
+	return content, nil
 }
 
 // waitFor is the timeout to ask the pool for: the configured one, else
@@ -251,7 +250,7 @@ func (p *Pool) Definitions(ctx context.Context) ([]tools.Definition, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	var tr toolsResponse
-	if err := p.do(req, &tr); err != nil {
+	if err := p.do(req, func(data []byte) error { return json.Unmarshal(data, &tr) }); err != nil {
 		return nil, err
 	}
 	return tr.Tools, nil
@@ -267,8 +266,8 @@ func (p *Pool) Tools(ctx context.Context) ([]anthropic.ToolUnionParam, error) {
 	return ToolParams(defs)
 }
 
-// do sends req and decodes a 200 answer into out.
-func (p *Pool) do(req *http.Request, out any) error {
+// do sends req and decodes a 200 answer with decode.
+func (p *Pool) do(req *http.Request, decode func(data []byte) error) error {
 	for k, vs := range p.header {
 		for _, v := range vs {
 			req.Header.Add(k, v)
@@ -285,14 +284,14 @@ func (p *Pool) do(req *http.Request, out any) error {
 		return fmt.Errorf("client: %s %s: %w: %w", req.Method, req.URL.Path, ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	data, err := readAnswer(resp)
 	if err != nil {
 		return fmt.Errorf("client: %s %s: reading the answer: %w: %w", req.Method, req.URL.Path, ErrUnavailable, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return apiError(resp, data)
 	}
-	if err := json.Unmarshal(data, out); err != nil {
+	if err := decode(data); err != nil {
 		return fmt.Errorf("client: %s %s: the answer is not what the API sends: %w", req.Method, req.URL.Path, err)
 	}
 	return nil

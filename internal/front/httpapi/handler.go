@@ -11,10 +11,12 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
@@ -82,6 +84,7 @@ type toolCallsRequest struct {
 	turn    *turn
 	session string
 	timeout time.Duration
+	query   url.Values // the request's query, parsed once
 }
 
 // toolCalls serves POST /v1/tool_calls: the calls of the turn run under
@@ -105,7 +108,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		tenant = key.Tenant
 		ctx = dispatch.WithTenant(ctx, tenant)
 	}
-	if ctx, ok = h.withScheduling(ctx, w, r, key); !ok {
+	if ctx, ok = h.withScheduling(ctx, w, r, req.query, key); !ok {
 		return
 	}
 	results, sent, err := h.run(ctx, req.session, req.turn, key)
@@ -120,9 +123,11 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderErrorIndexes, idx)
 	}
 	h.write(w, r, status, t.shape.answer(t, results))
-	h.log.DebugContext(r.Context(), "tool calls",
-		slog.String("format", string(t.shape.format())), slog.Int("calls", len(t.calls)), slog.Int("status", status),
-		slog.String("tenant", tenant), slog.String("session", req.session), slog.Duration("elapsed", time.Since(start)))
+	if h.log.Enabled(r.Context(), slog.LevelDebug) { // the attributes cost allocations even when dropped
+		h.log.DebugContext(r.Context(), "tool calls",
+			slog.String("format", string(t.shape.format())), slog.Int("calls", len(t.calls)), slog.Int("status", status),
+			slog.String("tenant", tenant), slog.String("session", req.session), slog.Duration("elapsed", time.Since(start)))
+	}
 }
 
 // readToolCalls reads and checks a POST /v1/tool_calls: its content
@@ -168,13 +173,13 @@ func (h *Handler) readToolCalls(w http.ResponseWriter, r *http.Request) (_ toolC
 		h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the request could not be read")
 		return toolCallsRequest{}, false
 	}
-	return toolCallsRequest{turn: t, session: session, timeout: timeout}, true
+	return toolCallsRequest{turn: t, session: session, timeout: timeout, query: q}, true
 }
 
 // readBody reads the body of a POST /v1/tool_calls, at most MaxBodyBytes;
 // one that cannot be read is answered here, and ok is false.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (_ []byte, ok bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes), r.ContentLength, h.cfg.MaxBodyBytes)
 	rc := http.NewResponseController(w)
 	if err == nil {
 		// The body is in: the answer may take as long as the calls, and the
@@ -199,20 +204,41 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.
 	return nil, false
 }
 
+// readAll is io.ReadAll(body) into a buffer sized by the request's
+// Content-Length when it has one within limit: one allocation, no copies.
+func readAll(body io.Reader, contentLength, limit int64) ([]byte, error) {
+	if contentLength < 0 || contentLength > limit {
+		return io.ReadAll(body)
+	}
+	buf := make([]byte, 0, contentLength+1) // one more byte: the read that finds the end
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 // outcome counts the calls a turn sent and is the status of its answer:
 // 200, or 429 when admission control refused the turn (its results say
 // so: an agent that appends the body tells the model the truth). Any other
 // error is answered here, and ok is false.
 func (h *Handler) outcome(w http.ResponseWriter, r *http.Request, tenant string, sent int, err error) (status int, ok bool) {
-	var saturated *dispatch.SaturatedError
-	switch {
-	case errors.As(err, &saturated):
+	if err == nil {
+		h.cfg.Metrics.ToolCalls(tenant, OutcomeDispatched, sent)
+		return http.StatusOK, true
+	}
+	if saturated, ok := errors.AsType[*dispatch.SaturatedError](err); ok {
 		h.cfg.Metrics.ToolCalls(tenant, OutcomeSaturated, sent)
 		setRetryAfter(w, saturated.RetryAfter)
 		return http.StatusTooManyRequests, true
-	case err == nil:
-		h.cfg.Metrics.ToolCalls(tenant, OutcomeDispatched, sent)
-		return http.StatusOK, true
 	}
 	switch {
 	case errors.Is(err, errCannotList):
@@ -242,6 +268,9 @@ var errCannotList = errors.New("httpapi: the tool definitions cannot be listed")
 
 // isJSON reports whether a Content-Type is application/json.
 func isJSON(contentType string) bool {
+	if contentType == "application/json" { // what clients send, read without the parser's map
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/json"
 }
@@ -253,9 +282,13 @@ func isJSON(contentType string) bool {
 // the turn, every dispatched call is answered with dispatch.SaturatedResult
 // and the *dispatch.SaturatedError is returned with the results.
 func (h *Handler) run(ctx context.Context, session string, t *turn, key *apikey.Key) (results []envelope.Result, sent int, err error) {
+	restricted := key != nil && key.Tools != nil
+	if !restricted && !slices.ContainsFunc(t.local, func(r *envelope.Result) bool { return r != nil }) {
+		return h.dispatchAll(ctx, session, t) // every call goes to Dispatch, as it is
+	}
 	results = make([]envelope.Result, len(t.calls))
 	var allowed []string // the key's live tools; listed once, if needed
-	if key != nil && key.Tools != nil {
+	if restricted {
 		defs, err := h.cfg.Definitions.Definitions(ctx)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: %w", errCannotList, err)
@@ -273,7 +306,7 @@ func (h *Handler) run(ctx context.Context, session string, t *turn, key *apikey.
 			results[i] = *t.local[i]
 			continue
 		}
-		if c := t.calls[i]; key != nil && key.Tools != nil && !slices.Contains(allowed, c.Name) {
+		if c := t.calls[i]; restricted && !slices.Contains(allowed, c.Name) {
 			results[i] = *notAllowedResult(c.ID, c.Name, allowed)
 			h.cfg.Metrics.ToolCalls(key.Tenant, OutcomeNotAllowed, 1)
 			continue
@@ -285,8 +318,7 @@ func (h *Handler) run(ctx context.Context, session string, t *turn, key *apikey.
 		return results, 0, nil
 	}
 	got, err := h.cfg.Dispatcher.Dispatch(ctx, session, send)
-	var saturated *dispatch.SaturatedError
-	if errors.As(err, &saturated) {
+	if saturated, ok := errors.AsType[*dispatch.SaturatedError](err); ok {
 		for _, i := range at {
 			results[i] = dispatch.SaturatedResult(t.calls[i].ID, t.calls[i].Name, saturated)
 		}
@@ -302,6 +334,29 @@ func (h *Handler) run(ctx context.Context, session string, t *turn, key *apikey.
 		results[i] = got[j]
 	}
 	return results, len(send), nil
+}
+
+// dispatchAll is run for a turn whose calls all go to Dispatch: they are
+// sent as they are, and the dispatcher's results are the answer's.
+func (h *Handler) dispatchAll(ctx context.Context, session string, t *turn) (results []envelope.Result, sent int, err error) {
+	if len(t.calls) == 0 {
+		return []envelope.Result{}, 0, nil
+	}
+	got, err := h.cfg.Dispatcher.Dispatch(ctx, session, t.calls)
+	if saturated, ok := errors.AsType[*dispatch.SaturatedError](err); ok {
+		results = make([]envelope.Result, len(t.calls))
+		for i, c := range t.calls {
+			results[i] = dispatch.SaturatedResult(c.ID, c.Name, saturated)
+		}
+		return results, len(t.calls), err
+	}
+	if err != nil {
+		return nil, len(t.calls), err
+	}
+	if len(got) != len(t.calls) {
+		return nil, len(t.calls), fmt.Errorf("httpapi: the dispatcher returned %d results for %d calls", len(got), len(t.calls))
+	}
+	return got, len(t.calls), nil
 }
 
 // notAllowedResult answers a call to a tool the API key may not use with
@@ -370,21 +425,71 @@ func (h *Handler) timeout(s string) (time.Duration, error) {
 
 // write sends v as JSON.
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	e := getEncoder()
+	defer putEncoder(e)
+	if a, ok := v.(jsonAppender); ok {
+		if out, ok := a.appendJSON(e.buf.AvailableBuffer()); ok {
+			e.buf.Write(out)
+			h.send(w, r, status, e)
+			return
+		}
+	}
+	if err := e.enc.Encode(v); err != nil {
 		h.log.WarnContext(r.Context(), "encoding the answer failed", slog.Any("error", err))
 		status = http.StatusInternalServerError
-		buf.Reset()
-		_ = json.NewEncoder(&buf).Encode(ErrorResponse{Error: ErrorDetail{Type: ErrorInternal, Message: "the answer could not be encoded"}})
+		e.buf.Reset()
+		_ = json.NewEncoder(&e.buf).Encode(ErrorResponse{Error: ErrorDetail{Type: ErrorInternal, Message: "the answer could not be encoded"}})
 	}
+	h.send(w, r, status, e)
+}
+
+// send writes the answer e holds.
+func (h *Handler) send(w http.ResponseWriter, r *http.Request, status int, e *encoder) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(e.buf.Len()))
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(buf.Bytes())
+		_, _ = w.Write(e.buf.Bytes())
 	}
+}
+
+// jsonAppender is an answer that can write itself as the encoder would
+// (UserMessage); ok false leaves it to the encoder.
+type jsonAppender interface {
+	appendJSON(dst []byte) (_ []byte, ok bool)
+}
+
+// encoder is an answer's JSON encoder and the buffer it writes to, kept
+// in encoders between answers.
+type encoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders sync.Pool
+
+// maxPooledAnswer caps the buffers kept in encoders: a rare large answer
+// does not pin its memory.
+const maxPooledAnswer = 64 << 10
+
+func getEncoder() *encoder {
+	if e, ok := encoders.Get().(*encoder); ok {
+		return e
+	}
+	e := &encoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}
+
+// putEncoder keeps e for another answer; the ResponseWriter has copied
+// what it wrote.
+func putEncoder(e *encoder) {
+	if e.buf.Cap() > maxPooledAnswer {
+		return
+	}
+	e.buf.Reset()
+	encoders.Put(e)
 }
 
 // fail sends an ErrorResponse.

@@ -21,8 +21,8 @@ func object(raw json.RawMessage, at, what string) (map[string]json.RawMessage, e
 	if raw[0] != '{' {
 		return nil, badf("%s: must be %s, not a JSON %s", at, what, kind(raw))
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
+	m, err := decodeObject(raw)
+	if err != nil {
 		return nil, badf("%s: must be %s", at, what)
 	}
 	return m, nil
@@ -66,7 +66,7 @@ func requiredString(m map[string]json.RawMessage, at, key, why string) (string, 
 		return "", badf("%s: missing; %s", dot(at, key), why)
 	}
 	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	if decodeString(raw, &s) != nil {
 		return "", badf("%s: must be a string, not a JSON %s", dot(at, key), kind(raw))
 	}
 	if strings.TrimSpace(s) == "" {
@@ -125,7 +125,7 @@ func syntaxDetail(data []byte) string {
 // string.
 func stringMember(m map[string]json.RawMessage, key string) string {
 	var s string
-	_ = json.Unmarshal(m[key], &s)
+	_ = decodeString(m[key], &s)
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
@@ -20,7 +21,7 @@ const HeaderPriority = "Toolpool-Priority"
 // or the key's. A priority that is not one is answered 400; one above
 // what the key allows, 403; ok is false then. Without a key (no API keys)
 // any priority may be asked for.
-func (h *Handler) withScheduling(ctx context.Context, w http.ResponseWriter, r *http.Request, key *apikey.Key) (_ context.Context, ok bool) {
+func (h *Handler) withScheduling(ctx context.Context, w http.ResponseWriter, r *http.Request, q url.Values, key *apikey.Key) (_ context.Context, ok bool) {
 	p, limit := dispatch.PriorityNormal, dispatch.PriorityHigh
 	if key != nil {
 		p, limit = key.Priority, key.MaxPriority
@@ -28,7 +29,7 @@ func (h *Handler) withScheduling(ctx context.Context, w http.ResponseWriter, r *
 	}
 	asked, field := r.Header.Get(HeaderPriority), HeaderPriority+" header"
 	if asked == "" {
-		asked, field = r.URL.Query().Get("priority"), "priority parameter"
+		asked, field = q.Get("priority"), "priority parameter"
 	}
 	if asked != "" {
 		var err error

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/internal/infra/jsonwire"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -27,6 +28,11 @@ type turn struct {
 type wireCall struct {
 	id         string
 	outputType string
+}
+
+// newTurn is an empty turn of shape s with room for n calls.
+func newTurn(s shape, n int) *turn {
+	return &turn{shape: s, calls: make([]envelope.ToolUseBlock, 0, n), local: make([]*envelope.Result, 0, n), wire: make([]wireCall, 0, n)}
 }
 
 // add appends a call; local, when not nil, is its answer.
@@ -100,13 +106,13 @@ func parseTurn(body []byte, forced shape, maxCalls int) (*turn, error) {
 	if len(body) == 0 {
 		return nil, badf("the body is empty; %s", shapeHint)
 	}
-	if !json.Valid(body) {
+	if !jsonwire.Valid(body) {
 		return nil, badf("the body is not valid JSON: %s", syntaxDetail(body))
 	}
 	switch body[0] {
 	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(body, &items); err != nil {
+		items, err := decodeArray(body)
+		if err != nil {
 			return nil, badf("the body is not valid JSON: %s", syntaxDetail(body))
 		}
 		seen, what := detectArray(items)
@@ -116,8 +122,8 @@ func parseTurn(body []byte, forced shape, maxCalls int) (*turn, error) {
 		}
 		return s.parseArray(items, maxCalls)
 	case '{':
-		var msg map[string]json.RawMessage
-		if err := json.Unmarshal(body, &msg); err != nil {
+		msg, err := decodeObject(body)
+		if err != nil {
 			return nil, badf("the body is not valid JSON: %s", syntaxDetail(body))
 		}
 		seen, what, err := detectObject(msg)
@@ -139,7 +145,7 @@ func parseTurn(body []byte, forced shape, maxCalls int) (*turn, error) {
 func checkAssistant(msg map[string]json.RawMessage, forced bool) error {
 	if role, ok := msg["role"]; ok && !isNull(role) {
 		var r string
-		if json.Unmarshal(role, &r) != nil {
+		if decodeString(role, &r) != nil {
 			return badf("role: must be a string, not a JSON %s", kind(role))
 		}
 		if r != "assistant" {
@@ -167,7 +173,7 @@ func arguments(raw json.RawMessage) (input json.RawMessage, problem string) {
 	text := []byte(raw)
 	if raw[0] == '"' {
 		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		if decodeString(raw, &s) != nil {
 			return nil, "the arguments string is not a valid JSON string"
 		}
 		text = bytes.TrimSpace([]byte(s))
@@ -175,7 +181,7 @@ func arguments(raw json.RawMessage) (input json.RawMessage, problem string) {
 			return json.RawMessage(`{}`), ""
 		}
 	}
-	if !json.Valid(text) {
+	if !jsonwire.Valid(text) {
 		return nil, syntaxDetail(text)
 	}
 	return json.RawMessage(text), ""

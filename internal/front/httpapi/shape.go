@@ -112,14 +112,14 @@ var formatList = func() string {
 // that tells (nil when none does), and what the item looks like.
 func detectArray(items []json.RawMessage) (shape, string) {
 	for i, raw := range items {
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(raw, &fields) != nil {
+		fields, err := decodeObject(raw)
+		if err != nil {
 			continue
 		}
 		var typ string
 		rawType, hasType := fields["type"]
 		if hasType {
-			_ = json.Unmarshal(rawType, &typ)
+			_ = decodeString(rawType, &typ)
 		}
 		it := arrayItem{fields: fields, typ: typ, hasType: hasType}
 		for _, s := range shapes {

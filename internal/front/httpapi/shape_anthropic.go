@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolpool/toolpool/internal/infra/jsonwire"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -64,8 +65,7 @@ func (anthropicShape) claimObject(msg map[string]json.RawMessage) (string, claim
 	if !hasContent {
 		return "", notMine
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) == nil {
+	if items, err := decodeArray(raw); err == nil {
 		if s, _ := detectArray(items); s == (anthropicShape{}) {
 			return "an Anthropic Messages assistant message (its content has Anthropic blocks)", mine
 		}
@@ -95,8 +95,8 @@ func (anthropicShape) parseObject(msg map[string]json.RawMessage, forced bool, m
 	case c[0] != '[':
 		return nil, badf("content: must be an array of content blocks, not a JSON %s", kind(c))
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(rawContent, &items); err != nil {
+	items, err := decodeArray(rawContent)
+	if err != nil {
 		return nil, badf("content: not valid JSON")
 	}
 	return parseContent(items, "content", maxCalls)
@@ -105,7 +105,7 @@ func (anthropicShape) parseObject(msg map[string]json.RawMessage, forced bool, m
 // parseContent reads Anthropic content blocks: tool_use blocks become
 // calls, every other block (text, thinking, …) is skipped.
 func parseContent(items []json.RawMessage, field string, maxCalls int) (*turn, error) {
-	t := &turn{shape: anthropicShape{}}
+	t := newTurn(anthropicShape{}, min(len(items), maxCalls))
 	seen := map[string]string{}
 	for i, raw := range items {
 		at := index(field, i)
@@ -152,4 +152,66 @@ func (anthropicShape) toolList(defs []tools.Definition) any {
 		defs = []tools.Definition{}
 	}
 	return ToolsResponse{Tools: defs}
+}
+
+// appendJSON appends m as the answer's encoder writes it, newline included,
+// when its content is text only and its other strings printable ASCII (the
+// usual answer); ok is false otherwise, and the encoder writes it. (The
+// text is written by Content.MarshalJSON's rules, which the encoder keeps;
+// the other strings by the encoder's, which differ for some control
+// characters.) It spares the encoder's reflection and its
+// second pass over what Content.MarshalJSON wrote.
+func (m UserMessage) appendJSON(dst []byte) (_ []byte, ok bool) {
+	if !plainASCII(m.Role) {
+		return dst, false
+	}
+	for i := range m.Content {
+		if !plainASCII(m.Content[i].Type) || !plainASCII(m.Content[i].ToolUseID) {
+			return dst, false
+		}
+		for _, b := range m.Content[i].Content {
+			if b.Type != "text" {
+				return dst, false
+			}
+		}
+	}
+	dst = append(dst, `{"role":`...)
+	dst = jsonwire.AppendString(dst, m.Role)
+	dst = append(dst, `,"content":[`...)
+	for i := range m.Content {
+		r := &m.Content[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"type":`...)
+		dst = jsonwire.AppendString(dst, r.Type)
+		dst = append(dst, `,"tool_use_id":`...)
+		dst = jsonwire.AppendString(dst, r.ToolUseID)
+		dst = append(dst, `,"content":[`...)
+		for j := range r.Content {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"type":"text","text":`...)
+			dst = jsonwire.AppendString(dst, r.Content[j].Text)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+		if r.IsError {
+			dst = append(dst, `,"is_error":true`...)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}\n"...), true
+}
+
+// plainASCII reports whether s is printable ASCII without '"' or '\\':
+// every JSON encoder writes it as it is.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -126,11 +126,11 @@ func (geminiShape) parseObject(msg map[string]json.RawMessage, _ bool, maxCalls 
 			return &turn{shape: geminiShape{}}, nil // a candidate without content: nothing to run
 		}
 		field = "candidates[0].content"
-		_ = json.Unmarshal(msg["responseId"], &responseID)
+		_ = decodeString(msg["responseId"], &responseID)
 	}
 	if role, ok := content["role"]; ok && !isNull(role) {
 		var r string
-		if json.Unmarshal(role, &r) != nil {
+		if decodeString(role, &r) != nil {
 			return nil, badf("%s: must be a string, not a JSON %s", dot(field, "role"), kind(role))
 		}
 		if r != "model" {
@@ -141,8 +141,8 @@ func (geminiShape) parseObject(msg map[string]json.RawMessage, _ bool, maxCalls 
 	if !ok || isNull(raw) {
 		return &turn{shape: geminiShape{}}, nil // no parts: nothing to run
 	}
-	var parts []json.RawMessage
-	if json.Unmarshal(raw, &parts) != nil {
+	parts, err := decodeArray(raw)
+	if err != nil {
 		return nil, badf("%s: must be an array of parts, not a JSON %s", dot(field, "parts"), kind(raw))
 	}
 	return parseParts(parts, dot(field, "parts"), responseID, maxCalls)
@@ -151,8 +151,8 @@ func (geminiShape) parseObject(msg map[string]json.RawMessage, _ bool, maxCalls 
 // firstCandidate is the content of a response's first candidate: nil,
 // and no error, when it has none.
 func firstCandidate(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	var candidates []json.RawMessage
-	if json.Unmarshal(raw, &candidates) != nil {
+	candidates, err := decodeArray(raw)
+	if err != nil {
 		return nil, badf("candidates: must be an array, not a JSON %s", kind(raw))
 	}
 	if len(candidates) == 0 {
@@ -172,7 +172,7 @@ func firstCandidate(raw json.RawMessage) (map[string]json.RawMessage, error) {
 // other part (text, thought, …) is skipped. A call without an id is keyed
 // by geminiKey; its answer has no id either.
 func parseParts(parts []json.RawMessage, field, responseID string, maxCalls int) (*turn, error) {
-	t := &turn{shape: geminiShape{}}
+	t := newTurn(geminiShape{}, min(len(parts), maxCalls))
 	seen := map[string]string{}
 	turnKey := ""
 	for i, raw := range parts {

@@ -97,8 +97,8 @@ func (openAIShape) parseObject(msg map[string]json.RawMessage, forced bool, maxC
 	if !hasCalls || isNull(rawCalls) {
 		return &turn{shape: openAIShape{}}, nil // a message without tool calls: nothing to run
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(rawCalls, &items) != nil {
+	items, err := decodeArray(rawCalls)
+	if err != nil {
 		return nil, badf("tool_calls: must be an array, not a JSON %s", kind(rawCalls))
 	}
 	return parseToolCalls(items, "tool_calls", maxCalls)
@@ -111,7 +111,7 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 	if len(items) > maxCalls {
 		return nil, errTooManyCalls(maxCalls)
 	}
-	t := &turn{shape: openAIShape{}}
+	t := newTurn(openAIShape{}, min(len(items), maxCalls))
 	seen := map[string]string{}
 	for i, raw := range items {
 		at := index(field, i)
@@ -125,7 +125,7 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 		}
 		typ := "function"
 		if raw, ok := call["type"]; ok && !isNull(raw) {
-			if json.Unmarshal(raw, &typ) != nil {
+			if decodeString(raw, &typ) != nil {
 				return nil, badf("%s.type: must be a string, not a JSON %s", at, kind(raw))
 			}
 		}
@@ -151,7 +151,7 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 func (t *turn) addUnsupported(call map[string]json.RawMessage, at, id, typ string) {
 	name := ""
 	if c, err := object(call[typ], at+"."+typ, "an object"); err == nil {
-		_ = json.Unmarshal(c["name"], &name)
+		_ = decodeString(c["name"], &name)
 	}
 	if len(name) > MaxToolNameBytes {
 		name = name[:MaxToolNameBytes]

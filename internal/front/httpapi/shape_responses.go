@@ -106,8 +106,8 @@ func (responsesShape) parseObject(msg map[string]json.RawMessage, _ bool, maxCal
 	if !ok || isNull(raw) {
 		return nil, badf("output: missing; %s", responsesShape{}.expects())
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) != nil {
+	items, err := decodeArray(raw)
+	if err != nil {
 		return nil, badf("output: must be an array of Responses API items, not a JSON %s", kind(raw))
 	}
 	return parseOutput(items, "output", maxCalls)
@@ -121,7 +121,7 @@ func (responsesShape) parseObject(msg map[string]json.RawMessage, _ bool, maxCal
 // the same array was answered before and is skipped too, so that an agent
 // may post its whole input list.
 func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, error) {
-	t := &turn{shape: responsesShape{}}
+	t := newTurn(responsesShape{}, min(len(items), maxCalls))
 	parsed := make([]map[string]json.RawMessage, len(items))
 	answered := map[string]bool{}
 	for i, raw := range items {
@@ -137,7 +137,7 @@ func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, er
 		parsed[i] = item
 		if typ == "function_call_output" || typ == "custom_tool_call_output" {
 			var id string
-			_ = json.Unmarshal(item["call_id"], &id)
+			_ = decodeString(item["call_id"], &id)
 			answered[id] = true
 		}
 	}
@@ -145,7 +145,7 @@ func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, er
 	for i, item := range parsed {
 		at := index(field, i)
 		var typ string
-		_ = json.Unmarshal(item["type"], &typ)
+		_ = decodeString(item["type"], &typ)
 		if typ != "function_call" && typ != "custom_tool_call" {
 			continue
 		}

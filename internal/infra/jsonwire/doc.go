@@ -2,9 +2,10 @@
 // syntax check (Valid, as json.Valid but several times faster), the walk
 // over values without decoding them (SkipSpace, SkipString, SkipValue, Trim),
 // strings (ValidString, Plain, PlainASCII, Unquote, AppendString) and
-// integers (ParseInt). pkg/envelope builds its codec on it and pkg/tools its
-// fast schema check; nothing else imports it, and it imports nothing of the
-// module.
+// integers (ParseInt). pkg/envelope builds its codec on it, pkg/tools its
+// fast schema check, the HTTP API (internal/front/httpapi) its reading of
+// request bodies and pkg/client its reading of answers; it imports nothing
+// of the module.
 //
 // Everything here reads untrusted bytes: every function checks its bounds,
 // so malformed input never makes it panic. Fuzzers hold it to encoding/json

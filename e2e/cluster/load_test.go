@@ -45,11 +45,7 @@ func startPool(t *testing.T, c *cluster) *pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := jetstream.Provision(ctx, j, jetstream.Config{Replicas: 3}); err != nil {
-		t.Fatalf("provision R3 streams: %v", err)
-	}
+	provisionR3(t, j, 60*time.Second)
 	reg := tools.NewRegistry()
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
@@ -58,6 +54,99 @@ func startPool(t *testing.T, c *cluster) *pool {
 		c.Dispatch.DefaultTimeout, c.Dispatch.PublishTimeout = 2*time.Minute, 5*time.Second
 	}).Dispatcher()
 	return &pool{c: c, j: j, d: d}
+}
+
+// errCodeNoPeers is the JetStream API's error code for "no suitable peers
+// for placement".
+const errCodeNoPeers js.ErrorCode = 10005
+
+// provisionR3 provisions the pool's streams at three replicas. Placing
+// them needs, besides a complete meta group (startCluster waits for it),
+// that the meta leader has had each peer's JetStream statistics, which a
+// server sends every 250 ms at first and less often later, and which no
+// API shows: until limit, JetStream's "no suitable peers for placement"
+// is tried again, any other error fails the test at once.
+func provisionR3(t *testing.T, j js.JetStream, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := jetstream.Provision(ctx, j, jetstream.Config{Replicas: 3})
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				t.Logf("R3 streams provisioned at attempt %d, %v after the first", attempt, time.Since(start).Round(time.Millisecond))
+			}
+			return
+		}
+		if !isNoPeers(err) {
+			t.Fatalf("provision R3 streams: %v", err)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("provision R3 streams: the meta leader still finds no three peers for placement %v after the meta group was complete (%d attempts): %v",
+				limit, attempt, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// isNoPeers reports whether err is JetStream's "no suitable peers for
+// placement".
+func isNoPeers(err error) bool {
+	var apiErr *js.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNoPeers
+}
+
+// waitRejoined waits up to limit until n, restarted at restartedAt, is
+// back in the cluster: it accepts connections, the meta group has it as a
+// current member, and every stream of the pool has it as a current
+// replica.
+func (p *pool) waitRejoined(t *testing.T, n *node, restartedAt time.Time, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	n.running().WaitListening(n.client, limit)
+	p.c.waitMetaGroup(t, limit-time.Since(start))
+	for {
+		err := p.streamsComplete()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("%s restarted, not back in every stream's replicas after %v: %v", n.name, limit, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s rejoined: a current member of the meta group and of every stream's replicas %v after its restart",
+		n.name, time.Since(restartedAt).Round(time.Millisecond))
+}
+
+// streamsComplete is nil when each of the pool's streams has a leader and
+// every other node as a current replica, else what is missing.
+func (p *pool) streamsComplete() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, name := range []string{jetstream.StreamCalls, jetstream.StreamResults, jetstream.StreamDLQ} {
+		s, err := p.j.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
+		ci := s.CachedInfo().Cluster
+		if ci == nil || ci.Leader == "" {
+			return fmt.Errorf("stream %s has no leader", name)
+		}
+		current := map[string]bool{ci.Leader: true}
+		for _, r := range ci.Replicas {
+			if r.Current && !r.Offline {
+				current[r.Name] = true
+			}
+		}
+		for _, n := range p.c.nodes {
+			if !current[n.name] {
+				return fmt.Errorf("stream %s: %s is not a current replica (leader %s)", name, n.name, ci.Leader)
+			}
+		}
+	}
+	return nil
 }
 
 // streamLeader is the server name of the leader of stream name, which
@@ -345,7 +434,7 @@ func (r loadReport) log(t *testing.T, what string) {
 // runs the load; a third into it, it kills with SIGKILL the node that
 // victim names (what says what that node holds), and restarts it at two
 // thirds. Every call must get exactly one result, none lost, none
-// duplicated.
+// duplicated, and the restarted node must rejoin the cluster.
 func killNodeUnderLoad(t *testing.T, prefix, what string, victim func(p *pool) (string, error)) *pool {
 	t.Helper()
 	c := startCluster(t, "always")
@@ -355,7 +444,7 @@ func killNodeUnderLoad(t *testing.T, prefix, what string, victim func(p *pool) (
 	}
 	p.warmUpWorkers(t, "echo", `{"text":"warm"}`, "w1", "w2")
 	var killed *node
-	var killedAt time.Time
+	var killedAt, restartedAt time.Time
 	rep := p.runLoad(t, prefix, "echo", `{"text":"hello"}`,
 		func() {
 			name, err := victim(p)
@@ -380,11 +469,16 @@ func killNodeUnderLoad(t *testing.T, prefix, what string, victim func(p *pool) (
 			if killed == nil {
 				return
 			}
-			killed.start(t)
+			// Started only: the test's goroutine waits for it after the load.
+			killed.launch(t)
+			restartedAt = time.Now()
 			t.Logf("restarted %s after %v", killed.name, time.Since(killedAt).Round(time.Millisecond))
 		})
 	rep.log(t, "the node's absence")
 	p.check(t, rep, prefix)
+	if killed != nil {
+		p.waitRejoined(t, killed, restartedAt, 90*time.Second)
+	}
 	return p
 }
 

@@ -215,8 +215,8 @@ func (o *sseStream) release() {
 	o.gone = true
 }
 
-// event writes one event and flushes it.
-func (o *sseStream) event(data []byte) error {
+// event writes one event, and flushes it when flush is set.
+func (o *sseStream) event(data []byte, flush bool) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.gone {
@@ -227,7 +227,9 @@ func (o *sseStream) event(data []byte) error {
 	b = append(b, data...)
 	b = append(b, "\n\n"...)
 	_, err := o.w.Write(b)
-	_ = http.NewResponseController(o.w).Flush()
+	if flush {
+		_ = http.NewResponseController(o.w).Flush()
+	}
 	return err
 }
 
@@ -240,7 +242,7 @@ func (o *sseStream) notify(_ context.Context, p *mcp.ProgressNotificationParams)
 	b := make([]byte, 0, 64+len(params))
 	b = append(b, `{"jsonrpc":"2.0","method":"notifications/progress","params":`...)
 	b = append(b, params...)
-	return o.event(append(b, '}'))
+	return o.event(append(b, '}'), true)
 }
 
 // respond writes the response to request id: res, or err as the go-sdk
@@ -264,7 +266,10 @@ func (o *sseStream) respond(id any, res mcp.Result, err error) {
 		body, _ = marshal(wireError(err))
 	}
 	b = append(b, body...)
-	_ = o.event(append(b, '}'))
+	// Not flushed: the handler returns next, and net/http sends what is
+	// left; an answer that is the whole stream then goes in one write,
+	// with its Content-Length.
+	_ = o.event(append(b, '}'), false)
 }
 
 // wireError is err as the go-sdk writes a handler's error: a

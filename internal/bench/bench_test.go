@@ -153,24 +153,25 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	}
 }
 
-// TestFronts: with --front http,mcp the pool is also loaded through the
-// HTTP API and MCP in the same run, batches included; the report compares
-// them with direct dispatch and with each other.
+// TestFronts: with --front http,mcp,mcp-sdk the pool is also loaded
+// through the HTTP API and MCP (the lean load generator and the go-sdk
+// client) in the same run, batches included; the report compares them with
+// direct dispatch and with each other.
 func TestFronts(t *testing.T) {
 	t.Parallel()
-	fronts, err := ParseFronts("direct, mcp,http,mcp")
-	if err != nil || strings.Join(fronts, ",") != "mcp,http" {
+	fronts, err := ParseFronts("direct, mcp,http,mcp, MCP-SDK")
+	if err != nil || strings.Join(fronts, ",") != "mcp,http,mcp-sdk" {
 		t.Fatalf("ParseFronts = %v, %v", fronts, err)
 	}
 	if _, err := ParseFronts("grpc"); err == nil {
 		t.Error("ParseFronts(grpc) is no error")
 	}
-	var direct, httpProf, mcpProf bytes.Buffer
+	var direct, httpProf, mcpProf, sdkProf bytes.Buffer
 	rep := run(t, Config{Calls: 200, Concurrency: 8, Batch: 2, WorkerConcurrency: 32, Warmup: 20, SkipBaseline: true, Fronts: fronts,
-		CPUProfile: &direct, FrontCPUProfiles: map[string]io.Writer{FrontHTTP: &httpProf, FrontMCP: &mcpProf}})
+		CPUProfile: &direct, FrontCPUProfiles: map[string]io.Writer{FrontHTTP: &httpProf, FrontMCP: &mcpProf, FrontMCPSDK: &sdkProf}})
 	// Each phase's profile in its own writer: one gzip member each, not
 	// the phases' profiles one after the other.
-	for name, b := range map[string]*bytes.Buffer{"pool": &direct, "http": &httpProf, "mcp": &mcpProf} {
+	for name, b := range map[string]*bytes.Buffer{"pool": &direct, "http": &httpProf, "mcp": &mcpProf, "mcp-sdk": &sdkProf} {
 		r := bytes.NewReader(b.Bytes())
 		zr, err := gzip.NewReader(r)
 		if err != nil {
@@ -182,7 +183,7 @@ func TestFronts(t *testing.T) {
 			t.Errorf("%s CPU profile: %v, %d bytes after the first profile", name, err, r.Len())
 		}
 	}
-	if len(rep.Fronts) != 2 {
+	if len(rep.Fronts) != 3 {
 		t.Fatalf("fronts %+v", rep.Fronts)
 	}
 	for _, p := range rep.Fronts {
@@ -194,7 +195,7 @@ func TestFronts(t *testing.T) {
 	if err := rep.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pool_http", "pool_mcp", "MCP front:", "of direct dispatch's throughput"} {
+	for _, want := range []string{"pool_http", "pool_mcp ", "pool_mcp_sdk", "MCP front (lean load generator):", "MCP front (go-sdk client):", "of direct dispatch's throughput"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, b.String())
 		}

@@ -169,7 +169,7 @@ type Config struct {
 	// CPUProfile, when set, receives a CPU profile of the first round's
 	// measured pool phase.
 	CPUProfile io.Writer
-	// FrontCPUProfiles, by front door (FrontHTTP, FrontMCP), receive a
+	// FrontCPUProfiles, by front door (FrontHTTP, FrontMCP, FrontMCPSDK), receive a
 	// CPU profile of the first round's measured phase of that front.
 	FrontCPUProfiles map[string]io.Writer
 	// BaselineCPUProfile, when set, receives a CPU profile of the first
@@ -185,10 +185,11 @@ type Config struct {
 	// discarded.
 	Logger *slog.Logger
 	// Fronts are the front doors measured after direct dispatch (which is
-	// always measured): FrontHTTP (the HTTP API through pkg/client) and
-	// FrontMCP (a go-sdk MCP client over streamable HTTP on /mcp), each a
-	// phase of its own against the same pool, in the same round. Default
-	// none.
+	// always measured): FrontHTTP (the HTTP API through pkg/client),
+	// FrontMCP (a host's JSON-RPC requests on /mcp, written by hand) and
+	// FrontMCPSDK (the go-sdk MCP client over streamable HTTP on /mcp),
+	// each a phase of its own against the same pool, in the same round.
+	// Default none.
 	Fronts []string
 	// OnPhase, when set, is told of each phase's events (PhaseEvent), in
 	// the bench's goroutine, so that a program running the bench against
@@ -224,24 +225,25 @@ func (c Config) onPhase(ctx context.Context, ev PhaseEvent, name string, round i
 
 // The front doors of Config.Fronts.
 const (
-	FrontDirect = "direct" // Orchestrator.Dispatch in the process: the pool phase
-	FrontHTTP   = "http"   // POST /v1/tool_calls through pkg/client
-	FrontMCP    = "mcp"    // tools/call through the go-sdk client over streamable HTTP
+	FrontDirect = "direct"  // Orchestrator.Dispatch in the process: the pool phase
+	FrontHTTP   = "http"    // POST /v1/tool_calls through pkg/client
+	FrontMCP    = "mcp"     // tools/call on /mcp from the lean load generator: a host's requests, no MCP client library
+	FrontMCPSDK = "mcp-sdk" // tools/call through the go-sdk client over streamable HTTP
 )
 
-// ParseFronts reads --front: a comma-separated list of direct, http and
-// mcp. Direct is always measured, so it is dropped from the list.
+// ParseFronts reads --front: a comma-separated list of direct, http, mcp
+// and mcp-sdk. Direct is always measured, so it is dropped from the list.
 func ParseFronts(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		switch f = strings.TrimSpace(strings.ToLower(f)); f {
 		case "", FrontDirect:
-		case FrontHTTP, FrontMCP:
+		case FrontHTTP, FrontMCP, FrontMCPSDK:
 			if !slices.Contains(out, f) {
 				out = append(out, f)
 			}
 		default:
-			return nil, fmt.Errorf("%q: want direct, http or mcp (comma-separated)", f)
+			return nil, fmt.Errorf("%q: want direct, http, mcp or mcp-sdk (comma-separated)", f)
 		}
 	}
 	return out, nil

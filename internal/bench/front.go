@@ -18,17 +18,10 @@ import (
 // The phases of the front doors (Config.Fronts): the pool, reached over
 // HTTP instead of in the process.
 const (
-	PhasePoolHTTP = "pool_http" // the HTTP API, through pkg/client
-	PhasePoolMCP  = "pool_mcp"  // MCP over streamable HTTP, through the go-sdk client
+	PhasePoolHTTP   = "pool_http"    // the HTTP API, through pkg/client
+	PhasePoolMCP    = "pool_mcp"     // MCP over streamable HTTP, the lean load generator's requests
+	PhasePoolMCPSDK = "pool_mcp_sdk" // MCP over streamable HTTP, through the go-sdk client
 )
-
-// frontPhase is the phase of a front door.
-func frontPhase(front string) string {
-	if front == FrontMCP {
-		return PhasePoolMCP
-	}
-	return PhasePoolHTTP
-}
 
 // frontServer is the orchestrator's HTTP server (the HTTP API and /mcp)
 // on a loopback port, as serve runs it, and an HTTP client for it that
@@ -59,7 +52,7 @@ func startFrontServer(ctx context.Context, p *pool, cfg Config) (*frontServer, e
 
 func (f *frontServer) stop() {
 	f.p.orch.MCP().EndStreams()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), frontStopTimeout)
 	defer cancel()
 	_ = f.hs.Stop(ctx)
 	f.hc.CloseIdleConnections()
@@ -86,8 +79,8 @@ func (h *httpTarget) turn(ctx context.Context, a *agent, seq uint64, k int) {
 	}
 }
 
-// mcpTarget runs turns as MCP tools/call requests, one client session per
-// agent (a host conversation each), the calls of a turn in parallel.
+// mcpTarget runs turns as MCP tools/call requests through the go-sdk
+// client, one client session per agent (a host conversation each), the calls of a turn in parallel.
 type mcpTarget struct {
 	url    string
 	hc     *http.Client
@@ -181,7 +174,11 @@ func startFront(ctx context.Context, front string, p *pool, cfg Config) (target,
 	if err != nil {
 		return nil, nil, err
 	}
-	if front == FrontMCP {
+	switch front {
+	case FrontMCP:
+		t := newLeanMCPTarget(f, p.target.inputs)
+		return t, func() { t.stop(); f.stop() }, nil
+	case FrontMCPSDK:
 		t := newMCPTarget(f, p.target.inputs)
 		return t, func() { t.stop(); f.stop() }, nil
 	}

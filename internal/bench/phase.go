@@ -88,12 +88,9 @@ func (r *runner) startTarget(ctx context.Context, name string) (t target, stop f
 	if err != nil {
 		return nil, nil, mix, err
 	}
-	if name != PhasePoolHTTP && name != PhasePoolMCP {
+	front, ok := phaseFront(name)
+	if !ok {
 		return p.target, p.stop, mix, nil
-	}
-	front := FrontHTTP
-	if name == PhasePoolMCP {
-		front = FrontMCP
 	}
 	ft, stopFront, err := startFront(ctx, front, p, r.cfg)
 	if err != nil {
@@ -188,10 +185,9 @@ func (r *runner) cpuProfile(name string, round int) io.Writer {
 		return r.cfg.BaselineCPUProfile
 	case PhasePool:
 		return r.cfg.CPUProfile
-	case PhasePoolHTTP:
-		return r.cfg.FrontCPUProfiles[FrontHTTP]
-	case PhasePoolMCP:
-		return r.cfg.FrontCPUProfiles[FrontMCP]
+	}
+	if front, ok := phaseFront(name); ok {
+		return r.cfg.FrontCPUProfiles[front]
 	}
 	return nil
 }

@@ -109,7 +109,7 @@ type Report struct {
 	Pool           Phase  `json:"pool"`
 	PoolNoFailures *Phase `json:"pool_no_failures,omitempty"`
 	// Fronts are the pool reached through its front doors (pool_http,
-	// pool_mcp), medians over the rounds, in Settings.Fronts' order.
+	// pool_mcp, pool_mcp_sdk), medians over the rounds, in Settings.Fronts' order.
 	Fronts []Phase `json:"fronts,omitempty"`
 	// Ratios is the pool over the baseline; nil without a baseline.
 	Ratios *Ratios `json:"ratios,omitempty"`
@@ -186,8 +186,8 @@ func (r *Report) summarise() {
 		byName[p.Name] = append(byName[p.Name], p)
 	}
 	r.Pool = medianPhase(byName[PhasePool])
-	for _, name := range []string{PhasePoolHTTP, PhasePoolMCP} {
-		if ps := byName[name]; len(ps) > 0 {
+	for _, f := range frontPhases {
+		if ps := byName[f.phase]; len(ps) > 0 {
 			r.Fronts = append(r.Fronts, medianPhase(ps))
 		}
 	}
@@ -377,8 +377,11 @@ func (r *Report) writeFronts(b *strings.Builder) {
 		fmt.Fprintf(b, "front %s: %.0f%% of direct dispatch's throughput; p50 %+.2f ms.\n",
 			p.Name, ratio(p.CallsPerSec, r.Pool.CallsPerSec)*100, p.Latency.P50-r.Pool.Latency.P50)
 	}
-	if h, m := byName[PhasePoolHTTP], byName[PhasePoolMCP]; h != nil && m != nil {
-		fmt.Fprintf(b, "MCP front: %.0f%% of the HTTP API's throughput; p50 %+.2f ms over it.\n",
-			ratio(m.CallsPerSec, h.CallsPerSec)*100, m.Latency.P50-h.Latency.P50)
+	h := byName[PhasePoolHTTP]
+	for _, mcp := range []struct{ phase, client string }{{PhasePoolMCP, "lean load generator"}, {PhasePoolMCPSDK, "go-sdk client"}} {
+		if m := byName[mcp.phase]; h != nil && m != nil {
+			fmt.Fprintf(b, "MCP front (%s): %.0f%% of the HTTP API's throughput; p50 %+.2f ms over it.\n",
+				mcp.client, ratio(m.CallsPerSec, h.CallsPerSec)*100, m.Latency.P50-h.Latency.P50)
+		}
 	}
 }

@@ -81,7 +81,7 @@ func (b *benchCmd) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.cfg.Tool, "tool", bench.ToolEcho, "the tool loaded: echo or sleep")
 	fs.DurationVar(&b.cfg.Sleep, "sleep", bench.SleepDefault, "how long each sleep call sleeps (--tool sleep)")
 	fs.IntVar(&b.cfg.Payload, "payload", bench.PayloadDefault, "bytes of each echo call's input JSON")
-	fs.StringVar(&b.fronts, "front", bench.FrontDirect, "front doors to load, comma-separated: direct (Orchestrator.Dispatch in the process; always measured), http (the HTTP API through pkg/client), mcp (a go-sdk MCP client on /mcp, streamable HTTP); each a phase against the same pool")
+	fs.StringVar(&b.fronts, "front", bench.FrontDirect, "front doors to load, comma-separated: direct (Orchestrator.Dispatch in the process; always measured), http (the HTTP API through pkg/client), mcp (a host's JSON-RPC requests on /mcp over keep-alive HTTP, written by hand: the server's cost), mcp-sdk (the go-sdk MCP client on /mcp, streamable HTTP); each a phase against the same pool")
 	fs.StringVar(&b.fail, "fail", "", "share of calls sent to flaky to fail, e.g. transient=0.2,permanent=0.05 (transient: 503 once, then success; permanent: 404)")
 	fs.DurationVar(&b.cfg.TransientBaseDelay, "transient-delay", bench.TransientBaseDelayDefault, "flaky's retry base delay in the bench")
 	fs.BoolVar(&b.baseline, "baseline", true, "also run the raw-JetStream baseline and print ratios")

@@ -14,7 +14,7 @@ var (
 	noisyOnlyFlags  = []string{"backlog", "backlog-turn", "b-interval", "key-cap", "key-rate"}
 	noisyNoneOfThem = []string{
 		"nats-url", "duration", "warmup", "rate", "batch", "tool", "payload", "front", "fail", "transient-delay",
-		"baseline", "rounds", "turn-timeout", "cpuprofile", "http-cpuprofile", "mcp-cpuprofile", "baseline-cpuprofile", "memprofile",
+		"baseline", "rounds", "turn-timeout", "cpuprofile", "http-cpuprofile", "mcp-cpuprofile", "mcp-sdk-cpuprofile", "baseline-cpuprofile", "memprofile",
 	}
 )
 

@@ -78,14 +78,15 @@ func (b *benchCmd) throughputConfig() error {
 
 // profilePaths are the files the profiling flags name; "" for none.
 type profilePaths struct {
-	pool, baseline, http, mcp, mem string
+	pool, baseline, http, mcp, mcpSDK, mem string
 }
 
 // register adds the profiling flags to fs.
 func (p *profilePaths) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.pool, "cpuprofile", "", "write a CPU profile of the measured pool phase to this file")
 	fs.StringVar(&p.http, "http-cpuprofile", "", "write a CPU profile of the measured HTTP API front phase (--front http) to this file")
-	fs.StringVar(&p.mcp, "mcp-cpuprofile", "", "write a CPU profile of the measured MCP front phase (--front mcp) to this file")
+	fs.StringVar(&p.mcp, "mcp-cpuprofile", "", "write a CPU profile of the measured MCP front phase of the lean load generator (--front mcp) to this file")
+	fs.StringVar(&p.mcpSDK, "mcp-sdk-cpuprofile", "", "write a CPU profile of the measured MCP front phase of the go-sdk client (--front mcp-sdk) to this file")
 	fs.StringVar(&p.baseline, "baseline-cpuprofile", "", "write a CPU profile of the measured baseline phase to this file")
 	fs.StringVar(&p.mem, "memprofile", "", "write the allocation profile of the whole run to this file at the end")
 }
@@ -100,11 +101,11 @@ func (p *profilePaths) open(cfg *bench.Config) (closeAll func(), err error) {
 			_ = f.Close()
 		}
 	}
-	var httpW, mcpW io.Writer
+	var httpW, mcpW, mcpSDKW io.Writer
 	for _, x := range []struct {
 		path string
 		dst  *io.Writer
-	}{{p.pool, &cfg.CPUProfile}, {p.baseline, &cfg.BaselineCPUProfile}, {p.mem, &cfg.MemProfile}, {p.http, &httpW}, {p.mcp, &mcpW}} {
+	}{{p.pool, &cfg.CPUProfile}, {p.baseline, &cfg.BaselineCPUProfile}, {p.mem, &cfg.MemProfile}, {p.http, &httpW}, {p.mcp, &mcpW}, {p.mcpSDK, &mcpSDKW}} {
 		if x.path == "" {
 			continue
 		}
@@ -117,7 +118,7 @@ func (p *profilePaths) open(cfg *bench.Config) (closeAll func(), err error) {
 		*x.dst = f
 	}
 	cfg.FrontCPUProfiles = map[string]io.Writer{}
-	for front, w := range map[string]io.Writer{bench.FrontHTTP: httpW, bench.FrontMCP: mcpW} {
+	for front, w := range map[string]io.Writer{bench.FrontHTTP: httpW, bench.FrontMCP: mcpW, bench.FrontMCPSDK: mcpSDKW} {
 		if w != nil {
 			cfg.FrontCPUProfiles[front] = w
 		}

@@ -18,7 +18,10 @@
 //
 // Serve it over streamable HTTP (Handler, mounted on /mcp by the
 // orchestrator next to the HTTP API) or stdio (ServeStdio, orchestrator
-// mcp):
+// mcp). On /mcp, a tools/call of the common shape on a session the go-sdk
+// opened is read and answered here, with the bytes the go-sdk writes
+// (fastcall.go: the go-sdk's decoding was the front door's largest cost);
+// every other message goes through the go-sdk:
 //
 //	srv, err := mcpfront.New(mcpfront.Config{Dispatcher: orch, Tools: ..., Subscribe: ...})
 //	...

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,13 +37,16 @@ func (s *Server) Handler() http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Logger:              sdkLogger(s.cfg.Logger),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
-		SessionTimeout:      s.cfg.SessionTimeout,
+		// Sessions idle for Config.SessionTimeout are closed by the
+		// session table (sessions.go): the go-sdk does not see the calls
+		// of the fast path.
 		// The httpapi.Server in front checks Host and Origin for every
 		// address it listens on.
 		DisableLocalhostProtection: true,
 	})
 	var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && !s.checkBody(w, r) {
+		if r.Method == http.MethodPost {
+			s.post(w, r, sdk)
 			return
 		}
 		if r.Method == http.MethodGet {
@@ -90,6 +94,42 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
+// post serves a POST: its body checked as JSON-RPC, then a tools/call of
+// the common shape on the fast path (fastcall.go), anything else by the
+// go-sdk. Either way a POST of a session pauses its idle timer, and a
+// notifications/cancelled of a fast call cancels it.
+func (s *Server) post(w http.ResponseWriter, r *http.Request, sdk http.Handler) {
+	var msgs [1]goodMessage
+	n := 0
+	var cancels []json.RawMessage
+	ok := s.checkBody(w, r, func(m goodMessage) {
+		if n == 0 {
+			msgs[0] = m
+		}
+		n++
+		if m.id == nil && m.method == "notifications/cancelled" {
+			cancels = append(cancels, m.params)
+		}
+	})
+	if !ok {
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	if hs := s.sessions.owned(r); hs != nil {
+		hs.startPOST()
+		defer hs.endPOST()
+		for _, p := range cancels {
+			hs.cancelled(p)
+		}
+		if n == 1 && s.fastCall(w, r, hs, msgs[0]) {
+			return
+		}
+	}
+	sdk.ServeHTTP(w, r)
+}
+
 // verifiedKey is the context key of the auth.TokenInfo of a request whose
 // bearer token was verified.
 type verifiedKey struct{}
@@ -127,8 +167,9 @@ func bearerToken(r *http.Request) string {
 
 // checkBody reads a POST body (at most MaxBodyBytes) and checks it as
 // JSON-RPC; it answers a bad one and reports false, or puts the body back
-// for the go-sdk and reports true.
-func (s *Server) checkBody(w http.ResponseWriter, r *http.Request) bool {
+// for the go-sdk and reports true, having called seen with each of its
+// messages.
+func (s *Server) checkBody(w http.ResponseWriter, r *http.Request, seen func(goodMessage)) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -140,7 +181,7 @@ func (s *Server) checkBody(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request body could not be read"})
 		return false
 	}
-	if bad := checkMessage(body); bad != nil {
+	if bad := checkMessage(body, seen); bad != nil {
 		if bad.drop {
 			w.WriteHeader(http.StatusAccepted)
 			return false

@@ -52,16 +52,27 @@ type wireMessage struct {
 	JSONRPC *string         `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
 	Result  json.RawMessage `json:"result"`
 	Error   json.RawMessage `json:"error"`
+}
+
+// goodMessage is a message checkMessage let through: a request or a
+// notification (method not empty), or a response.
+type goodMessage struct {
+	id     any // int64 or string; nil for a notification
+	method string
+	params json.RawMessage
+	batch  bool // one of a batch
 }
 
 // checkMessage checks data as one JSON-RPC message or a batch: not JSON
 // is a parse error (-32700); not a JSON-RPC 2.0 message is an invalid
 // request (-32600); a call of a method MCP does not have is "method not
 // found" (-32601). A lone notification of a method nobody reads is
-// dropped. nil: the go-sdk takes it.
-func checkMessage(data []byte) *badMessage {
+// dropped. nil: the go-sdk takes it; seen, when not nil, was called with
+// each message of it.
+func checkMessage(data []byte, seen func(goodMessage)) *badMessage {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '[' {
 		var batch []json.RawMessage
@@ -71,14 +82,28 @@ func checkMessage(data []byte) *badMessage {
 			}
 			return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an empty batch"}}
 		}
+		var good []goodMessage
 		for _, m := range batch {
-			if bad := checkOne(m); bad != nil && !bad.drop {
+			g, bad := checkOne(m)
+			if bad != nil && !bad.drop {
 				return bad
+			}
+			if bad == nil {
+				g.batch = true
+				good = append(good, g)
+			}
+		}
+		if seen != nil {
+			for _, g := range good {
+				seen(g)
 			}
 		}
 		return nil
 	}
-	bad := checkOne(data)
+	g, bad := checkOne(data)
+	if bad == nil && seen != nil {
+		seen(g)
+	}
 	// A message checkOne could not read may not be JSON at all. Checked
 	// only then: a good message is scanned once, by checkOne's Unmarshal.
 	if bad != nil && bad.unread && !json.Valid(data) {
@@ -91,7 +116,7 @@ func parseError() *badMessage {
 	return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the message is not valid JSON"}}
 }
 
-func checkOne(data []byte) *badMessage {
+func checkOne(data []byte) (goodMessage, *badMessage) {
 	invalid := func(id any, why string) *badMessage {
 		return &badMessage{id: id, err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: " + why}}
 	}
@@ -99,45 +124,45 @@ func checkOne(data []byte) *badMessage {
 	if len(bytes.TrimSpace(data)) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
 		bad := invalid(nil, "a JSON-RPC message is a JSON object")
 		bad.unread = true
-		return bad
+		return goodMessage{}, bad
 	}
 	var id any
 	if len(m.ID) > 0 {
 		if err := json.Unmarshal(m.ID, &id); err != nil {
-			return invalid(nil, "bad id")
+			return goodMessage{}, invalid(nil, "bad id")
 		}
 		switch v := id.(type) {
 		case string:
 		case float64:
 			if v != float64(int64(v)) {
-				return invalid(nil, "the id must be a string or an integer")
+				return goodMessage{}, invalid(nil, "the id must be a string or an integer")
 			}
 			id = int64(v)
 		default:
-			return invalid(nil, "the id must be a string or an integer")
+			return goodMessage{}, invalid(nil, "the id must be a string or an integer")
 		}
 	}
 	if m.JSONRPC == nil || *m.JSONRPC != "2.0" {
-		return invalid(id, `"jsonrpc" must be "2.0"`)
+		return goodMessage{}, invalid(id, `"jsonrpc" must be "2.0"`)
 	}
 	if len(m.Method) == 0 {
 		if id == nil || (len(m.Result) == 0) == (len(m.Error) == 0) {
-			return invalid(id, "a message needs a method, or an id with a result or an error")
+			return goodMessage{}, invalid(id, "a message needs a method, or an id with a result or an error")
 		}
-		return nil // a response to a request of the server's
+		return goodMessage{id: id}, nil // a response to a request of the server's
 	}
 	var method string
 	if json.Unmarshal(m.Method, &method) != nil || method == "" {
-		return invalid(id, `"method" must be a string`)
+		return goodMessage{}, invalid(id, `"method" must be a string`)
 	}
 	switch {
 	case id != nil && !methods[method]:
-		return &badMessage{id: id, err: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+		return goodMessage{}, &badMessage{id: id, err: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
 			Message: fmt.Sprintf("method not found: %q (this server serves tools: tools/list and tools/call)", method)}}
 	case id == nil && !notifications[method]:
-		return &badMessage{drop: true}
+		return goodMessage{}, &badMessage{drop: true}
 	}
-	return nil
+	return goodMessage{id: id, method: method, params: m.Params}, nil
 }
 
 // errorResponse is a JSON-RPC error response, as one line of JSON.
@@ -195,7 +220,7 @@ func (s *Server) filterLines(in io.Reader, good io.Writer, out io.Writer) error 
 			_, _ = out.Write(append(errorResponse(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 				Message: fmt.Sprintf("the message is over the limit of %d bytes", s.cfg.MaxBodyBytes)}), '\n'))
 		} else if len(bytes.TrimSpace(line)) > 0 {
-			if bad := checkMessage(line); bad != nil {
+			if bad := checkMessage(line, nil); bad != nil {
 				if !bad.drop {
 					if _, werr := out.Write(append(errorResponse(bad.id, bad.err), '\n')); werr != nil {
 						return werr

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,10 +39,12 @@ const progressBuffer = 16
 type Server struct {
 	startstop.Base // its life ends the calls in progress once Stop's drain is over
 
-	cfg     Config
-	mcp     *mcp.Server
-	stdio   string // the pool session of a connection without a session id
-	streams streams
+	cfg      Config
+	mcp      *mcp.Server
+	stdio    string // the pool session of a connection without a session id
+	streams  streams
+	sessions sessionTable // the HTTP sessions, for the fast path of tools/call
+	fast     atomic.Int64 // tools/calls served on the fast path (tests read it)
 
 	mu       sync.Mutex
 	listed   map[string]Tool // the tools the MCP server lists now
@@ -57,7 +60,8 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, stdio: "mcp-" + rand.Text(), listed: map[string]Tool{}}
+	s := &Server{cfg: cfg, stdio: "mcp-" + rand.Text(), listed: map[string]Tool{},
+		sessions: sessionTable{timeout: cfg.SessionTimeout, byID: map[string]*httpSession{}}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{
 		Logger: sdkLogger(cfg.Logger),
 		// Tools only, with list_changed; no logging capability.
@@ -209,6 +213,9 @@ func (s *Server) unreachable(context.Context, *mcp.CallToolRequest) (*mcp.CallTo
 // to the tools of the caller's API key.
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+			s.sessions.note(ss, req.GetExtra())
+		}
 		switch r := req.(type) {
 		case *mcp.CallToolRequest:
 			return s.call(ctx, r)
@@ -228,26 +235,48 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// call runs one tools/call through the pool.
+// call runs one tools/call the go-sdk read through the pool.
 func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
 	p := req.Params
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
 	}
-	key := keyOf(req.Extra)
-	if key != nil && !key.Allows(p.Name) {
-		return nil, s.unknownTool(ctx, p.Name, key)
+	in := callIn{name: p.Name, args: p.Arguments, key: keyOf(req.Extra), session: s.session(req.Session)}
+	if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
+		in.progress, in.notify = tok, req.Session.NotifyProgress
 	}
-	input, kind := arguments(p.Arguments)
+	return s.run(ctx, in)
+}
+
+// callIn is one tools/call, as the go-sdk or the fast path (fastcall.go)
+// read it.
+type callIn struct {
+	name     string
+	args     json.RawMessage // the arguments as sent; nil when missing
+	key      *apikey.Key     // the API key the request authenticated with, if any
+	session  string          // the pool session
+	progress any             // the client's progressToken; nil: none
+	// notify sends a notifications/progress on the request's stream.
+	notify func(context.Context, *mcp.ProgressNotificationParams) error
+}
+
+// run runs one tools/call through the pool. ctx ends when the client
+// cancels the call.
+func (s *Server) run(ctx context.Context, c callIn) (mcp.Result, error) {
+	key := c.key
+	if key != nil && !key.Allows(c.name) {
+		return nil, s.unknownTool(ctx, c.name, key)
+	}
+	input, kind := arguments(c.args)
 	if kind != "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: classify.ArgumentsNotObjectMessage(p.Name, kind)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: classify.ArgumentsNotObjectMessage(c.name, kind)}
 	}
 	if !s.enter() {
-		return errorResult(classify.ShuttingDownMessage(p.Name)), nil
+		return errorResult(classify.ShuttingDownMessage(c.name)), nil
 	}
 	defer s.leave()
-	// The call ends when the client cancels it (the go-sdk cancels ctx on
-	// notifications/cancelled), or when Stop's drain runs out.
+	// The call ends when the client cancels it (notifications/cancelled),
+	// or when Stop's drain runs out.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	life := s.Life()
@@ -259,32 +288,32 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 		ctx = dispatch.WithPriority(dispatch.WithWeight(dispatch.WithTenant(ctx, key.Tenant), key.Weight), key.Priority)
 	}
 	ctx = dispatch.WithTraceparent(ctx, dispatch.NewTraceparent())
-	if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
-		relay := newProgressRelay(ctx, req.Session, tok, s.cfg.Logger)
+	if c.progress != nil && c.notify != nil {
+		relay := newProgressRelay(ctx, c.notify, c.progress, s.cfg.Logger)
 		defer relay.close()
 		ctx = dispatch.WithProgress(ctx, relay.report)
 	}
-	results, err := s.cfg.Dispatcher.Dispatch(ctx, s.session(req.Session),
-		[]envelope.ToolUseBlock{{Type: "tool_use", ID: "mcp_" + rand.Text(), Name: p.Name, Input: input}})
+	results, err := s.cfg.Dispatcher.Dispatch(ctx, c.session,
+		[]envelope.ToolUseBlock{{Type: "tool_use", ID: "mcp_" + rand.Text(), Name: c.name, Input: input}})
 	var saturated *dispatch.SaturatedError
 	switch {
 	case errors.As(err, &saturated):
-		r := dispatch.SaturatedResult("", p.Name, saturated)
+		r := dispatch.SaturatedResult("", c.name, saturated)
 		return toolResult(&r), nil
 	case err != nil && errors.Is(context.Cause(ctx), ErrStopped):
-		return errorResult(classify.ShuttingDownMessage(p.Name)), nil
+		return errorResult(classify.ShuttingDownMessage(c.name)), nil
 	case err != nil && ctx.Err() != nil:
 		return nil, context.Cause(ctx) // the client cancelled it: nobody reads this
 	case errors.Is(err, dispatch.ErrUnavailable):
-		return errorResult(classify.PoolUnavailableMessage(p.Name)), nil
+		return errorResult(classify.PoolUnavailableMessage(c.name)), nil
 	case err != nil || len(results) != 1:
-		s.cfg.Logger.WarnContext(ctx, "dispatching an MCP tool call failed", "tool", p.Name, "err", err, "results", len(results))
-		return errorResult(classify.NotPreparedMessage(p.Name)), nil
+		s.cfg.Logger.WarnContext(ctx, "dispatching an MCP tool call failed", "tool", c.name, "err", err, "results", len(results))
+		return errorResult(classify.NotPreparedMessage(c.name)), nil
 	}
 	r := &results[0]
 	if r.IsError && r.Code == classify.CodeUnknownTool {
 		if key != nil && key.Tools != nil {
-			return nil, s.unknownTool(ctx, p.Name, key)
+			return nil, s.unknownTool(ctx, c.name, key)
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.Content.Text()}
 	}
@@ -381,19 +410,19 @@ func errorResult(text string) *mcp.CallToolResult {
 // (dispatch.ProgressFunc): reports go through a buffer, sent in order by
 // a goroutine of their own; when it is full they are dropped.
 type progressRelay struct {
-	ctx   context.Context // the request's: its stream carries the notifications
-	ss    *mcp.ServerSession
-	token any
-	log   *slog.Logger
-	ch    chan tools.Progress
-	done  chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	shut  bool
+	ctx    context.Context // the request's: its stream carries the notifications
+	notify func(context.Context, *mcp.ProgressNotificationParams) error
+	token  any
+	log    *slog.Logger
+	ch     chan tools.Progress
+	done   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	shut   bool
 }
 
-func newProgressRelay(ctx context.Context, ss *mcp.ServerSession, token any, log *slog.Logger) *progressRelay {
-	r := &progressRelay{ctx: ctx, ss: ss, token: token, log: log, ch: make(chan tools.Progress, progressBuffer), done: make(chan struct{})}
+func newProgressRelay(ctx context.Context, notify func(context.Context, *mcp.ProgressNotificationParams) error, token any, log *slog.Logger) *progressRelay {
+	r := &progressRelay{ctx: ctx, notify: notify, token: token, log: log, ch: make(chan tools.Progress, progressBuffer), done: make(chan struct{})}
 	go r.run()
 	return r
 }
@@ -414,7 +443,7 @@ func (r *progressRelay) report(_ string, p tools.Progress) {
 func (r *progressRelay) run() {
 	defer close(r.done)
 	for p := range r.ch {
-		err := r.ss.NotifyProgress(r.ctx, &mcp.ProgressNotificationParams{
+		err := r.notify(r.ctx, &mcp.ProgressNotificationParams{
 			ProgressToken: r.token, Progress: p.Progress, Total: p.Total, Message: p.Message,
 		})
 		if err != nil {
@@ -437,11 +466,10 @@ func (r *progressRelay) close() {
 
 // keyOf is the API key the request authenticated with over HTTP, if any.
 func keyOf(extra *mcp.RequestExtra) *apikey.Key {
-	if extra == nil || extra.TokenInfo == nil {
+	if extra == nil {
 		return nil
 	}
-	k, _ := extra.TokenInfo.Extra[tokenKeyExtra].(*apikey.Key)
-	return k
+	return keyOfInfo(extra.TokenInfo)
 }
 
 // sdkLogger is log for the go-sdk: its warnings and errors only (it logs

@@ -1,0 +1,304 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// byName answers each tool its own way: ok (with progress when asked),
+// fail (an is_error result), gone (the pool does not know the tool) and
+// slow (runs until cancelled).
+type byName struct{ started chan string }
+
+func (d *byName) Dispatch(ctx context.Context, _ string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
+	c := calls[0]
+	switch c.Name {
+	case "fail":
+		return []envelope.Result{{CallID: c.ID, Tool: c.Name, IsError: true, Class: envelope.ClassPermanent, Code: "http_404",
+			Attempts: 2, Content: envelope.Text("it failed <&>")}}, nil
+	case "gone":
+		return []envelope.Result{{CallID: c.ID, Tool: c.Name, IsError: true, Code: classify.CodeUnknownTool, Content: envelope.Text("no tool gone")}}, nil
+	case "slow":
+		d.started <- c.Name
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if f := dispatch.ProgressFrom(ctx); f != nil {
+		f(c.ID, tools.Progress{Progress: 1, Total: 2, Message: "half"})
+		f(c.ID, tools.Progress{Progress: 2, Total: 2})
+	}
+	return []envelope.Result{{CallID: c.ID, Tool: c.Name, Content: envelope.Text("ran " + string(c.Input))}}, nil
+}
+
+// rawSession is a host's session on /mcp, its requests written by hand.
+type rawSession struct {
+	t      *testing.T
+	url    string
+	id     string
+	active atomic.Int64 // requests the server is serving
+}
+
+// answer is what a POST got back.
+type answer struct {
+	status      int
+	contentType string
+	body        string
+}
+
+func (a answer) String() string { return fmt.Sprintf("%d %s %q", a.status, a.contentType, a.body) }
+
+func (rs *rawSession) post(body string) answer {
+	rs.t.Helper()
+	a, err := rs.postCtx(context.Background(), body)
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+	return a
+}
+
+func (rs *rawSession) postCtx(ctx context.Context, body string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rs.url, strings.NewReader(body))
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if rs.id != "" {
+		req.Header.Set("Mcp-Session-Id", rs.id)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	if rs.id == "" {
+		rs.id = resp.Header.Get("Mcp-Session-Id")
+	}
+	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}, nil
+}
+
+// openRaw serves a Server on d over HTTP and opens a session on it.
+func openRaw(t *testing.T, d Dispatcher, timeout time.Duration) (*Server, *rawSession) {
+	t.Helper()
+	s, err := New(Config{Dispatcher: d, Tools: staticTools, SessionTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rs := &rawSession{t: t}
+	h := s.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rs.active.Add(1)
+		defer rs.active.Add(-1)
+		h.ServeHTTP(w, r)
+	}))
+	rs.url = hs.URL
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodDelete, rs.url, nil)
+		req.Header.Set("Mcp-Session-Id", rs.id)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		hs.Close()
+		_ = s.Stop(context.Background())
+	})
+	if a := rs.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`); a.status != http.StatusOK || rs.id == "" {
+		t.Fatalf("initialize: %v", a)
+	}
+	if a := rs.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); a.status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %v", a)
+	}
+	return s, rs
+}
+
+// TestFastCallAnswersAsTheSDK: a tools/call of the common shape, served
+// without the go-sdk, gets the bytes the go-sdk writes for the same call
+// (sent with a params key the go-sdk ignores, which leaves it to the
+// go-sdk): results, is_error results with their _meta, protocol errors,
+// progress on the call's stream, string ids, HTML characters.
+func TestFastCallAnswersAsTheSDK(t *testing.T) {
+	s, rs := openRaw(t, &byName{}, 0)
+	cases := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ok","arguments":{"a":"<b>"}%s}}`,
+		`{"jsonrpc":"2.0","id":"x-2","method":"tools/call","params":{"_meta":{"progressToken":"tok","other":1},"name":"ok","arguments":{}%s}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":7},"name":"ok"%s}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fail","arguments":null%s}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gone","arguments":{}%s}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ok","arguments":[1]%s}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ok","arguments":"text"%s}}`,
+	}
+	for i, c := range cases {
+		fast := rs.post(fmt.Sprintf(c, ""))
+		if got := s.fast.Load(); got != int64(i+1) {
+			t.Fatalf("case %d: %d calls on the fast path, want %d", i, got, i+1)
+		}
+		sdk := rs.post(fmt.Sprintf(c, `,"x":1`))
+		if s.fast.Load() != int64(i+1) {
+			t.Fatalf("case %d: the go-sdk's call went on the fast path", i)
+		}
+		if fast != sdk {
+			t.Errorf("case %d:\nfast   %v\ngo-sdk %v", i, fast, sdk)
+		}
+		if !strings.HasPrefix(fast.body, "event: message\ndata: ") {
+			t.Errorf("case %d: %v, want an SSE answer", i, fast)
+		}
+	}
+}
+
+// TestFastCallCancelled: notifications/cancelled cancels a call on the
+// fast path as the go-sdk cancels its own, and the answer is the same; a
+// request id in flight is refused the same way.
+func TestFastCallCancelled(t *testing.T) {
+	d := &byName{started: make(chan string, 2)}
+	s, rs := openRaw(t, d, 0)
+	run := func(id int, extra string) (first <-chan answer, dup answer) {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{}%s}}`, id, extra)
+		ch := make(chan answer, 1)
+		go func() { ch <- rs.post(body) }()
+		<-d.started
+		dup = rs.post(body)
+		if a := rs.post(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"user"}}`, id)); a.status != http.StatusAccepted {
+			t.Errorf("notifications/cancelled: %v", a)
+		}
+		return ch, dup
+	}
+	fastCh, fastDup := run(41, "")
+	fast := <-fastCh
+	if s.fast.Load() != 1 {
+		t.Fatalf("%d calls on the fast path, want 1", s.fast.Load())
+	}
+	sdkCh, sdkDup := run(42, `,"x":1`)
+	sdk := <-sdkCh
+	same := func(what string, f, g answer) {
+		g.body = strings.ReplaceAll(g.body, "42", "41")
+		if f != g {
+			t.Errorf("%s:\nfast   %v\ngo-sdk %v", what, f, g)
+		}
+	}
+	same("the cancelled call", fast, sdk)
+	same("the id in flight", fastDup, sdkDup)
+	if !strings.Contains(fast.body, `"error":{"code":0,"message":"context canceled"}`) || fastDup.status != http.StatusBadRequest {
+		t.Errorf("cancelled: %v; in flight: %v", fast, fastDup)
+	}
+}
+
+// TestFastCallOutlivesItsRequest: a client that goes away before its
+// call's answer loses the answer, not the call, as with the go-sdk: the
+// request's handler ends at once, the call runs on until it is cancelled.
+func TestFastCallOutlivesItsRequest(t *testing.T) {
+	d := &byName{started: make(chan string, 1)}
+	s, rs := openRaw(t, d, 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := rs.postCtx(ctx, `{"jsonrpc":"2.0","id":"gone","method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+		errc <- err
+	}()
+	<-d.started
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the cancelled request got an answer")
+	}
+	for deadline := time.Now().Add(30 * time.Second); rs.active.Load() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the handler of the request the client left did not end")
+		}
+	}
+	hs := s.sessions.owned(&http.Request{Header: http.Header{"Mcp-Session-Id": {rs.id}}})
+	hs.mu.Lock()
+	running := len(hs.calls)
+	hs.mu.Unlock()
+	if running != 1 || s.fast.Load() != 1 {
+		t.Fatalf("%d calls running on the fast path (%d served), want the one the client left", running, s.fast.Load())
+	}
+	if a := rs.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"gone"}}`); a.status != http.StatusAccepted {
+		t.Errorf("notifications/cancelled: %v", a)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		hs.mu.Lock()
+		running = len(hs.calls)
+		hs.mu.Unlock()
+		if running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call was not cancelled")
+		}
+	}
+}
+
+// TestFastCallKeepsTheSessionAlive: calls on the fast path count as the
+// session's activity; once it is idle for SessionTimeout it is closed.
+func TestFastCallKeepsTheSessionAlive(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	s, rs := openRaw(t, &byName{}, timeout)
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ok","arguments":{}}}`
+	for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(timeout / 4) {
+		if a := rs.post(call); a.status != http.StatusOK || !strings.Contains(a.body, `"result"`) {
+			t.Fatalf("a call while the session is in use: %v", a)
+		}
+	}
+	if s.fast.Load() == 0 {
+		t.Fatal("no call on the fast path")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a := rs.post(call)
+		if a.status == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session was not closed: %v", a)
+		}
+		time.Sleep(timeout)
+	}
+	var left int
+	s.sessions.mu.Lock()
+	left = len(s.sessions.byID)
+	s.sessions.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d sessions left in the table", left)
+	}
+}
+
+// TestReadFastParams: the params the fast path takes, and those it leaves
+// to the go-sdk.
+func TestReadFastParams(t *testing.T) {
+	for params, want := range map[string]bool{
+		`{"name":"a","arguments":{"x":1}}`:                       true,
+		`{"name":"a"}`:                                           true,
+		`{"name":"a","_meta":null}`:                              true,
+		`{"name":"a","_meta":{"progressToken":1,"x/y":2}}`:       true,
+		`{"Name":"a"}`:                                           false,
+		`{"name":1}`:                                             false,
+		`{"name":"a","task":{}}`:                                 false,
+		`{"name":"a","_meta":[]}`:                                false,
+		`{"name":"a","_meta":{"io.modelcontextprotocol/x":"1"}}`: false,
+		`[]`: false,
+		``:   false,
+	} {
+		if _, ok := readFastParams(json.RawMessage(params)); ok != want {
+			t.Errorf("readFastParams(%s) = %v, want %v", params, ok, want)
+		}
+	}
+}

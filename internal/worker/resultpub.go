@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -9,12 +11,21 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// resultMsg is a result's message and the one value of its Nats-Msg-Id
-// header, in one allocation.
+// resultMsg is a result's message with its header: the map and the one
+// value of its Nats-Msg-Id, reused through resultMsgs.
 type resultMsg struct {
 	msg nats.Msg
 	id  [1]string
 }
+
+// resultMsgs holds the result messages not in use. A synchronous publish
+// holds on to neither the message nor its header once it returns (the
+// client encodes them as it sends), so each is reused.
+var resultMsgs = sync.Pool{New: func() any {
+	rm := &resultMsg{}
+	rm.msg.Header = nats.Header{nats.MsgIdHdr: rm.id[:]}
+	return rm
+}}
 
 // publishResultData publishes an encoded result of call to its caller and
 // waits for its PubAck. The message id is the result subject's tail
@@ -22,11 +33,43 @@ type resultMsg struct {
 // its own.
 func (w *Worker) publishResultData(call *envelope.Call, data []byte) error {
 	subject := jetstream.ResultSubject(call.ReplyTo, call.Key)
-	rm := &resultMsg{}
-	rm.id[0] = subject[len(jetstream.ResultSubjectPrefix):]
-	rm.msg = nats.Msg{Subject: subject, Data: data, Header: nats.Header{nats.MsgIdHdr: rm.id[:]}}
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)
-	defer cancel()
-	_, err := w.js.PublishMsg(ctx, &rm.msg)
+	rm := resultMsgs.Get().(*resultMsg)
+	rm.msg.Subject, rm.msg.Data, rm.id[0] = subject, data, subject[len(jetstream.ResultSubjectPrefix):]
+	_, err := w.js.PublishMsg(w.publishContext(time.Now()), &rm.msg)
+	rm.msg.Subject, rm.msg.Data, rm.id[0] = "", nil, ""
+	resultMsgs.Put(rm)
 	return err
+}
+
+// publishCtx is a context shared by the result publishes that start within
+// one period (publishContext).
+type publishCtx struct {
+	ctx     context.Context
+	cancel  context.CancelFunc // never called: its deadline releases it (a publish may start until then)
+	renewAt time.Time          // when publishes stop using it
+}
+
+// publishSlices is how many contexts a PublishTimeout is cut into: the
+// publishes of one period share a context, and wait between
+// (1 - 1/publishSlices) × PublishTimeout and PublishTimeout for their PubAck.
+const publishSlices = 10
+
+// publishContext returns the context a result publish starting at now
+// waits for its PubAck with: one context ending PublishTimeout after its
+// period began, shared by every publish of the period (a tenth of
+// PublishTimeout), instead of a context and a timer per result. A context
+// is released when its deadline passes, not before: a call still running
+// when Stop returns may publish its result with it.
+func (w *Worker) publishContext(now time.Time) context.Context {
+	if p := w.pubCtx.Load(); p != nil && now.Before(p.renewAt) {
+		return p.ctx
+	}
+	w.pubCtxMu.Lock()
+	defer w.pubCtxMu.Unlock()
+	if p := w.pubCtx.Load(); p != nil && now.Before(p.renewAt) {
+		return p.ctx
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(w.cfg.PublishTimeout))
+	w.pubCtx.Store(&publishCtx{ctx: ctx, cancel: cancel, renewAt: now.Add(w.cfg.PublishTimeout / publishSlices)})
+	return ctx
 }

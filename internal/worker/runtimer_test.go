@@ -104,3 +104,31 @@ func TestRunTimerQuietForShortCalls(t *testing.T) {
 		t.Errorf("%d heartbeats for a call shorter than its heartbeat interval", n)
 	}
 }
+
+// Result publishes share a context per tenth of PublishTimeout: each waits
+// at most PublishTimeout, and at least nine tenths of it.
+func TestPublishContextShared(t *testing.T) {
+	t.Parallel()
+	w, err := New(Config{JetStream: nopJS{}, Registry: tools.NewRegistry(), PublishTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	first := w.publishContext(start)
+	for _, at := range []time.Duration{0, 50 * time.Millisecond, 99 * time.Millisecond} {
+		ctx := w.publishContext(start.Add(at))
+		if ctx != first {
+			t.Errorf("a publish %v into the period got a context of its own", at)
+		}
+		if d, ok := ctx.Deadline(); !ok || d.Sub(start.Add(at)) > time.Second || d.Sub(start.Add(at)) < 900*time.Millisecond {
+			t.Errorf("a publish %v into the period waits %v; want between 0.9s and 1s", at, d.Sub(start.Add(at)))
+		}
+	}
+	next := w.publishContext(start.Add(100 * time.Millisecond))
+	if next == first {
+		t.Error("a publish after the period shares the context of the period before")
+	}
+	if d, _ := next.Deadline(); d.Sub(start.Add(100*time.Millisecond)) != time.Second {
+		t.Errorf("a new period's context waits %v; want 1s", d.Sub(start.Add(100*time.Millisecond)))
+	}
+}

@@ -52,6 +52,9 @@ type Worker struct {
 	// (Stopped).
 	idle chan struct{}
 
+	// pubCtx is the context result publishes share (publishContext).
+	pubCtx    atomic.Pointer[publishCtx]
+	pubCtxMu  sync.Mutex
 	resultsMu sync.Mutex
 	results   js.Stream // TOOL_RESULTS, once looked up: stored results
 	// lookupFailed is set at the first failed look-up of a stored result.

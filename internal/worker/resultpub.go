@@ -28,14 +28,21 @@ var resultMsgs = sync.Pool{New: func() any {
 }}
 
 // publishResultData publishes an encoded result of call to its caller and
-// waits for its PubAck. The message id is the result subject's tail
+// waits for its PubAck: on the worker's connection once it started
+// (publishSync: the PubAck is recognised without decoding it), else
+// through Config.JetStream. The message id is the result subject's tail
 // (jetstream.ResultMsgID is <instance>.<key>), so it costs no string of
 // its own.
 func (w *Worker) publishResultData(call *envelope.Call, data []byte) error {
 	subject := jetstream.ResultSubject(call.ReplyTo, call.Key)
 	rm := resultMsgs.Get().(*resultMsg)
 	rm.msg.Subject, rm.msg.Data, rm.id[0] = subject, data, subject[len(jetstream.ResultSubjectPrefix):]
-	_, err := w.js.PublishMsg(w.publishContext(time.Now()), &rm.msg)
+	var err error
+	if ctx := w.publishContext(time.Now()); w.nc != nil {
+		err = publishSync(ctx, w.nc, &rm.msg)
+	} else {
+		_, err = w.js.PublishMsg(ctx, &rm.msg)
+	}
 	rm.msg.Subject, rm.msg.Data, rm.id[0] = "", nil, ""
 	resultMsgs.Put(rm)
 	return err

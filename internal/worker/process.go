@@ -25,6 +25,7 @@ type job struct {
 	served  *served
 	meta    *js.MsgMetadata // parsed once, by metadata
 	metaErr error
+	metaVal js.MsgMetadata // what meta points to when read from the reply subject
 	attempt int
 	settled atomic.Bool // set by whoever acks/naks the message
 
@@ -55,10 +56,15 @@ type job struct {
 }
 
 // metadata returns the message's JetStream metadata, parsed at the first
-// call only.
+// call only: from its reply subject into the job (parseAckSubject), else
+// by the client.
 func (j *job) metadata() (*js.MsgMetadata, error) {
 	if j.meta == nil && j.metaErr == nil {
-		j.meta, j.metaErr = j.msg.Metadata()
+		if parseAckSubject(j.msg.Reply(), &j.metaVal) {
+			j.meta = &j.metaVal
+		} else {
+			j.meta, j.metaErr = j.msg.Metadata()
+		}
 	}
 	return j.meta, j.metaErr
 }

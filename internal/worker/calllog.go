@@ -15,10 +15,24 @@ import (
 // log nothing; this logger keeps them as they are and adds them, ahead of
 // the record's own, only to records that are logged.
 func (w *Worker) callLogger(tool string, call *envelope.Call, attempt int) *slog.Logger {
-	return slog.New(&callHandler{
+	return slog.New(w.callHandlerOf(tool, call, attempt))
+}
+
+// callHandlerOf is the handler of callLogger.
+func (w *Worker) callHandlerOf(tool string, call *envelope.Call, attempt int) *callHandler {
+	return &callHandler{
 		h: w.cfg.Logger.Handler(), tool: tool, id: call.ID, attempt: attempt,
 		session: call.Session, traceparent: call.Traceparent,
-	})
+	}
+}
+
+// callLog is callLogger for the job's delivery of call, kept in the job:
+// the handler and the logger are fields of the job, allocated with it.
+// Process calls it once the message decoded, before it sets j.call.
+func (j *job) callLog(call *envelope.Call) *slog.Logger {
+	j.logH = *j.w.callHandlerOf(j.served.tool.Name, call, j.attempt)
+	j.log = *slog.New(&j.logH)
+	return &j.log
 }
 
 // callHandler adds a call's attributes to the records its base handler

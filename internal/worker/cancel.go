@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // ErrCancelled is the cause (context.Cause) given to the context of a call
@@ -176,18 +177,23 @@ func (j *job) wakeOnCancel() <-chan struct{} {
 // runContext makes the context a handler runs with: cancelled with a
 // *classify.TimeoutError after timeout, with ErrCancelled when the caller
 // cancels the call, with ErrShutdown when the worker stops. Its Deadline is
-// the timeout's. endRun must be called when the handler is done.
+// the timeout's, and it answers tools.CallKey with the job (the call's
+// tools.Call: CallInfoFrom, ReportProgress), so it carries no context
+// value of its own. endRun must be called when the handler is done.
 //
-// It is a cancel-cause context with a timer rather than a timeout context,
-// so that a cancellation can name its cause; the context value lives in the
-// job, so the whole costs no more allocations than context.WithTimeoutCause
-// did (the timeout's error is made only when it fires).
-func (j *job) runContext(parent context.Context, timeout time.Duration) context.Context {
+// One timer serves the run (tick): it fires every heartbeat while the
+// handler runs, to keep the call's message alive (InProgress), and at the
+// timeout, to cancel the context with its cause. A call shorter than its
+// heartbeat interval costs one timer armed and stopped, and no heartbeat.
+// The context value lives in the job; the timeout's error is made only
+// when it fires.
+func (j *job) runContext(parent context.Context, timeout, heartbeat time.Duration) context.Context {
 	cctx, stop := context.WithCancelCause(parent)
-	j.timer = time.AfterFunc(timeout, func() { stop(&classify.TimeoutError{After: timeout}) })
-	j.rctx = runCtx{Context: cctx, deadline: time.Now().Add(timeout)}
+	j.rctx = runCtx{Context: cctx, deadline: time.Now().Add(timeout), job: j}
 	j.mu.Lock()
 	j.stop = stop
+	j.timeout, j.beat = timeout, heartbeat
+	j.timer = time.AfterFunc(min(heartbeat, timeout), j.tick)
 	cancelled := j.cancelled.Load()
 	j.mu.Unlock()
 	if cancelled {
@@ -196,21 +202,69 @@ func (j *job) runContext(parent context.Context, timeout time.Duration) context.
 	return &j.rctx
 }
 
+// tick is the run's timer (runContext): at the timeout it cancels the
+// handler's context, at every other tick it sends a heartbeat; then it
+// arms itself for the next one, the timeout included, until endRun.
+func (j *job) tick() {
+	j.mu.Lock()
+	if j.runEnded {
+		j.mu.Unlock()
+		return
+	}
+	rem := time.Until(j.rctx.deadline)
+	timeout := rem <= 0 && !j.timedOut
+	next := j.beat
+	if rem > 0 {
+		next = min(next, rem)
+	}
+	j.timedOut = j.timedOut || timeout
+	j.timer.Reset(next)
+	stop := j.stop
+	j.mu.Unlock()
+	if timeout {
+		stop(&classify.TimeoutError{After: j.timeout})
+		return
+	}
+	_ = j.msg.InProgress()
+}
+
 // endRun releases what runContext made.
 func (j *job) endRun() {
-	j.timer.Stop()
 	j.mu.Lock()
+	j.runEnded = true
+	j.timer.Stop()
 	stop := j.stop
 	j.mu.Unlock()
 	stop(context.Canceled)
 }
 
 // runCtx is a handler's context: a cancel-cause context with the deadline
-// of the call's timeout.
+// of the call's timeout, carrying the job as the call's tools.Call.
 type runCtx struct {
 	context.Context
 	deadline time.Time
+	job      *job
 }
 
 // Deadline is when the call's timeout ends.
 func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Value answers tools.CallKey with the call's job; other keys are the
+// parent's.
+func (c *runCtx) Value(key any) any {
+	if key == (tools.CallKey{}) {
+		return c.job
+	}
+	return c.Context.Value(key)
+}
+
+var _ tools.Call = (*job)(nil)
+
+// CallInfo describes the job's call to its handler (tools.CallInfoFrom).
+func (j *job) CallInfo() tools.CallInfo {
+	call := j.call
+	return tools.CallInfo{
+		ID: call.ID, Key: call.Key, Tenant: call.Tenant, Tool: j.served.tool.Name, Session: call.Session,
+		Attempt: j.attempt, Deadline: call.Deadline, WorkerID: j.w.cfg.WorkerID, Traceparent: call.Traceparent,
+	}
+}

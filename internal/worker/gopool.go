@@ -20,33 +20,45 @@ import "sync"
 // the pool saves. The garbage collector shrinks their stacks when they
 // stay idle.
 type goPool struct {
-	work    chan func() // unbuffered: a send succeeds only to a waiting goroutine
+	work    chan task // unbuffered: a send succeeds only to a waiting goroutine
 	closed  chan struct{}
 	once    sync.Once
 	running sync.WaitGroup
 }
 
+// task is work for the pool. A pointer to a task kept in a longer-lived
+// struct (a job's) costs no allocation, where a closure would.
+type task interface{ runTask() }
+
+// funcTask is a func as a task.
+type funcTask func()
+
+func (f funcTask) runTask() { f() }
+
 func newGoPool() *goPool {
-	return &goPool{work: make(chan func()), closed: make(chan struct{})}
+	return &goPool{work: make(chan task), closed: make(chan struct{})}
 }
 
 // Go runs f on a goroutine of the pool.
-func (p *goPool) Go(f func()) {
+func (p *goPool) Go(f func()) { p.Run(funcTask(f)) }
+
+// Run runs t on a goroutine of the pool.
+func (p *goPool) Run(t task) {
 	select {
-	case p.work <- f:
+	case p.work <- t:
 	default:
 		p.running.Add(1)
-		go p.loop(f)
+		go p.loop(t)
 	}
 }
 
-func (p *goPool) loop(f func()) {
+func (p *goPool) loop(t task) {
 	defer p.running.Done()
 	for {
-		f()
-		f = nil // let it be collected while waiting
+		t.runTask()
+		t = nil // let it be collected while waiting
 		select {
-		case f = <-p.work:
+		case t = <-p.work:
 		case <-p.closed:
 			return
 		}

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/worker/settle"
@@ -26,6 +25,7 @@ type job struct {
 	served  *served
 	meta    *js.MsgMetadata // parsed once, by metadata
 	metaErr error
+	metaVal js.MsgMetadata // what meta points to when read from the reply subject
 	attempt int
 	settled atomic.Bool // set by whoever acks/naks the message
 
@@ -35,20 +35,36 @@ type job struct {
 
 	// Cancellation by the caller (cancel.go) and progress (progress.go).
 	cancelled atomic.Bool   // the caller cancelled the call
-	mu        sync.Mutex    // guards stop, wake, prog and ran
+	mu        sync.Mutex    // guards stop, wake, the run's timer, prog and ran
 	wake      chan struct{} // closed at a cancellation while the job queues for a slot
 	stop      context.CancelCauseFunc
-	timer     *time.Timer // the handler's timeout
-	rctx      runCtx      // the handler's context, kept here: no allocation of its own
+	rctx      runCtx // the handler's context, kept here: no allocation of its own
 	prog      *progressState
 	ran       bool // the handler returned (or was abandoned): its reports go nowhere
+
+	handler handlerRun // the pool's task that runs the handler (execute)
+
+	// The call's logger (callLog), kept here: no allocation of its own.
+	logH callHandler
+	log  slog.Logger
+
+	// The run's timer (runContext, tick): heartbeats and the timeout.
+	timer         *time.Timer
+	timeout, beat time.Duration
+	timedOut      bool // the timeout fired
+	runEnded      bool // endRun: the timer is stopped for good
 }
 
 // metadata returns the message's JetStream metadata, parsed at the first
-// call only.
+// call only: from its reply subject into the job (parseAckSubject), else
+// by the client.
 func (j *job) metadata() (*js.MsgMetadata, error) {
 	if j.meta == nil && j.metaErr == nil {
-		j.meta, j.metaErr = j.msg.Metadata()
+		if parseAckSubject(j.msg.Reply(), &j.metaVal) {
+			j.meta = &j.metaVal
+		} else {
+			j.meta, j.metaErr = j.msg.Metadata()
+		}
 	}
 	return j.meta, j.metaErr
 }
@@ -96,7 +112,7 @@ func (w *Worker) process(j *job) {
 		w.conclude(j, &d, &ev, log)
 		return
 	}
-	log := w.callLogger(rt.Name, call, j.attempt) // attributes added only when it logs
+	log := j.callLog(call) // attributes added only when it logs
 	j.call = call
 	d.Deadline = call.Deadline
 	w.attend(j, meta, &d, &ev, log)
@@ -167,6 +183,25 @@ func (w *Worker) runCall(j *job, d *delivery, ev *Event, log *slog.Logger) {
 	}
 }
 
+// handlerRun runs a job's handler on a goroutine of the pool (execute),
+// and sends its outcome to done, a panic as a *classify.PanicError.
+type handlerRun struct {
+	j    *job
+	done chan<- outcome
+}
+
+func (h *handlerRun) runTask() {
+	var o outcome
+	defer func() {
+		if r := recover(); r != nil {
+			o = outcome{err: &classify.PanicError{Value: r}, panicked: true}
+		}
+		h.done <- o
+	}()
+	j := h.j
+	o.out, o.err = j.served.tool.Handler(&j.rctx, j.call.Input)
+}
+
 // outcome is what a handler goroutine returns.
 type outcome struct {
 	out      tools.Output
@@ -175,7 +210,7 @@ type outcome struct {
 }
 
 // execute runs the tool under its timeout (cut to the call's deadline),
-// sending InProgress heartbeats while it runs. A panic becomes a
+// sending InProgress heartbeats while it runs (the run's timer, tick). A panic becomes a
 // *classify.PanicError. A handler that ignores cancellation is abandoned after
 // AbandonGrace. handedBack reports that the worker's shutdown cancelled it.
 func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err error, panicked, handedBack bool) {
@@ -186,36 +221,19 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 			timeout = max(rem, time.Millisecond)
 		}
 	}
-	ctx := j.runContext(w.calls, timeout)
+	ctx := j.runContext(w.calls, timeout, j.served.heartbeat)
 	defer j.endRun()
-	ctx = tools.WithReporter(ctx, j)
-	ctx = tools.WithCallInfo(ctx, tools.CallInfo{
-		ID: call.ID, Key: call.Key, Tenant: call.Tenant, Tool: rt.Name, Session: call.Session, Attempt: j.attempt,
-		Deadline: call.Deadline, WorkerID: w.cfg.WorkerID, Traceparent: call.Traceparent,
-	})
 
 	done := make(chan outcome, 1)
-	w.pool.Go(func() {
-		var o outcome
-		defer func() {
-			if r := recover(); r != nil {
-				o = outcome{err: &classify.PanicError{Value: r}, panicked: true}
-			}
-			done <- o
-		}()
-		o.out, o.err = rt.Handler(ctx, call.Input)
-	})
+	j.handler = handlerRun{j: j, done: done}
+	w.pool.Run(&j.handler)
 
-	hb := time.NewTicker(j.served.heartbeat)
-	defer hb.Stop()
 	var grace <-chan time.Time
 	for {
 		select {
 		case o := <-done:
 			j.endProgress()
 			return o.out, w.causeOf(ctx, o.err), o.panicked, w.shutdownCancelled(ctx)
-		case <-hb.C:
-			_ = j.msg.InProgress()
 		case <-ctx.Done():
 			if grace == nil {
 				t := time.NewTimer(w.cfg.AbandonGrace)
@@ -245,16 +263,6 @@ func (w *Worker) causeOf(ctx context.Context, err error) error {
 
 func (w *Worker) shutdownCancelled(ctx context.Context) bool {
 	return errors.Is(context.Cause(ctx), ErrShutdown)
-}
-
-// publishResultData publishes an encoded result of call to its caller.
-func (w *Worker) publishResultData(call *envelope.Call, data []byte) error {
-	m := &nats.Msg{Subject: jetstream.ResultSubject(call.ReplyTo, call.Key), Data: data, Header: nats.Header{}}
-	m.Header.Set(nats.MsgIdHdr, jetstream.ResultMsgID(call.ReplyTo, call.Key))
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PublishTimeout)
-	defer cancel()
-	_, err := w.js.PublishMsg(ctx, m)
-	return err
 }
 
 // publishDLQ publishes a dead letter and waits for the PubAck.

@@ -166,7 +166,7 @@ func (w *Worker) take(msg js.Msg, s *served) {
 	w.jobs[j] = struct{}{}
 	w.mu.Unlock()
 	if w.slots.take() {
-		w.pool.Go(func() { w.run(j) })
+		w.pool.Run(j) // w.run(j)
 		return
 	}
 	w.pool.Go(func() {
@@ -185,6 +185,9 @@ func (w *Worker) take(msg js.Msg, s *served) {
 		}
 	})
 }
+
+// runTask is the job as the pool's task: run.
+func (j *job) runTask() { j.w.run(j) }
 
 // run processes a job that holds a slot, then gives the slot back.
 func (w *Worker) run(j *job) {

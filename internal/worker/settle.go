@@ -96,11 +96,11 @@ func (w *Worker) handBackFor(j *job, c classify.Case, attempt int) bool {
 }
 
 // logger is the job's logger, for the rare logs of its settling: its
-// call's (callLogger) once the message decoded. It is made when it logs, not
-// kept: a logger kept in the job would cost every call an allocation.
+// call's (callLog, kept in the job) once the message decoded, else one made
+// when it logs.
 func (j *job) logger() *slog.Logger {
 	if j.call != nil {
-		return j.w.callLogger(j.served.tool.Name, j.call, j.attempt)
+		return &j.log // callLog made it once the message decoded
 	}
 	return j.w.cfg.Logger.With(slog.String("tool", j.served.tool.Name), slog.Uint64("stream_seq", j.seq()))
 }

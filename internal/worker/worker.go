@@ -33,6 +33,10 @@ type Worker struct {
 
 	cfg Config
 	js  js.JetStream
+	// nc is the JetStream's connection once Start began: results are
+	// published on it (publishSync); nil before (a job processed without
+	// Start, as the package's tests do, publishes through js).
+	nc *nats.Conn
 
 	slots  *slots // one per call executing
 	queued QueueMetrics
@@ -52,6 +56,9 @@ type Worker struct {
 	// (Stopped).
 	idle chan struct{}
 
+	// pubCtx is the context result publishes share (publishContext).
+	pubCtx    atomic.Pointer[publishCtx]
+	pubCtxMu  sync.Mutex
 	resultsMu sync.Mutex
 	results   js.Stream // TOOL_RESULTS, once looked up: stored results
 	// lookupFailed is set at the first failed look-up of a stored result.
@@ -163,6 +170,7 @@ func (w *Worker) Start(ctx context.Context) error {
 // start is Start's work: ctx bounds the binding, life is the worker's.
 func (w *Worker) start(ctx, life context.Context) error {
 	w.calls = life // before any pull: the jobs read it
+	w.nc = w.js.Conn()
 	names := w.cfg.Tools
 	if len(names) == 0 {
 		names = w.cfg.Registry.Names()

@@ -61,6 +61,12 @@ type progressFunc func(Progress)
 
 func (f progressFunc) ReportProgress(p Progress) { f(p) }
 
+// noProgress is the reporter of WithProgressReporter(ctx, nil): reports go
+// nowhere, not to a reporter further out.
+type noProgress struct{}
+
+func (noProgress) ReportProgress(Progress) {}
+
 // ReportProgress tells the caller of the call ctx belongs to how far it
 // has come: the worker carries it back to the caller that asked for
 // progress (an MCP client's progressToken), and it keeps the call alive in
@@ -68,22 +74,30 @@ func (f progressFunc) ReportProgress(p Progress) { f(p) }
 // handler may call it as often as it likes; the worker may drop reports
 // that come faster than it forwards them (the last one is sent).
 func ReportProgress(ctx context.Context, p Progress) {
-	if r, ok := ctx.Value(progressKey{}).(ProgressReporter); ok && r != nil {
-		r.ReportProgress(p)
+	if v := ctx.Value(progressKey{}); v != nil {
+		if r, ok := v.(ProgressReporter); ok {
+			r.ReportProgress(p)
+		}
+		return
+	}
+	if c, ok := ctx.Value(CallKey{}).(Call); ok && c != nil {
+		c.ReportProgress(p)
 	}
 }
 
 // WithProgressReporter returns ctx carrying f, which ReportProgress calls.
 func WithProgressReporter(ctx context.Context, f func(Progress)) context.Context {
 	if f == nil {
-		return context.WithValue(ctx, progressKey{}, nil)
+		return context.WithValue(ctx, progressKey{}, noProgress{})
 	}
 	return context.WithValue(ctx, progressKey{}, progressFunc(f))
 }
 
-// WithReporter returns ctx carrying r, which ReportProgress calls: the
-// worker sets it on each call's context (a pointer r costs no allocation
-// beyond the context's).
+// WithReporter returns ctx carrying r, which ReportProgress calls (before
+// the reporter of the Call ctx carries, see CallKey).
 func WithReporter(ctx context.Context, r ProgressReporter) context.Context {
+	if r == nil {
+		return context.WithValue(ctx, progressKey{}, noProgress{})
+	}
 	return context.WithValue(ctx, progressKey{}, r)
 }

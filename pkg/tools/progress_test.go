@@ -42,3 +42,45 @@ func TestProgressBounded(t *testing.T) {
 		t.Errorf("Bounded changed a small report: %+v", got)
 	}
 }
+
+// fakeCall is a tools.Call that records the progress reported to it.
+type fakeCall struct {
+	info tools.CallInfo
+	got  []tools.Progress
+}
+
+func (c *fakeCall) CallInfo() tools.CallInfo        { return c.info }
+func (c *fakeCall) ReportProgress(p tools.Progress) { c.got = append(c.got, p) }
+
+// A context carrying a Call under CallKey answers CallInfoFrom and
+// ReportProgress from it; values set closer to the handler (WithCallInfo,
+// WithProgressReporter, WithReporter) take precedence, and a nil reporter
+// silences the Call's.
+func TestCallKey(t *testing.T) {
+	call := &fakeCall{info: tools.CallInfo{ID: "toolu_1", Tool: "echo", Attempt: 2}}
+	ctx := tools.WithCall(t.Context(), call)
+	if ci, ok := tools.CallInfoFrom(ctx); !ok || ci != call.info {
+		t.Errorf("CallInfoFrom = %+v, %v; want the Call's %+v", ci, ok, call.info)
+	}
+	tools.ReportProgress(ctx, tools.Progress{Progress: 1})
+	if len(call.got) != 1 {
+		t.Fatalf("the Call got %d reports, want 1", len(call.got))
+	}
+
+	own := tools.CallInfo{ID: "toolu_2"}
+	if ci, _ := tools.CallInfoFrom(tools.WithCallInfo(ctx, own)); ci != own {
+		t.Errorf("CallInfoFrom under WithCallInfo = %+v, want %+v", ci, own)
+	}
+	var mine []tools.Progress
+	tools.ReportProgress(tools.WithProgressReporter(ctx, func(p tools.Progress) { mine = append(mine, p) }), tools.Progress{Progress: 2})
+	tools.ReportProgress(tools.WithProgressReporter(ctx, nil), tools.Progress{Progress: 3})
+	tools.ReportProgress(tools.WithReporter(ctx, nil), tools.Progress{Progress: 4})
+	if len(mine) != 1 || len(call.got) != 1 {
+		t.Errorf("reports: %v to the inner reporter, %v to the Call; want one to the inner reporter, none more to the Call", mine, call.got)
+	}
+
+	if _, ok := tools.CallInfoFrom(t.Context()); ok {
+		t.Error("CallInfoFrom found a call in a context without one")
+	}
+	tools.ReportProgress(t.Context(), tools.Progress{Progress: 5}) // nobody listens: nothing happens
+}

@@ -1,8 +1,11 @@
 package metrics
 
 import (
-	"github.com/toolpool/toolpool/internal/pooltype"
 	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/toolpool/toolpool/internal/pooltype"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,6 +44,66 @@ type Worker struct {
 	deadLetters     *prometheus.CounterVec
 	panics          *prometheus.CounterVec
 	historyFailures *prometheus.CounterVec
+
+	// The series of the events of every successful call, by tool label,
+	// looked up once rather than by label values at every event.
+	hot    seriesCache[*workerHot]
+	flight seriesCache[prometheus.Gauge] // inFlight's
+}
+
+// workerHot is the series of one tool label that a successful first
+// attempt's event touches: its execution and queue-wait histograms, and
+// its attempts and finished calls without an error class.
+type workerHot struct {
+	execution  prometheus.Observer
+	queueWait  prometheus.Observer
+	attemptsOK prometheus.Counter // attempts_total{class="none"}
+	success    prometheus.Counter // calls_finished_total{outcome="success",class="none"}
+}
+
+// hotOf returns the hot series of the tool label tool.
+func (m *Worker) hotOf(tool string) *workerHot {
+	return m.hot.get(tool, func() *workerHot {
+		return &workerHot{
+			execution:  m.execution.WithLabelValues(tool),
+			queueWait:  m.queueWait.WithLabelValues(tool),
+			attemptsOK: m.attempts.WithLabelValues(tool, ClassNone),
+			success:    m.finished.WithLabelValues(tool, string(classify.FateSuccess), ClassNone),
+		}
+	})
+}
+
+// seriesCache holds series (or sets of them) by label: a map read without
+// a lock, copied when a label is added.
+type seriesCache[T any] struct {
+	m  atomic.Pointer[map[string]T] // never modified once stored
+	mu sync.Mutex                   // serialises the copies
+}
+
+// get returns the series of label, made by mk at its first use.
+func (c *seriesCache[T]) get(label string, mk func() T) T {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[label]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[label]; ok {
+			return v
+		}
+	}
+	v := mk()
+	next := map[string]T{label: v}
+	if old != nil {
+		for k, x := range *old {
+			next[k] = x
+		}
+	}
+	c.m.Store(&next)
+	return v
 }
 
 // NewWorker creates the worker metrics and registers them with reg.
@@ -152,6 +215,10 @@ func (m *Worker) Observe(ev pooltype.WorkerEvent) {
 			return
 		}
 	}
+	if ev.Outcome == classify.FateSuccess && class == ClassNone && ev.Executed && ev.Attempt == 1 && !ev.Panicked {
+		m.observeSuccess(m.hotOf(tool), ev)
+		return
+	}
 	m.attempts.WithLabelValues(tool, class).Inc()
 	switch ev.Outcome {
 	case classify.FateSuccess, classify.FateError, classify.FateDeadLetter, classify.FateOutcomeUnknown:
@@ -176,6 +243,16 @@ func (m *Worker) Observe(ev pooltype.WorkerEvent) {
 	}
 }
 
+// observeSuccess is Observe for the first attempt of a call that ran and
+// succeeded, on the tool's hot series: what Observe's general path
+// records for it.
+func (m *Worker) observeSuccess(h *workerHot, ev pooltype.WorkerEvent) {
+	h.attemptsOK.Inc()
+	h.success.Inc()
+	h.execution.Observe(ev.ExecTime.Seconds())
+	h.queueWait.Observe(max(ev.QueueWait, 0).Seconds())
+}
+
 // Queued adds delta to the calls of tool waiting for a slot.
 func (m *Worker) Queued(tool string, delta int) {
 	m.queued.WithLabelValues(m.tools.label(tool)).Add(float64(delta))
@@ -183,7 +260,8 @@ func (m *Worker) Queued(tool string, delta int) {
 
 // InFlight adds delta to the calls of tool running.
 func (m *Worker) InFlight(tool string, delta int) {
-	m.inFlight.WithLabelValues(m.tools.label(tool)).Add(float64(delta))
+	label := m.tools.label(tool)
+	m.flight.get(label, func() prometheus.Gauge { return m.inFlight.WithLabelValues(label) }).Add(float64(delta))
 }
 
 // reasonLabel bounds the reason label to the known reasons.

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -96,6 +98,9 @@ func Echo() tools.Tool {
 }
 
 func echo(_ context.Context, input json.RawMessage) (tools.Output, error) {
+	if text, ok := echoText(input); ok {
+		return tools.Text(text), nil
+	}
 	var in struct {
 		Text string `json:"text"`
 	}
@@ -290,4 +295,57 @@ func decode(input json.RawMessage, v any) error {
 		return classify.Invalid("", "does not match the tool's schema")
 	}
 	return nil
+}
+
+// echoText reads the text of echo's input when the input is {"text": S}
+// and nothing else (what echo's schema lets through), S a JSON string
+// without escapes or control characters, in valid UTF-8: the text is S's
+// bytes, one allocation instead of encoding/json's reflection. ok is false
+// for any other input, which decode then reads (and refuses where it
+// should).
+func echoText(input []byte) (string, bool) {
+	i := skipSpace(input, 0)
+	if i >= len(input) || input[i] != '{' {
+		return "", false
+	}
+	i = skipSpace(input, i+1)
+	const key = `"text"`
+	if !bytes.HasPrefix(input[i:], []byte(key)) {
+		return "", false
+	}
+	i = skipSpace(input, i+len(key))
+	if i >= len(input) || input[i] != ':' {
+		return "", false
+	}
+	i = skipSpace(input, i+1)
+	if i >= len(input) || input[i] != '"' {
+		return "", false
+	}
+	start := i + 1
+	n := bytes.IndexByte(input[start:], '"')
+	if n < 0 {
+		return "", false
+	}
+	text := input[start : start+n]
+	for _, c := range text {
+		if c < 0x20 || c == '\\' {
+			return "", false // escapes (the quote found may be escaped) and control characters: encoding/json's
+		}
+	}
+	if !utf8.Valid(text) {
+		return "", false
+	}
+	if i = skipSpace(input, start+n+1); i >= len(input) || input[i] != '}' || skipSpace(input, i+1) != len(input) {
+		return "", false
+	}
+	return string(text), true
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/infra/callctx"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -177,8 +178,8 @@ func (j *job) wakeOnCancel() <-chan struct{} {
 // runContext makes the context a handler runs with: cancelled with a
 // *classify.TimeoutError after timeout, with ErrCancelled when the caller
 // cancels the call, with ErrShutdown when the worker stops. Its Deadline is
-// the timeout's, and it answers tools.CallKey with the job (the call's
-// tools.Call: CallInfoFrom, ReportProgress), so it carries no context
+// the timeout's, and it answers callctx.Key with the job (what
+// tools.CallInfoFrom and tools.ReportProgress read), so it carries no context
 // value of its own. endRun must be called when the handler is done.
 //
 // One timer serves the run (tick): it fires every heartbeat while the
@@ -239,7 +240,7 @@ func (j *job) endRun() {
 }
 
 // runCtx is a handler's context: a cancel-cause context with the deadline
-// of the call's timeout, carrying the job as the call's tools.Call.
+// of the call's timeout, carrying the job under callctx.Key.
 type runCtx struct {
 	context.Context
 	deadline time.Time
@@ -249,16 +250,20 @@ type runCtx struct {
 // Deadline is when the call's timeout ends.
 func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
-// Value answers tools.CallKey with the call's job; other keys are the
+// Value answers callctx.Key with the call's job; other keys are the
 // parent's.
 func (c *runCtx) Value(key any) any {
-	if key == (tools.CallKey{}) {
+	if key == (callctx.Key{}) {
 		return c.job
 	}
 	return c.Context.Value(key)
 }
 
-var _ tools.Call = (*job)(nil)
+// The job is the call its handler's context carries (callctx.Key).
+var _ interface {
+	CallInfo() tools.CallInfo
+	tools.ProgressReporter
+} = (*job)(nil)
 
 // CallInfo describes the job's call to its handler (tools.CallInfoFrom).
 func (j *job) CallInfo() tools.CallInfo {

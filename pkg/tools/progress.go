@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolpool/toolpool/internal/infra/callctx"
 )
 
 // Progress is how far a call has come, as a tool reports it: Progress out
@@ -80,7 +82,7 @@ func ReportProgress(ctx context.Context, p Progress) {
 		}
 		return
 	}
-	if c, ok := ctx.Value(CallKey{}).(Call); ok && c != nil {
+	if c, ok := ctx.Value(callctx.Key{}).(runningCall); ok && c != nil {
 		c.ReportProgress(p)
 	}
 }
@@ -94,7 +96,7 @@ func WithProgressReporter(ctx context.Context, f func(Progress)) context.Context
 }
 
 // WithReporter returns ctx carrying r, which ReportProgress calls (before
-// the reporter of the Call ctx carries, see CallKey).
+// the reporter of the call the worker's context carries).
 func WithReporter(ctx context.Context, r ProgressReporter) context.Context {
 	if r == nil {
 		return context.WithValue(ctx, progressKey{}, noProgress{})

@@ -1,12 +1,14 @@
 package tools_test
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/toolpool/toolpool/internal/infra/callctx"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -43,7 +45,8 @@ func TestProgressBounded(t *testing.T) {
 	}
 }
 
-// fakeCall is a tools.Call that records the progress reported to it.
+// fakeCall is a running call (as a worker's context carries it under
+// callctx.Key) that records the progress reported to it.
 type fakeCall struct {
 	info tools.CallInfo
 	got  []tools.Progress
@@ -52,13 +55,13 @@ type fakeCall struct {
 func (c *fakeCall) CallInfo() tools.CallInfo        { return c.info }
 func (c *fakeCall) ReportProgress(p tools.Progress) { c.got = append(c.got, p) }
 
-// A context carrying a Call under CallKey answers CallInfoFrom and
+// A context carrying a call under callctx.Key answers CallInfoFrom and
 // ReportProgress from it; values set closer to the handler (WithCallInfo,
 // WithProgressReporter, WithReporter) take precedence, and a nil reporter
-// silences the Call's.
-func TestCallKey(t *testing.T) {
+// silences the call's.
+func TestRunningCall(t *testing.T) {
 	call := &fakeCall{info: tools.CallInfo{ID: "toolu_1", Tool: "echo", Attempt: 2}}
-	ctx := tools.WithCall(t.Context(), call)
+	ctx := context.WithValue(t.Context(), callctx.Key{}, call)
 	if ci, ok := tools.CallInfoFrom(ctx); !ok || ci != call.info {
 		t.Errorf("CallInfoFrom = %+v, %v; want the Call's %+v", ci, ok, call.info)
 	}

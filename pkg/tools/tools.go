@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/infra/callctx"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -139,32 +140,21 @@ func WithCallInfo(ctx context.Context, ci CallInfo) context.Context {
 }
 
 // CallInfoFrom returns the CallInfo the worker put in ctx: set by
-// WithCallInfo, else the Call that ctx carries under CallKey.
+// WithCallInfo, else by the worker's context (the call it runs).
 func CallInfoFrom(ctx context.Context) (CallInfo, bool) {
 	if ci, ok := ctx.Value(callInfoKey{}).(CallInfo); ok {
 		return ci, true
 	}
-	if c, ok := ctx.Value(CallKey{}).(Call); ok && c != nil {
+	if c, ok := ctx.Value(callctx.Key{}).(runningCall); ok && c != nil {
 		return c.CallInfo(), true
 	}
 	return CallInfo{}, false
 }
 
-// Call is the call a handler's context belongs to, as the worker running
-// it describes it: its CallInfo, and where its progress reports go.
-// It must be safe for concurrent use.
-type Call interface {
+// runningCall is the call a handler's context belongs to, as the worker
+// running it describes it: its CallInfo, and where its progress reports
+// go. The worker's context answers callctx.Key with it.
+type runningCall interface {
 	CallInfo() CallInfo
 	ProgressReporter
-}
-
-// CallKey is the context key whose value is the Call a context belongs to
-// (CallInfoFrom and ReportProgress read it). A worker's own context type
-// answers it in its Value method, so a call's context carries its Call
-// without a context value of its own; WithCall sets it on any context.
-type CallKey struct{}
-
-// WithCall returns ctx carrying c under CallKey.
-func WithCall(ctx context.Context, c Call) context.Context {
-	return context.WithValue(ctx, CallKey{}, c)
 }

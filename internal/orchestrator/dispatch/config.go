@@ -37,13 +37,17 @@ const (
 	// is outstanding, across all Dispatch calls of one Dispatcher. It stays
 	// below nats.go's own async publish cap (4000) so that cap never stalls.
 	MaxPublishInFlightDefault = 1024
-	// PublishAsyncTimeout is the js.WithPublishAsyncTimeout to create the
-	// dispatcher's JetStream context with. Dispatch stops waiting for a
-	// PubAck after PublishTimeout, but nats.go keeps the publish in its own
-	// table until a reply or a reconnect; a PubAck lost with a stream leader
-	// that died while the connection stayed up (it was to another node) would
-	// stay there for good, and after enough failovers the table's cap (4000)
-	// would stall every publish. This timeout clears such entries.
+	// PublishAsyncTimeout is how long a publish of a call stays in the
+	// dispatcher's table of pending PubAcks (pubAcks) before it fails with
+	// jetstream.ErrAsyncPublishTimeout, and the js.WithPublishAsyncTimeout
+	// to create a host's JetStream context with (nats.go's table, for a
+	// JetStream used without the dispatcher's connection). Dispatch stops
+	// waiting for a PubAck after PublishTimeout, but the table keeps the
+	// publish until a reply or a reconnect; a PubAck lost with a stream
+	// leader that died while the connection stayed up (it was to another
+	// node) would stay there for good, and in nats.go's table, after enough
+	// failovers, its cap (4000) would stall every publish. This timeout
+	// clears such entries.
 	PublishAsyncTimeout = 30 * time.Second
 	// FailureThresholdDefault is the number of consecutive is_error results
 	// of one tool in one session after which the content advises the model

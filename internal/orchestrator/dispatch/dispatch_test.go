@@ -108,6 +108,17 @@ func TestDispatchResultsInCallOrder(t *testing.T) {
 	if got := b.metrics.pending.Load(); got != 0 {
 		t.Errorf("pending gauge = %d after the turn, want 0", got)
 	}
+	// The calls went through the dispatcher's own PubAck table, which the
+	// PubAcks emptied.
+	if b.d.acks == nil {
+		t.Fatal("a dispatcher on a connection has no pubAcks")
+	}
+	b.d.acks.mu.Lock()
+	left := len(b.d.acks.pending)
+	b.d.acks.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d publishes pending after the turn, want 0", left)
+	}
 }
 
 func TestDispatchNewTraceparentWhenCtxHasNone(t *testing.T) {

@@ -50,6 +50,7 @@ type Dispatcher struct {
 	cfg     Config
 	js      js.JetStream
 	nc      *nats.Conn // js's connection: its last error tells of permission violations
+	acks    *pubAcks   // publishes the calls and takes their PubAcks; nil without nc (js.PublishMsgAsync then)
 	log     *slog.Logger
 	metrics Metrics
 	subject string                    // tools.result.<instance>.>
@@ -177,13 +178,25 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 			return fmt.Errorf("dispatch: start: scheduler presence: %w: %w", ErrUnavailable, err)
 		}
 	}
+	if d.nc != nil {
+		if d.acks, err = newPubAcks(d.nc); err != nil {
+			_ = d.progressSub.Unsubscribe()
+			return fmt.Errorf("dispatch: start: PubAck subscription: %w: %w", ErrUnavailable, err)
+		}
+	}
 	s, err := d.subscribeResults(ctx, info.State.LastSeq+1)
 	if err != nil {
 		_ = d.progressSub.Unsubscribe()
+		if d.acks != nil {
+			d.acks.close()
+		}
 		return fmt.Errorf("dispatch: start: %w: %w", ErrUnavailable, err)
 	}
 	d.feed.sub.Store(s)
 	d.feed.quietSince = time.Now()
+	if d.acks != nil {
+		d.Go(d.acks.run)
+	}
 	d.launch(life)
 	d.log.Debug("dispatcher started", slog.String("subject", d.subject))
 	return nil

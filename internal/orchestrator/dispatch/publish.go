@@ -184,12 +184,22 @@ func (p *publisher) send(e *pubWait, now time.Duration) error {
 	}
 	e.wait = min(p.t.d.cfg.PublishTimeout, p.until-now)
 	e.due = now + e.wait
-	paf, err := p.t.d.js.PublishMsgAsync(e.msg)
+	paf, err := p.t.d.publishAsync(e.msg)
 	if err != nil {
 		return p.failed(e, err)
 	}
 	e.paf, e.polled = paf, false
 	return nil
+}
+
+// publishAsync publishes m and returns the future of its PubAck: through
+// the dispatcher's pubAcks, or js's PublishMsgAsync without a connection
+// (a JetStream that is not nats.go's).
+func (d *Dispatcher) publishAsync(m *nats.Msg) (js.PubAckFuture, error) {
+	if d.acks != nil {
+		return d.acks.publish(m)
+	}
+	return d.js.PublishMsgAsync(m)
 }
 
 // awaitHead waits until the oldest call not yet acknowledged is, publishing

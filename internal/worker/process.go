@@ -35,14 +35,17 @@ type job struct {
 
 	// Cancellation by the caller (cancel.go) and progress (progress.go).
 	cancelled atomic.Bool   // the caller cancelled the call
-	mu        sync.Mutex    // guards stop, wake, the run's timer, prog and ran
+	mu        sync.Mutex    // guards stop, wake, the run's timer, prog, ran, out, done and grace
 	wake      chan struct{} // closed at a cancellation while the job queues for a slot
 	stop      context.CancelCauseFunc
 	rctx      runCtx // the handler's context, kept here: no allocation of its own
 	prog      *progressState
 	ran       bool // the handler returned (or was abandoned): its reports go nowhere
 
-	handler handlerRun // the pool's task that runs the handler (execute)
+	handler handlerRun  // the pool's task that runs the handler (execute)
+	out     outcome     // what the handler returned, once done
+	done    bool        // the handler returned: out is set
+	grace   *time.Timer // execute's AbandonGrace timer, once the run was cancelled
 
 	// The call's logger (callLog), kept here: no allocation of its own.
 	logH callHandler
@@ -183,30 +186,66 @@ func (w *Worker) runCall(j *job, d *delivery, ev *Event, log *slog.Logger) {
 	}
 }
 
-// handlerRun runs a job's handler on a goroutine of the pool (execute),
-// and sends its outcome to done, a panic as a *classify.PanicError.
-type handlerRun struct {
-	j    *job
-	done chan<- outcome
-}
+// handlerRun runs a job's handler on a goroutine of the pool (execute).
+// It leaves the outcome, a panic as a *classify.PanicError, in the job
+// (returned).
+type handlerRun struct{ j *job }
 
 func (h *handlerRun) runTask() {
 	var o outcome
+	j := h.j
 	defer func() {
 		if r := recover(); r != nil {
 			o = outcome{err: &classify.PanicError{Value: r}, panicked: true}
 		}
-		h.done <- o
+		j.returned(o)
 	}()
-	j := h.j
 	o.out, o.err = j.served.tool.Handler(&j.rctx, j.call.Input)
 }
 
-// outcome is what a handler goroutine returns.
+// outcome is what a handler returned, and the cause of its context's
+// cancellation when it returned (nil: not cancelled).
 type outcome struct {
 	out      tools.Output
 	err      error
 	panicked bool
+	cause    error
+}
+
+// errReturned ends a run's context when its handler returns before it was
+// cancelled: that wakes execute, which waits on the context's Done channel
+// (a channel of its own per call would be one more allocation).
+var errReturned = errors.New("worker: the handler returned")
+
+// returned hands the handler's outcome o to execute: it is kept in the job,
+// and execute is woken by the context's end, or by its grace timer when
+// the context had ended before.
+func (j *job) returned(o outcome) {
+	o.cause = context.Cause(&j.rctx)
+	j.mu.Lock()
+	j.out, j.done = o, true
+	grace := j.grace
+	j.mu.Unlock()
+	j.stop(errReturned)
+	if grace != nil {
+		grace.Reset(0)
+	}
+}
+
+// outcomeOrGrace returns the handler's outcome once it returned (ok);
+// else, at the first call, it arms the job's grace timer (returned makes it
+// fire at once) and returns it.
+func (j *job) outcomeOrGrace(grace time.Duration) (o outcome, ok bool, armed *time.Timer) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.done {
+		return j.out, true, nil
+	}
+	if j.grace == nil {
+		j.grace = time.NewTimer(grace)
+		return outcome{}, false, j.grace
+	}
+	return outcome{}, false, nil
 }
 
 // execute runs the tool under its timeout (cut to the call's deadline),
@@ -224,39 +263,42 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 	ctx := j.runContext(w.calls, timeout, j.served.heartbeat)
 	defer j.endRun()
 
-	done := make(chan outcome, 1)
-	j.handler = handlerRun{j: j, done: done}
+	j.handler = handlerRun{j: j}
 	w.pool.Run(&j.handler)
 
+	done := ctx.Done() // ends when the handler returns, or when the run is cancelled
 	var grace <-chan time.Time
 	for {
 		select {
-		case o := <-done:
-			j.endProgress()
-			return o.out, w.causeOf(ctx, o.err), o.panicked, w.shutdownCancelled(ctx)
-		case <-ctx.Done():
-			if grace == nil {
-				t := time.NewTimer(w.cfg.AbandonGrace)
-				defer t.Stop()
-				grace = t.C
-			}
+		case <-done:
 		case <-grace:
-			w.cfg.Logger.Warn("tool ignored cancellation; abandoned it", "tool", rt.Name, "call_id", call.ID,
-				"attempt", j.attempt, "session", call.Session, "traceparent", call.Traceparent)
-			j.endProgress()
-			return tools.Output{}, context.Cause(ctx), false, w.shutdownCancelled(ctx)
 		}
+		o, ok, armed := j.outcomeOrGrace(w.cfg.AbandonGrace)
+		if ok {
+			j.endProgress()
+			return o.out, causeOf(o.cause, o.err), o.panicked, errors.Is(o.cause, ErrShutdown)
+		}
+		if armed != nil { // cancelled: the handler has AbandonGrace to return
+			defer armed.Stop()
+			done, grace = nil, armed.C
+			continue
+		}
+		w.cfg.Logger.Warn("tool ignored cancellation; abandoned it", "tool", rt.Name, "call_id", call.ID,
+			"attempt", j.attempt, "session", call.Session, "traceparent", call.Traceparent)
+		j.endProgress()
+		return tools.Output{}, context.Cause(ctx), false, w.shutdownCancelled(ctx)
 	}
 }
 
 // causeOf replaces a bare context error returned by a handler with the
-// context's cause (e.g. a *classify.TimeoutError that knows the timeout).
-func (w *Worker) causeOf(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil {
+// cause of its context's cancellation (e.g. a *classify.TimeoutError that
+// knows the timeout); cause is nil when the context was not cancelled.
+func causeOf(cause, err error) error {
+	if err == nil || cause == nil {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return context.Cause(ctx)
+		return cause
 	}
 	return err
 }

@@ -66,3 +66,36 @@ func TestStopBeforeStart(t *testing.T) {
 		t.Error("Start after Stop succeeded")
 	}
 }
+
+// A handler that ignores the cancellation of a stopping worker (its
+// timeout far away) is abandoned after AbandonGrace: the worker is
+// Stopped while the handler is still stuck.
+func TestStoppedWhileHandlerIgnoresShutdown(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	stuck := tool("stuck", func(context.Context, json.RawMessage) (tools.Output, error) {
+		started <- struct{}{}
+		<-release // ignores ctx
+		return tools.Text("too late"), nil
+	})
+	stuck.Timeout = time.Hour
+	b := setup(t, stuck)
+	w := b.start(t, func(c *worker.Config) { c.AbandonGrace = 100 * time.Millisecond })
+	defer close(release) // after the worker stopped: goleak then sees the handler end
+
+	b.publish(t, "stuck", `{}`)
+	select {
+	case <-started:
+	case <-time.After(waitLong):
+		t.Fatal("the call never started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = w.Stop(ctx) // the drain ends with the call still running
+	select {
+	case <-w.Stopped():
+	case <-time.After(waitLong):
+		t.Fatal("Stopped not closed while an abandoned handler was stuck")
+	}
+}

@@ -141,7 +141,7 @@ func TestRunRoundsReportsMedians(t *testing.T) {
 			rates = append(rates, p.CallsPerSec)
 		}
 	}
-	if rep.Pool.CallsPerSec != median(rates) || rep.Pool.Calls != 300 {
+	if rep.Pool.CallsPerSec != Median(rates) || rep.Pool.Calls != 300 {
 		t.Errorf("pool summary: %v calls/s (rounds %v), %d calls", rep.Pool.CallsPerSec, rates, rep.Pool.Calls)
 	}
 }

@@ -61,7 +61,7 @@ func RunNoisyNeighbour(ctx context.Context, cfg NoisyConfig) (*NoisyReport, erro
 	if rep.FairnessOff, rep.FairnessOn, rep.FairnessPairRatios, err = n.singleTenant(ctx); err != nil {
 		return nil, err
 	}
-	rep.FairnessRatio = median(rep.FairnessPairRatios)
+	rep.FairnessRatio = Median(rep.FairnessPairRatios)
 	rep.Targets = n.targets(rep)
 	rep.PeakRSSBytes = PeakRSS()
 	return rep, nil

@@ -124,7 +124,8 @@ type Report struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func median(xs []float64) float64 {
+// Median is the median of xs (0 for none), xs left as it is.
+func Median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
@@ -152,7 +153,7 @@ func medianPhase(ps []Phase) Phase {
 		for i, p := range ps {
 			xs[i] = f(p)
 		}
-		return median(xs)
+		return Median(xs)
 	}
 	for _, p := range ps {
 		out.Calls += p.Calls
@@ -211,8 +212,8 @@ func (r *Report) summarise() {
 			cpu = append(cpu, ratio(pl.CPUPerCallMicros, base.CPUPerCallMicros))
 		}
 		r.Ratios = &Ratios{
-			Throughput: median(tp), P50: median(p50), P90: median(p90),
-			P99: median(p99), P999: median(p999), CPUPerCall: median(cpu),
+			Throughput: Median(tp), P50: Median(p50), P90: Median(p90),
+			P99: Median(p99), P999: Median(p999), CPUPerCall: Median(cpu),
 		}
 	}
 	if ps := byName[PhasePoolNoFailures]; len(ps) > 0 {
@@ -222,7 +223,7 @@ func (r *Report) summarise() {
 		for i, p := range ps {
 			xs = append(xs, ratio(byName[PhasePool][i].CallsPerSec, p.CallsPerSec))
 		}
-		fr := median(xs)
+		fr := Median(xs)
 		r.FailureThroughputRatio = &fr
 	}
 }

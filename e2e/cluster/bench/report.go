@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -160,13 +159,13 @@ func (r workerRun) writeProcesses(w io.Writer) error {
 			st.Phase, st.Round, per(float64(st.CallsStored)), per(float64(st.ResultsStored)), per(float64(st.ResultBytes)),
 			per(float64(st.InMsgs)), per(float64(st.OutMsgs)), per(float64(st.APICalls)), st.Topology)
 	}
-	raw, pool := median(totals[bench.PhaseBaseline]), median(totals[bench.PhasePool])
+	raw, pool := bench.Median(totals[bench.PhaseBaseline]), bench.Median(totals[bench.PhasePool])
 	thr := 0.0
 	if r.Report.Ratios != nil {
 		thr = r.Report.Ratios.Throughput
 	}
 	_, err := fmt.Fprintf(w, "\n%d worker(s): pool/raw throughput %.2f; whole CPU per call (bench + workers + servers), medians: baseline %.0f µs, pool %.0f µs, pool/raw %.2f\n",
-		r.Workers, thr, raw, pool, median(ratios))
+		r.Workers, thr, raw, pool, bench.Median(ratios))
 	return err
 }
 
@@ -178,16 +177,4 @@ func (r workerRun) phase(name string, round int) (bench.Phase, bool) {
 		}
 	}
 	return bench.Phase{}, false
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -16,7 +16,10 @@ import (
 func readAnswer(resp *http.Response) ([]byte, error) {
 	size := 512
 	if cl := resp.ContentLength; cl >= 0 && cl < maxAnswerBytes {
-		size = int(cl) + 1 // one more byte: the read that finds the end
+		// One more byte: the read that finds the end. At most 64 KiB up
+		// front: a Content-Length is only the server's claim, and a larger
+		// answer grows the buffer as its bytes come.
+		size = int(min(cl, 64<<10)) + 1
 	}
 	buf := make([]byte, 0, size)
 	for {

@@ -62,6 +62,19 @@ func TestReadAnswer(t *testing.T) {
 	}
 }
 
+// TestReadAnswerClaimedLength: a Content-Length is only the server's
+// claim. An answer that declares 200 MiB and sends a few bytes gets a
+// buffer of at most 64 KiB, not of the declared size.
+func TestReadAnswerClaimedLength(t *testing.T) {
+	got, err := readAnswer(&http.Response{ContentLength: 200 << 20, Body: io.NopCloser(strings.NewReader("{}"))})
+	if err != nil || string(got) != "{}" {
+		t.Fatalf("readAnswer = %q, %v; want {}", got, err)
+	}
+	if cap(got) > 64<<10+1 {
+		t.Errorf("an answer that claimed 200 MiB and sent 2 bytes got a buffer of %d bytes; want at most %d", cap(got), 64<<10+1)
+	}
+}
+
 // FuzzEncodeCalls holds encodeCalls to json.Marshal: the same bytes, and
 // an error in the same cases.
 func FuzzEncodeCalls(f *testing.F) {

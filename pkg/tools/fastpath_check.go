@@ -302,6 +302,12 @@ func oneOf(alts []*fastSchema, v any) verdict {
 			unknown = true
 		}
 	}
+	return oneOfVerdict(valid, unknown)
+}
+
+// oneOfVerdict is oneOf's verdict from its alternatives' verdicts: valid
+// of them valid, and whether any could not tell (unknown).
+func oneOfVerdict(valid int, unknown bool) verdict {
 	switch {
 	case valid > 1:
 		return verdictInvalid

@@ -430,16 +430,7 @@ func oneOfText(alts []*fastSchema, d []byte, v textSpan) verdict {
 			unknown = true
 		}
 	}
-	switch {
-	case valid > 1:
-		return verdictInvalid
-	case unknown:
-		return verdictUnknown
-	case valid == 1:
-		return verdictValid
-	default:
-		return verdictInvalid
-	}
+	return oneOfVerdict(valid, unknown)
 }
 
 // intLiteral parses a number written as an integer without fraction or

@@ -204,13 +204,23 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.
 	return nil, false
 }
 
+// maxPrealloc is the most readAll allocates for a body before its bytes
+// come.
+const maxPrealloc = 64 << 10
+
 // readAll is io.ReadAll(body) into a buffer sized by the request's
-// Content-Length when it has one within limit: one allocation, no copies.
+// Content-Length when it has one within limit (at most maxPrealloc up
+// front): for the usual body one allocation, no copies.
 func readAll(body io.Reader, contentLength, limit int64) ([]byte, error) {
 	if contentLength < 0 || contentLength > limit {
 		return io.ReadAll(body)
 	}
-	buf := make([]byte, 0, contentLength+1) // one more byte: the read that finds the end
+	// One more byte than declared: the read that finds the end. At most
+	// maxPrealloc up front: a Content-Length is only a claim, and a client
+	// that declares the limit and sends nothing must not make the server
+	// hold that much per request; a larger body grows the buffer as it
+	// comes.
+	buf := make([]byte, 0, min(contentLength+1, maxPrealloc))
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]

@@ -33,3 +33,16 @@ func TestReadAll(t *testing.T) {
 		t.Fatal("a body over the limit that said it was under it: no error")
 	}
 }
+
+// TestReadAllClaimedLength: a Content-Length is only a claim. A body that
+// declares the limit and sends a few bytes gets a buffer of at most
+// maxPrealloc, not of the declared size.
+func TestReadAllClaimedLength(t *testing.T) {
+	got, err := readAll(strings.NewReader("{}"), 64<<20, 64<<20)
+	if err != nil || string(got) != "{}" {
+		t.Fatalf("readAll = %q, %v; want {}", got, err)
+	}
+	if cap(got) > maxPrealloc {
+		t.Errorf("a body that claimed 64 MiB and sent 2 bytes got a buffer of %d bytes; want at most %d", cap(got), maxPrealloc)
+	}
+}

@@ -65,7 +65,7 @@ func parsePages() (*pages, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.static = http.StripPrefix(Path+"static/", http.FileServerFS(static))
+	p.static = staticFiles{fsys: static}
 	return p, nil
 }
 

@@ -11,10 +11,7 @@ import (
 // routes are the console's pages and endpoints, all under Path.
 func (c *Console) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /ui/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "max-age=300")
-		c.pages.static.ServeHTTP(w, r)
-	}))
+	mux.Handle("GET /ui/static/", c.pages.static)
 	mux.HandleFunc("GET /ui/login", c.login)
 	mux.HandleFunc("POST /ui/login", c.login)
 	mux.Handle("POST /ui/logout", c.authed(c.logout))

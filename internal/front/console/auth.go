@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"math"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -177,13 +179,20 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "refused: log in from the console's own login page", http.StatusForbidden)
 			return
 		}
+		key := clientKey(r.RemoteAddr)
+		if ok, wait, first := c.logins.allow(key); !ok {
+			c.throttled(w, r, key, wait, first)
+			return
+		}
 		if op, ok := c.cfg.Tokens.Operator(r.PostFormValue("token")); ok {
+			c.logins.succeed(key)
 			id, _ := c.sessions.create(op)
 			c.setCookie(w, r, id, int(c.cfg.SessionTTL/time.Second))
 			c.log.Info("console: operator logged in", "operator", op, "remote", r.RemoteAddr)
 			http.Redirect(w, r, Path, http.StatusSeeOther)
 			return
 		}
+		c.logins.fail(key)
 		c.log.Warn("console: login with an unknown token refused", "remote", r.RemoteAddr)
 		w.WriteHeader(http.StatusUnauthorized)
 		msg = "That is not an operator token."
@@ -198,4 +207,16 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
 	}
 	c.setCookie(w, r, "", -1)
 	http.Redirect(w, r, Path+"login", http.StatusSeeOther)
+}
+
+// throttled answers a login from an address out of tries: 429 with
+// Retry-After, logged once per address until it has a try again.
+func (c *Console) throttled(w http.ResponseWriter, r *http.Request, key string, wait time.Duration, first bool) {
+	secs := int(math.Ceil(wait.Seconds()))
+	if first {
+		c.log.Warn("console: logins throttled: too many unknown tokens from this address", "remote", r.RemoteAddr, "address", key, "retry_after", strconv.Itoa(secs)+"s")
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	w.WriteHeader(http.StatusTooManyRequests)
+	c.render(w, "login", &view{Title: "Log in", Data: "Too many unknown tokens from your address: try again in " + strconv.Itoa(secs) + " s."})
 }

@@ -127,6 +127,7 @@ type Console struct {
 	log      *slog.Logger
 	pages    *pages
 	sessions *sessions
+	logins   *loginThrottle
 	jobs     *jobs
 	watch    *watcher
 	over     *overviewCache
@@ -149,7 +150,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{
 		cfg: cfg, log: cfg.Logger.With("component", "console"), pages: p,
-		sessions: newSessions(cfg.SessionTTL),
+		sessions: newSessions(cfg.SessionTTL), logins: newLoginThrottle(time.Now),
 	}
 	c.jobs = newJobs()
 	c.watch = newWatcher(cfg.Conn, cfg.IdleAfter, c.log)

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -57,6 +58,7 @@ func (e *Entry) overlay(t tools.Tool) tools.Tool {
 	if !e.PerKey.IsZero() {
 		t.PerKey = e.PerKey
 	}
+	t.Hints = overlayHints(t.Hints, e.Hints)
 	r := e.Retry
 	if r.MaxAttempts > 0 {
 		t.Retry.MaxAttempts = r.MaxAttempts
@@ -149,4 +151,12 @@ func (f *File) Apply(reg *tools.Registry, builtins map[string]tools.Tool) error 
 		}
 	}
 	return nil
+}
+
+// overlayHints lays the hints a file gives over a built-in tool's own.
+func overlayHints(h, file tools.Hints) tools.Hints {
+	h.ReadOnly = cmp.Or(file.ReadOnly, h.ReadOnly)
+	h.Destructive = cmp.Or(file.Destructive, h.Destructive)
+	h.OpenWorld = cmp.Or(file.OpenWorld, h.OpenWorld)
+	return h
 }

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"errors"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -158,7 +159,11 @@ func (c *entryCheck) attempts(e *Entry, s *toolSpec, rules backendRules) error {
 		e.Retry = pol
 	}
 	if s.Hints != nil {
-		e.Hints = tools.Hints{ReadOnly: s.Hints.ReadOnly, Destructive: s.Hints.Destructive, OpenWorld: s.Hints.OpenWorld}
+		h, field, err := checkHints(s.Hints)
+		if err != nil {
+			return c.bad(field, "%v", err)
+		}
+		e.Hints = h
 	}
 	if s.Idempotent != nil {
 		if rules.overlay {
@@ -208,4 +213,18 @@ func (c *entryCheck) sharing(e *Entry, s *toolSpec) error {
 		e.PerKey = l
 	}
 	return nil
+}
+
+// checkHints checks an entry's hints: idempotentHint is the entry's own
+// idempotent key (it decides retries too), and a read-only tool cannot be
+// destructive.
+func checkHints(s *hintsSpec) (tools.Hints, string, error) {
+	h := tools.Hints{ReadOnly: s.ReadOnly, Destructive: s.Destructive, OpenWorld: s.OpenWorld}
+	switch {
+	case s.Idempotent != nil:
+		return h, "hints.idempotent", errors.New("is not a hint here: set the entry's idempotent key (it is listed as idempotentHint, and it also decides whether a call may run again)")
+	case h.ReadOnly != nil && *h.ReadOnly && h.Destructive != nil && *h.Destructive:
+		return h, "hints.destructive", errors.New("cannot be true for a read-only tool (hints.read_only: true)")
+	}
+	return h, "", nil
 }

@@ -43,6 +43,8 @@ type hintsSpec struct {
 	ReadOnly    *bool `yaml:"read_only"`
 	Destructive *bool `yaml:"destructive"`
 	OpenWorld   *bool `yaml:"open_world"`
+	// Idempotent is refused with a pointer to the entry's idempotent key.
+	Idempotent *bool `yaml:"idempotent"`
 }
 
 type perKeySpec struct {

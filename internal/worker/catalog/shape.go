@@ -58,6 +58,7 @@ var (
 		fieldShape{"read_only", boolShape},
 		fieldShape{"destructive", boolShape},
 		fieldShape{"open_world", boolShape},
+		fieldShape{"idempotent", boolShape},
 	)
 	retryShape = mappingShape(
 		fieldShape{"max_attempts", intShape},

@@ -118,6 +118,7 @@ func (w *workspace) readFileTool() tools.Tool {
 		InputSchema: tools.ReadFileSchema,
 		Timeout:     FileTimeout,
 		Idempotent:  true,
+		Hints:       readFileHints,
 		Handler:     w.readFile,
 	}
 }
@@ -132,6 +133,7 @@ func (w *workspace) writeFileTool() tools.Tool {
 		InputSchema: tools.WriteFileSchema,
 		Timeout:     FileTimeout,
 		Idempotent:  false, // "append" twice appends twice
+		Hints:       writeFileHints,
 		Handler:     w.writeFile,
 	}
 }
@@ -145,6 +147,7 @@ func (w *workspace) listDirTool() tools.Tool {
 		InputSchema: ListDirSchema,
 		Timeout:     FileTimeout,
 		Idempotent:  true,
+		Hints:       listDirHints,
 		Handler:     w.listDir,
 	}
 }

@@ -113,6 +113,7 @@ func NewHTTPRequest(cfg HTTPConfig) (tools.Tool, io.Closer, error) {
 		InputSchema: HTTPRequestSchema,
 		Timeout:     HTTPTimeout,
 		Idempotent:  false, // POST, PATCH, …
+		Hints:       httpRequestHints,
 		Handler:     h.do,
 	}
 	return t, closerFunc(h.client.CloseIdleConnections), nil

@@ -49,6 +49,17 @@ func TestRegister(t *testing.T) {
 		if rt.Idempotent != want {
 			t.Errorf("%s: Idempotent %v, want %v", name, rt.Idempotent, want)
 		}
+		// read-only, destructive, open world
+		wantHints := map[string][3]bool{
+			"read_file": {true, false, false}, "list_dir": {true, false, false},
+			"write_file": {false, true, false}, "http_request": {false, true, true},
+			"search_web": {true, false, true},
+		}[name]
+		h := rt.Hints
+		if h.ReadOnly == nil || h.Destructive == nil || h.OpenWorld == nil ||
+			[3]bool{*h.ReadOnly, *h.Destructive, *h.OpenWorld} != wantHints {
+			t.Errorf("%s: hints %s, want read-only, destructive, open world = %v", name, hintsText(h), wantHints)
+		}
 	}
 
 	// A second registration finds the names taken and adds nothing.
@@ -84,4 +95,9 @@ func TestRegisterErrors(t *testing.T) {
 	if _, err := builtin.Register(tools.NewRegistry(), builtin.Config{Workspace: file}); err == nil {
 		t.Error("a file as workspace accepted")
 	}
+}
+
+func hintsText(h tools.Hints) string {
+	b, _ := json.Marshal(h)
+	return string(b)
 }

@@ -101,6 +101,7 @@ func NewSearchWeb(cfg SearchConfig) (tools.Tool, io.Closer, error) {
 		InputSchema: tools.SearchWebSchema,
 		Timeout:     SearchTimeout,
 		Idempotent:  true,
+		Hints:       searchWebHints,
 		Handler:     s.search,
 	}
 	return t, closerFunc(s.client.CloseIdleConnections), nil

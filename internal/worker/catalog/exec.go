@@ -51,7 +51,8 @@ func newCommand(e *Entry, lookupEnv func(string) (string, bool)) *command {
 }
 
 // run executes the command with input on its stdin. The process runs in a
-// process group of its own; when the attempt's context ends the group gets
+// process group of its own (startCommand: on Linux the group dies with the
+// worker process too); when the attempt's context ends the group gets
 // SIGTERM, then SIGKILL after the grace, and once the command exits whatever
 // it left running in its group is killed.
 func (c *command) run(ctx context.Context, input json.RawMessage) (tools.Output, error) {
@@ -67,8 +68,8 @@ func (c *command) run(ctx context.Context, input json.RawMessage) (tools.Output,
 		Path: c.argv[0], Args: c.argv, Env: c.env, Dir: c.dir,
 		Stdin: p.stdinR, Stdout: p.stdoutW, Stderr: p.stderrW,
 	}
-	setProcessGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	release, err := startCommand(cmd)
+	if err != nil {
 		return tools.Output{}, startError(err)
 	}
 	p.started()
@@ -84,6 +85,7 @@ func (c *command) run(ctx context.Context, input json.RawMessage) (tools.Output,
 	waitErr, stopped := c.wait(ctx, cmd, pgid)
 	// The command is gone; nothing it started outlives the call.
 	signalGroup(pgid, sigKill)
+	release()
 	p.drain(read)
 
 	if stopped {

@@ -13,9 +13,14 @@ const (
 	sigKill = syscall.Signal(9)
 )
 
-// setProcessGroup does nothing here: process groups are a Unix feature, so
-// only the command itself is stopped at the timeout.
-func setProcessGroup(*exec.Cmd) {}
+// startCommand starts cmd. Process groups are a Unix feature: here only
+// the command itself is stopped at the timeout.
+func startCommand(cmd *exec.Cmd) (release func(), err error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() {}, nil
+}
 
 // signalGroup kills the process pid on sigKill and ignores other signals.
 func signalGroup(pid int, sig syscall.Signal) {

@@ -12,12 +12,6 @@ const (
 	sigKill = syscall.SIGKILL
 )
 
-// setProcessGroup makes the command the leader of a new process group, so
-// that it and everything it starts can be signalled together.
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
-
 // signalGroup sends sig to every process of the group pgid. A group that is
 // already empty is not an error.
 func signalGroup(pgid int, sig syscall.Signal) {

@@ -173,7 +173,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Path, http.StatusSeeOther)
 		return
 	}
-	msg := ""
+	msg, status := "", http.StatusOK
 	if r.Method == http.MethodPost {
 		if !httpapi.SameOrigin(r) {
 			http.Error(w, "refused: log in from the console's own login page", http.StatusForbidden)
@@ -194,10 +194,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		}
 		c.logins.fail(key)
 		c.log.Warn("console: login with an unknown token refused", "remote", r.RemoteAddr)
-		w.WriteHeader(http.StatusUnauthorized)
-		msg = "That is not an operator token."
+		msg, status = "That is not an operator token.", http.StatusUnauthorized
 	}
-	c.render(w, "login", &view{Title: "Log in", Data: msg})
+	c.renderStatus(w, status, "login", &view{Title: "Log in", Data: msg})
 }
 
 // logout ends the session.
@@ -217,6 +216,5 @@ func (c *Console) throttled(w http.ResponseWriter, r *http.Request, key string, 
 		c.log.Warn("console: logins throttled: too many unknown tokens from this address", "remote", r.RemoteAddr, "address", key, "retry_after", strconv.Itoa(secs)+"s")
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	w.WriteHeader(http.StatusTooManyRequests)
-	c.render(w, "login", &view{Title: "Log in", Data: "Too many unknown tokens from your address: try again in " + strconv.Itoa(secs) + " s."})
+	c.renderStatus(w, http.StatusTooManyRequests, "login", &view{Title: "Log in", Data: "Too many unknown tokens from your address: try again in " + strconv.Itoa(secs) + " s."})
 }

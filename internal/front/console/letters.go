@@ -118,8 +118,7 @@ func (c *Console) lettersPage(w http.ResponseWriter, r *http.Request, ss *sessio
 	f, err := v.Filter.filter(start)
 	if err != nil {
 		v.Err = err.Error()
-		w.WriteHeader(http.StatusBadRequest)
-		c.render(w, "letters", newView(ss, "Dead letters", "dlq", v))
+		c.renderStatus(w, http.StatusBadRequest, "letters", newView(ss, "Dead letters", "dlq", v))
 		return
 	}
 	if after, err := strconv.ParseUint(q.Get("after"), 10, 64); err == nil {

@@ -71,12 +71,23 @@ func parsePages() (*pages, error) {
 
 // render writes page name in the layout.
 func (c *Console) render(w http.ResponseWriter, name string, v *view) {
-	c.renderTemplate(w, name, "layout.html", v)
+	c.renderStatus(w, http.StatusOK, name, v)
+}
+
+// renderStatus writes page name in the layout with status: the page's
+// headers (its Content-Security-Policy among them) go with any status.
+func (c *Console) renderStatus(w http.ResponseWriter, status int, name string, v *view) {
+	c.write(w, status, name, "layout.html", v)
 }
 
 // renderTemplate writes one template of page name (a fragment, or the
 // whole page with "layout.html"), buffered, so that a failure is a 500.
 func (c *Console) renderTemplate(w http.ResponseWriter, name, tmpl string, v any) {
+	c.write(w, http.StatusOK, name, tmpl, v)
+}
+
+// write is renderTemplate with a status.
+func (c *Console) write(w http.ResponseWriter, status int, name, tmpl string, v any) {
 	var b bytes.Buffer
 	if err := c.pages.byName[name].ExecuteTemplate(&b, tmpl, v); err != nil {
 		c.log.Error("console: rendering failed", "page", name, "err", err)
@@ -88,6 +99,7 @@ func (c *Console) renderTemplate(w http.ResponseWriter, name, tmpl string, v any
 	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
+	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
 }
 
@@ -98,8 +110,7 @@ func newView(ss *session, title, nav string, data any) *view {
 
 // fail renders an error page.
 func (c *Console) fail(w http.ResponseWriter, ss *session, status int, msg string) {
-	w.WriteHeader(status)
-	c.render(w, "error", newView(ss, "Error", "", msg))
+	c.renderStatus(w, status, "error", newView(ss, "Error", "", msg))
 }
 
 // writeJSON answers v as JSON.

@@ -16,7 +16,10 @@
 // Access: operators log in with an operator token (Tokens, separate from
 // agents' API keys) and get a session cookie (HttpOnly, SameSite=Strict);
 // without tokens the console is open only on a loopback address (or with
-// Config.InsecureNoAuth). Every state-changing request is a POST from a
+// Config.InsecureNoAuth). Logins are throttled per client address (the
+// TCP peer's): a few unknown tokens, then 429 with Retry-After. Static
+// files are served by name, never as a directory listing. Every
+// state-changing request is a POST from a
 // page of the console itself (httpapi.SameOrigin) carrying the session's
 // CSRF token; the Host check is the HTTP server's gate (httpapi.Server),
 // which the console is served behind. Every replay, purge, pause and

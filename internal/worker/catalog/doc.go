@@ -14,7 +14,10 @@
 //   - exec: a command (an argv list, no shell) runs with the input on its
 //     stdin; stdout is the result. Exit status 75 (EX_TEMPFAIL) is retried,
 //     any other failure is not and shows the model the end of stderr. At
-//     the timeout the command's whole process group is killed.
+//     the timeout the command's whole process group is killed; on Linux
+//     it is killed too when the worker process dies, kill -9 included
+//     (Pdeathsig, and the exec guard: the worker's binary started again
+//     as toolpool-exec-guard, which kills the groups its worker left).
 //   - builtin: a tool compiled into the binary, with the file's
 //     description, timeout, retry and concurrency laid over its own.
 //   - mcp: the tools of an MCP server, a stdio command the worker keeps

@@ -23,6 +23,7 @@ import (
 const aliceToken = "alice-operator-token-0123456789"
 
 type bundle struct {
+	c   *console.Console
 	srv *httptest.Server
 	js  js.JetStream
 	log *natstest.LockedBuffer
@@ -52,7 +53,7 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	return &bundle{srv: newServer(t, c), js: j, log: logs}
+	return &bundle{c: c, srv: newServer(t, c), js: j, log: logs}
 }
 
 // newServer serves c's handler on loopback until the test ends.

@@ -4,9 +4,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/toolpool/toolpool/internal/front/console"
 )
 
 // clientFrom is a browser-like client whose connections come from the
@@ -25,6 +28,9 @@ func clientFrom(t *testing.T, local string) *http.Client {
 func TestLoginThrottled(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	var now atomic.Int64 // the time stands still: no try is earned back until the test says so
+	now.Store(1_000_000)
+	console.SetLoginClock(b.c, func() time.Time { return time.Unix(now.Load(), 0) })
 	self := b.srv.URL
 	guesser, operator := clientFrom(t, "127.0.0.1"), clientFrom(t, "127.0.0.2")
 	wrong := url.Values{"token": {"not-a-token-0123456789"}}
@@ -37,11 +43,11 @@ func TestLoginThrottled(t *testing.T) {
 			retryAfter = resp.Header.Get("Retry-After")
 		}
 	}
-	if statuses[http.StatusUnauthorized] > 6 || statuses[http.StatusTooManyRequests] < 44 {
-		t.Errorf("50 wrong tokens from one address: %v, want at most 6 tries (401), then 429", statuses)
+	if statuses[http.StatusUnauthorized] != 5 || statuses[http.StatusTooManyRequests] != 45 {
+		t.Errorf("50 wrong tokens from one address: %v, want 5 tries (401), then 429", statuses)
 	}
-	if s, err := strconv.Atoi(retryAfter); err != nil || s < 1 || s > 60 {
-		t.Errorf("Retry-After %q, want seconds", retryAfter)
+	if retryAfter != "10" {
+		t.Errorf("Retry-After %q, want 10 (seconds)", retryAfter)
 	}
 	// The right token from the throttled address waits too.
 	if resp := b.post(t, guesser, "/ui/login", url.Values{"token": {aliceToken}}, self); resp.StatusCode != http.StatusTooManyRequests {
@@ -54,5 +60,11 @@ func TestLoginThrottled(t *testing.T) {
 	}
 	if n := strings.Count(b.log.String(), "console: logins throttled"); n != 1 {
 		t.Errorf("throttling logged %d times, want once:\n%s", n, b.log.String())
+	}
+	// Ten seconds later the address has earned one try, and it is the
+	// operator's: the right token gets in.
+	now.Add(10)
+	if resp := b.post(t, guesser, "/ui/login", url.Values{"token": {aliceToken}}, self); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the right token once a try is earned: %d, want 303", resp.StatusCode)
 	}
 }

@@ -76,6 +76,9 @@ type Dispatcher struct {
 
 	// feed is the result consumer and its watchdog (resultwatch.go).
 	feed resultFeed
+	// recovery is the window after a (re)connection in which calls are
+	// looked up in TOOL_RESULTS before they are published (recovery.go).
+	recovery recovery
 }
 
 // New returns a Dispatcher for cfg, with defaults applied. It does not touch
@@ -168,6 +171,7 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 	}
 	d.results = stream
 	info := stream.CachedInfo()
+	d.openRecovery(info, time.Now())
 	d.feed.lastSeq.Store(info.State.LastSeq)
 	if err := d.subscribeProgress(); err != nil {
 		return fmt.Errorf("dispatch: start: progress reports: %w: %w", ErrUnavailable, err)
@@ -207,6 +211,9 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 func (d *Dispatcher) launch(life context.Context) {
 	d.ended = life.Done()
 	d.Go(d.run)
+	if d.nc != nil {
+		d.Go(d.watchReconnects)
+	}
 	d.turns.openUp()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -305,5 +306,29 @@ func TestHeldPastDuplicateWindowAnswersFromStoredResult(t *testing.T) {
 	wantDone(t, "the call held by A past the duplicate window", held, "held")
 	if n := w.ran("held"); n != 1 {
 		t.Errorf("the held call ran %d times; want 1", n)
+	}
+}
+
+// A turn whose ctx is cancelled with ErrDetached (its front door stopped)
+// leaves its calls in the pool: the running call is not cancelled, and
+// the same call dispatched again gets its result without running again.
+// A caller's own cancellation would have cancelled it, and the call would
+// then run again.
+func TestDetachedTurnLeavesCallsRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := startBlockingWorker(t, b, "slow", "det", true)
+	ctx, cancel := context.WithCancelCause(timeout(t, 30*time.Second))
+	first := dispatchOne(t, b.d, ctx, "det", "slow")
+	eventually(t, "the call at the worker", func() bool { return w.ran("det") == 1 })
+	cancel(ErrDetached)
+	if r := <-first; !r.IsError || !strings.Contains(r.Content.Text(), ErrDetached.Error()) {
+		t.Errorf("the detached turn: %+v; want its error", r)
+	}
+	again := dispatchOne(t, b.d, timeout(t, 30*time.Second), "det", "slow")
+	close(w.release)
+	wantDone(t, "the call dispatched again", again, "det")
+	if n := w.ran("det"); n != 1 {
+		t.Errorf("the call ran %d times; want 1", n)
 	}
 }

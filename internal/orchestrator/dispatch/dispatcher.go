@@ -201,6 +201,9 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 	if d.acks != nil {
 		d.Go(d.acks.run)
 	}
+	if d.nc != nil {
+		d.Go(d.watchReconnects) // recovery.go
+	}
 	d.launch(life)
 	d.log.Debug("dispatcher started", slog.String("subject", d.subject))
 	return nil
@@ -211,9 +214,6 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 func (d *Dispatcher) launch(life context.Context) {
 	d.ended = life.Done()
 	d.Go(d.run)
-	if d.nc != nil {
-		d.Go(d.watchReconnects)
-	}
 	d.turns.openUp()
 }
 

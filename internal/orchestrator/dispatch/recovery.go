@@ -117,7 +117,7 @@ func (d *Dispatcher) watchReconnects(life context.Context) {
 // published.
 func (t *turn) lookUpStored(granted bool) {
 	d := t.d
-	if !granted && d.recovery.closed() {
+	if !granted && d.recovery.closed() || d.results == nil {
 		return // the hot path: one atomic load
 	}
 	now := time.Now()

@@ -332,3 +332,29 @@ func TestDetachedTurnLeavesCallsRunning(t *testing.T) {
 		t.Errorf("the call ran %d times; want 1", n)
 	}
 }
+
+// A call held by replica A that stays alive, while the same call is
+// dispatched on B and runs there (an adopting replica, or a re-post):
+// A's grant publishes a duplicate, and A answers with B's run's result.
+func TestHeldOnLiveReplicaGetsOtherReplicasResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := startBlockingWorker(t, b, "slow", "blocker", false)
+	a, _ := startReplica(t, b, noMargin, func(c *Config) {
+		c.NoFairness = false
+		c.Catalog = fairCatalog{"slow": {Slots: 1}}
+	})
+	rb, _ := startReplica(t, b)
+	ctx := timeout(t, 30*time.Second)
+	blocker := dispatchOne(t, a, ctx, "blocker", "slow")
+	eventually(t, "the blocker at the worker", func() bool { return w.ran("blocker") == 1 })
+	held := dispatchOne(t, a, ctx, "held", "slow")
+	eventually(t, "the call held by A", func() bool { return toolStats(a, "slow").Waiting == 1 })
+	wantDone(t, "the held call dispatched on B", dispatchOne(t, rb, ctx, "held", "slow"), "held")
+	close(w.release)
+	wantDone(t, "the blocker", blocker, "blocker")
+	wantDone(t, "the call held by A", held, "held")
+	if n := w.ran("held"); n != 1 {
+		t.Errorf("the held call ran %d times; want 1", n)
+	}
+}

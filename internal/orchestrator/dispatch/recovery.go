@@ -38,6 +38,9 @@ import (
 // connection plus the duplicate window (recovery). A turn of a server
 // that did not restart, or after the window, pays one atomic load.
 
+// lookUpsAtOnce bounds the look-ups of one turn in flight at once.
+const lookUpsAtOnce = 16
+
 // recovery is the look-up window after a (re)connection.
 type recovery struct {
 	// until is the end of the window, in unix nanoseconds; 0 when closed.
@@ -138,9 +141,18 @@ func (t *turn) lookUpStored(granted bool) {
 		d.deliverStored(keys[0])
 	} else {
 		var wg sync.WaitGroup
-		for _, key := range keys {
-			wg.Go(func() { d.deliverStored(key) })
+		next := make(chan string)
+		for range min(len(keys), lookUpsAtOnce) {
+			wg.Go(func() {
+				for key := range next {
+					d.deliverStored(key)
+				}
+			})
 		}
+		for _, key := range keys {
+			next <- key
+		}
+		close(next)
 		wg.Wait()
 	}
 	for {

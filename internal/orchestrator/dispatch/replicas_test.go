@@ -232,6 +232,10 @@ func TestStoredResultAnswersRepostAfterServerRestart(t *testing.T) {
 	stays, ncStays := startReplica(t, b)
 	ctx := timeout(t, 60*time.Second)
 	wantDone(t, "the call before the restart", dispatchOne(t, b.d, ctx, "before", "echo"), "before")
+	turn := []envelope.ToolUseBlock{use("m1", "echo", `{}`), use("m2", "echo", `{}`), use("m3", "echo", `{}`)}
+	if _, err := b.d.Dispatch(ctx, "s", turn); err != nil {
+		t.Fatal(err)
+	}
 	stopNow(b.d)
 
 	restarted := make(chan struct{})
@@ -253,8 +257,19 @@ func TestStoredResultAnswersRepostAfterServerRestart(t *testing.T) {
 	short := timeout(t, 5*time.Second)
 	wantDone(t, "the call posted again to a new dispatcher", dispatchOne(t, fresh, short, "before", "echo"), "before")
 	wantDone(t, "the call posted again to a reconnected dispatcher", dispatchOne(t, stays, short, "before", "echo"), "before")
-	if n := w.ran("before"); n != 1 {
-		t.Errorf("the call ran %d times; want 1", n)
+	res, err := fresh.Dispatch(short, "s", turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.IsError || r.Content.Text() != "done "+turn[i].ID {
+			t.Errorf("call %s of the turn posted again: %+v", turn[i].ID, r)
+		}
+	}
+	for _, id := range []string{"before", "m1", "m2", "m3"} {
+		if n := w.ran(id); n != 1 {
+			t.Errorf("call %s ran %d times; want 1", id, n)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 )
 
 // Defaults of ServerConfig.
@@ -167,6 +168,9 @@ type Server struct {
 	draining atomic.Bool
 	mu       sync.Mutex
 	idle     chan struct{} // closed when draining and active reaches 0
+	// detach cancels the requests' base context with dispatch.ErrDetached
+	// when the drain runs out: their calls are left to run in the pool.
+	detach context.CancelCauseFunc
 }
 
 // NewServer returns a Server for cfg, with defaults applied.
@@ -183,7 +187,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	for _, h := range cfg.AllowedHosts {
 		s.hosts[strings.ToLower(strings.TrimSuffix(h, "."))] = true
 	}
+	base, detach := context.WithCancelCause(context.Background())
+	s.detach = detach
 	s.srv = &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return base },
 		Handler:           s.gate(cfg.Handler),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
@@ -287,7 +294,11 @@ func (s *Server) drain(ctx context.Context) error {
 	case <-s.idle:
 	case <-ctx.Done():
 		err = context.Cause(ctx)
+		// Before the connections close: the requests left end with this
+		// cause, and their calls are not cancelled pool-wide.
+		s.detach(dispatch.ErrDetached)
 	}
+	defer s.detach(nil)
 	if cerr := s.srv.Shutdown(ctx); cerr != nil {
 		_ = s.srv.Close() // the requests left are cancelled
 		err = cmp.Or(err, cerr)

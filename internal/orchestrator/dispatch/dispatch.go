@@ -45,7 +45,9 @@ import (
 // cancels the calls left pool-wide (cancel.go): a call still queued is not
 // run, a running one has its context cancelled on its worker with
 // worker.ErrCancelled, and none is retried or dead-lettered; dispatching
-// the same call again then runs it again. A ctx carrying a ProgressFunc
+// the same call again then runs it again. A cancellation whose cause is
+// ErrDetached (a front door that stopped) leaves the calls in the pool
+// instead. A ctx carrying a ProgressFunc
 // (WithProgress) gets the progress its calls' tools report
 // (tools.ReportProgress), with the calls' ids.
 func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
@@ -60,6 +62,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envel
 	defer t.release()
 
 	t.prepare()
+	t.lookUpStored(false)              // after a restart of the NATS server: recovery.go
 	if err := d.admit(t); err != nil { // admission control: admission.go
 		return nil, err
 	}

@@ -76,6 +76,9 @@ type Dispatcher struct {
 
 	// feed is the result consumer and its watchdog (resultwatch.go).
 	feed resultFeed
+	// recovery is the window after a (re)connection in which calls are
+	// looked up in TOOL_RESULTS before they are published (recovery.go).
+	recovery recovery
 }
 
 // New returns a Dispatcher for cfg, with defaults applied. It does not touch
@@ -168,6 +171,7 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 	}
 	d.results = stream
 	info := stream.CachedInfo()
+	d.openRecovery(info, time.Now())
 	d.feed.lastSeq.Store(info.State.LastSeq)
 	if err := d.subscribeProgress(); err != nil {
 		return fmt.Errorf("dispatch: start: progress reports: %w: %w", ErrUnavailable, err)
@@ -196,6 +200,9 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 	d.feed.quietSince = time.Now()
 	if d.acks != nil {
 		d.Go(d.acks.run)
+	}
+	if d.nc != nil {
+		d.Go(d.watchReconnects) // recovery.go
 	}
 	d.launch(life)
 	d.log.Debug("dispatcher started", slog.String("subject", d.subject))

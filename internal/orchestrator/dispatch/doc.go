@@ -39,9 +39,13 @@
 // its duplicate window: dispatching the same call again waits for the first
 // one's result, or gets it at once from a bounded cache of recent results,
 // or, when the first one was dispatched by another instance (or by this
-// process before a restart), from TOOL_RESULTS. The same id with other
-// content or in another scope is another call. A result delivered twice
-// reaches the caller once.
+// process before a restart), from TOOL_RESULTS. A restarted NATS server
+// forgets the calls that finished (they left TOOL_CALLS), so after its
+// start or a reconnection, for at most a duplicate window, the dispatcher
+// looks each call up in TOOL_RESULTS before publishing it, and so it does
+// for a call the scheduler held for most of a window (recovery.go). The
+// same id with other content or in another scope is another call. A
+// result delivered twice reaches the caller once.
 //
 // When one tool has failed Config.FailureThreshold (3) times in a row in a
 // session of a tenant, its is_error content gains a sentence telling the

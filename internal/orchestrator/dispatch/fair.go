@@ -168,6 +168,7 @@ func (t *turn) granted(i int) error {
 		}
 		break
 	}
+	t.lookUpStored(true) // recovery.go
 	if err := t.publish(); err != nil {
 		if !errors.Is(err, errPublishDeadline) {
 			return err

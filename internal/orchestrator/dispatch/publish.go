@@ -453,6 +453,9 @@ func (p *publisher) ctxErr(i int) error {
 	if errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
 		return t.publishErr(i, errPublishDeadline)
 	}
+	if t.detached() { // detach.go: the calls stay in the pool
+		return t.ctxCancelled()
+	}
 	t.cancelled = true
 	for k := p.head; k < len(p.queue); k++ {
 		if e := &p.queue[k]; !e.done && e.paf != nil {

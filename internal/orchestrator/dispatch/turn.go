@@ -129,8 +129,8 @@ func (t *turn) wait() error {
 			}
 		case <-t.ctx.Done():
 			if !errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
-				t.cancelled = true // release cancels the calls left
-				return fmt.Errorf("dispatch: %w", t.ctx.Err())
+				t.cancelled = !t.detached() // release cancels the calls left: detach.go
+				return t.ctxCancelled()
 			}
 			t.expire()
 		case <-t.expiryC():

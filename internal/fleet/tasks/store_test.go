@@ -247,4 +247,5 @@ func TestStartSaturated(t *testing.T) {
 	if _, ok := errors.AsType[*dispatch.SaturatedError](err); !ok {
 		t.Fatalf("second Start: %v, want a *dispatch.SaturatedError", err)
 	}
+	f.gate.release()
 }

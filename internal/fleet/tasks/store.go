@@ -41,7 +41,6 @@ type Store struct {
 	running  map[string]*runner   // the tasks this replica runs
 	leases   map[string]leaseSeen // every working task's lease, from the watch
 	waiters  map[string]chan struct{}
-	runners  sync.WaitGroup // the runners (not their Dispatch)
 }
 
 // lease is the value of a task's lease key.
@@ -321,23 +320,18 @@ func (s *Store) write(ctx context.Context, key string, data []byte, rev uint64, 
 	return ack.Sequence, nil
 }
 
-// Stop is the replica leaving: Start fails with ErrStopped; the tasks it
-// runs may finish until ctx is done; those still working are then handed
-// over (their lease released) for another replica to adopt at once. Stop
-// the dispatcher after the store: the turns handed over end with it, and
-// their calls are not cancelled.
+// Stop is the replica leaving: Start fails with ErrStopped, and the tasks
+// this replica runs are handed over at once (their lease released) for
+// another replica to adopt — or this one again after a restart. Their
+// calls are not cancelled: the ones running go on and the adopter
+// collects their results; the ones held in this replica's memory are
+// dispatched by the adopter. Their Dispatch here ends as at its deadline,
+// so the dispatcher's drain does not wait for them.
 func (s *Store) Stop(ctx context.Context) error {
-	return s.base.Stop(ctx, ErrStopped, func(ctx context.Context) error {
+	return s.base.Stop(ctx, ErrStopped, func(context.Context) error {
 		s.mu.Lock()
 		s.stopping = true
 		s.mu.Unlock()
-		done := make(chan struct{})
-		go func() { s.runners.Wait(); close(done) }()
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return nil // the runners left hand over when the life ends
-		}
+		return nil
 	})
 }

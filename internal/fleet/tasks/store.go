@@ -131,7 +131,7 @@ func Open(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 func (s *Store) bind(ctx context.Context) error {
 	kv, err := s.js.KeyValue(ctx, s.cfg.Bucket)
 	if errors.Is(err, js.ErrBucketNotFound) {
-		kv, err = s.js.CreateKeyValue(ctx, js.KeyValueConfig{
+		kc := js.KeyValueConfig{
 			Bucket:         s.cfg.Bucket,
 			Description:    "toolpool: durable tasks (async HTTP calls, MCP tasks): <id> the record, <id>.lease the owner's claim",
 			History:        1,
@@ -139,7 +139,12 @@ func (s *Store) bind(ctx context.Context) error {
 			Storage:        s.cfg.Storage,
 			Replicas:       s.cfg.Replicas,
 			LimitMarkerTTL: markerTTL, // per-record TTLs
-		})
+		}
+		kv, err = s.js.CreateKeyValue(ctx, kc)
+		if errors.Is(err, js.ErrLimitMarkerTTLNotSupported) {
+			kc.LimitMarkerTTL = 0 // a server before 2.11: every record is kept Retention
+			kv, err = s.js.CreateKeyValue(ctx, kc)
+		}
 		if errors.Is(err, js.ErrBucketExists) {
 			kv, err = s.js.KeyValue(ctx, s.cfg.Bucket) // created meanwhile by another replica
 		}

@@ -85,11 +85,11 @@ type Task struct {
 	// Request is what was asked: for rendering and adoption.
 	Request Request `json:"request"`
 
-	// Owner is the instance running it; Lease is when its claim lapses
-	// unless refreshed; Adoptions counts the replicas that took it over.
-	Owner     string    `json:"owner,omitempty"`
-	Lease     time.Time `json:"lease,omitempty"`
-	Adoptions int       `json:"adoptions,omitempty"`
+	// Owner is the instance that created it, then the one that ended it;
+	// Adoptions counts the replicas that took it over (set when it ends).
+	// The live claim is the task's lease key, not the record.
+	Owner     string `json:"owner,omitempty"`
+	Adoptions int    `json:"adoptions,omitempty"`
 	// CancelRequested is set by Cancel while the owner ends the calls.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 }

@@ -27,7 +27,7 @@ const (
 	// signed session id is served statelessly from then on (replicas.go).
 	SessionTimeoutDefault = 10 * time.Minute
 	// MaxSessionsDefault caps the HTTP sessions one process holds (about
-	// 30 KiB and 4 goroutines each; see docs/mcp.md). A session opened
+	// 10 KiB and 2 goroutines each; see docs/mcp.md). A session opened
 	// over the cap is served statelessly, as on a replica that does not
 	// hold it.
 	MaxSessionsDefault = 1024

@@ -56,6 +56,7 @@ type answer struct {
 	status      int
 	contentType string
 	body        string
+	session     string // the Mcp-Session-Id of the answer
 }
 
 func (a answer) String() string { return fmt.Sprintf("%d %s %q", a.status, a.contentType, a.body) }
@@ -92,7 +93,7 @@ func (rs *rawSession) postCtx(ctx context.Context, body string) (answer, error) 
 	if rs.id == "" {
 		rs.id = resp.Header.Get("Mcp-Session-Id")
 	}
-	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}, nil
+	return answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: string(b)}, nil
 }
 
 // openRaw serves a Server on d over HTTP and opens a session on it.

@@ -301,3 +301,63 @@ func TestReadFastParams(t *testing.T) {
 		}
 	}
 }
+
+// TestFastCall26AnswersAsTheSDK: a 2026-07-28 tools/call with the
+// spec's headers and _meta, served without the go-sdk, gets the status,
+// headers and bytes the go-sdk's stateless handler writes for the same
+// call (sent with a params key the go-sdk ignores): results with
+// resultType and serverInfo, is_error results with their _meta, protocol
+// errors (400, plain JSON), progress, string ids. Requests the fast path
+// leaves to the go-sdk (a header that does not match, _meta without
+// clientCapabilities) are answered by it with the spec's errors.
+func TestFastCall26AnswersAsTheSDK(t *testing.T) {
+	s, url := serve(t, Config{Dispatcher: &byName{}, Tools: staticTools})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}%s}`
+	cases := []struct{ name, body string }{
+		{"ok", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ok","arguments":{"a":"<b>"},` + fmt.Sprintf(meta, "") + `%s}}`},
+		{"ok", `{"jsonrpc":"2.0","id":"x-2","method":"tools/call","params":{` + fmt.Sprintf(meta, `,"progressToken":"tok"`) + `,"name":"ok","arguments":{}%s}}`},
+		{"fail", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fail","arguments":null,` + fmt.Sprintf(meta, "") + `%s}}`},
+		{"gone", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gone","arguments":{},` + fmt.Sprintf(meta, "") + `%s}}`},
+		{"ok", `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ok","arguments":[1],` + fmt.Sprintf(meta, "") + `%s}}`},
+	}
+	hdr := func(name string) []string {
+		return []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name}
+	}
+	for i, c := range cases {
+		fast := send(t, http.DefaultClient, url, fmt.Sprintf(c.body, ""), hdr(c.name)...)
+		if got := s.fast.Load(); got != int64(i+1) {
+			t.Fatalf("case %d: %d calls on the fast path, want %d (%v)", i, got, i+1, fast)
+		}
+		sdk := send(t, http.DefaultClient, url, fmt.Sprintf(c.body, `,"x":1`), hdr(c.name)...)
+		if s.fast.Load() != int64(i+1) {
+			t.Fatalf("case %d: the go-sdk's call went on the fast path", i)
+		}
+		if fast != sdk {
+			t.Errorf("case %d:\nfast   %v\ngo-sdk %v", i, fast, sdk)
+		}
+		if c.name == "ok" && i < 2 && !strings.Contains(fast.body, `"resultType":"complete"`) {
+			t.Errorf("case %d: no resultType: %v", i, fast)
+		}
+	}
+	n := s.fast.Load()
+	for what, c := range map[string]struct {
+		body string
+		hdr  []string
+		code string
+	}{
+		"Mcp-Name of another tool": {fmt.Sprintf(cases[0].body, ""), hdr("fail"), "-32020"},
+		"no Mcp-Method":            {fmt.Sprintf(cases[0].body, ""), []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Name", "ok"}, "-32020"},
+		"no clientCapabilities": {`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ok","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			hdr("ok"), "-32602"},
+		"a _meta revision other than the header's": {strings.Replace(fmt.Sprintf(cases[0].body, ""), `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`, `"io.modelcontextprotocol/protocolVersion":"2026-08-01"`, 1),
+			hdr("ok"), "-32020"},
+	} {
+		a := send(t, http.DefaultClient, url, c.body, c.hdr...)
+		if a.status != http.StatusBadRequest || !strings.Contains(a.body, c.code) {
+			t.Errorf("%s: %v, want 400 with %s", what, a, c.code)
+		}
+	}
+	if s.fast.Load() != n {
+		t.Errorf("a request the go-sdk refuses went on the fast path")
+	}
+}

@@ -144,6 +144,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, stateful, stateles
 	if !ok {
 		return
 	}
+	if n == 1 && raw == "" && s.fastCall26(w, r, msgs[0]) {
+		return
+	}
 	if hs := s.sessions.owned(r); hs != nil {
 		hs.startPOST()
 		defer hs.endPOST()

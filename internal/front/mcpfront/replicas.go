@@ -273,23 +273,30 @@ func (s *Server) poolSession(ss *mcp.ServerSession, extra *mcp.RequestExtra, met
 	if extra == nil || extra.Header == nil {
 		return s.stdio
 	}
-	if id := extra.Header.Get(headerSessionID); id != "" {
-		return "mcp-" + id // a session this replica does not hold: its checked id
-	}
-	if v := extra.Header.Get(headerPoolSession); goodPoolSession(v) {
-		return v
-	}
 	var user string
 	if extra.TokenInfo != nil {
 		user = extra.TokenInfo.UserID
+	}
+	return s.poolSessionOf(extra.Header, user, meta)
+}
+
+// poolSessionOf is the pool session of an HTTP request without a session
+// this process holds, with the headers h, of the credential's user, with
+// the _meta meta (see poolSession).
+func (s *Server) poolSessionOf(h http.Header, user string, meta map[string]any) string {
+	if id := h.Get(headerSessionID); id != "" {
+		return "mcp-" + id // a session this replica does not hold: its checked id
+	}
+	if v := h.Get(headerPoolSession); goodPoolSession(v) {
+		return v
 	}
 	var name, version string
 	if ci, ok := meta[mcp.MetaKeyClientInfo].(map[string]any); ok {
 		name, _ = ci["name"].(string)
 		version, _ = ci["version"].(string)
 	}
-	h := sha256.Sum256([]byte(user + "\x00" + name + "\x00" + version))
-	return "mcp-client-" + hex.EncodeToString(h[:12])
+	sum := sha256.Sum256([]byte(user + "\x00" + name + "\x00" + version))
+	return "mcp-client-" + hex.EncodeToString(sum[:12])
 }
 
 // goodPoolSession reports whether v is a session the HTTP API would take:

@@ -275,6 +275,11 @@ func TestStatelessWire(t *testing.T) {
 	if a.status != http.StatusBadRequest || !strings.Contains(a.body, `-32020`) {
 		t.Errorf("tools/call with Mcp-Method tools/list: %d %s; want 400, -32020", a.status, a.body)
 	}
+	bad := v26("tools/call", "echo")
+	bad["Toolpool-Session"] = "has a space"
+	if a = send(http.MethodPost, callBody, bad); a.status != http.StatusBadRequest || !strings.Contains(a.body, "Toolpool-Session") {
+		t.Errorf("a bad Toolpool-Session header: %d %s", a.status, a.body)
+	}
 	a = send(http.MethodGet, "", map[string]string{"Mcp-Protocol-Version": "2026-07-28"})
 	if a.status != http.StatusMethodNotAllowed {
 		t.Errorf("GET of 2026-07-28: %d %s, want 405", a.status, a.body)
@@ -331,5 +336,47 @@ func TestSessionOfAnotherCredential(t *testing.T) {
 				t.Errorf("%s with %s: %d, want %d", u, token[:5], resp.StatusCode, want)
 			}
 		}
+	}
+	// The replica that does not hold the session has no stream of it
+	// (405) and nothing to end (204); the one that holds it ends it, and
+	// its client is served statelessly from then on.
+	do := func(method, u string) int {
+		req, _ := http.NewRequest(method, u, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("Authorization", "Bearer key-a-0123456789abcdef")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		method, url string
+		want        int
+	}{
+		{http.MethodGet, urls[1], http.StatusMethodNotAllowed},
+		{http.MethodDelete, urls[1], http.StatusNoContent},
+		{http.MethodDelete, urls[0], http.StatusNoContent},
+	} {
+		if got := do(c.method, c.url); got != c.want {
+			t.Errorf("%s on %s: %d, want %d", c.method, c.url, got, c.want)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, urls[0], strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Authorization", "Bearer key-a-0123456789abcdef")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("tools/list after the DELETE: %d", resp.StatusCode)
 	}
 }

@@ -110,4 +110,3 @@ func TestMCPTypeScriptClientAcrossReplicas(t *testing.T) {
 		}
 	}
 }
-

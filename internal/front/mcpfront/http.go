@@ -140,6 +140,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, stateful, stateles
 			Message: "the Toolpool-Session header must be 1 to 256 printable ASCII characters without spaces"})
 		return
 	}
+	if newProtocol(r.Header.Get(headerVersion)) {
+		r.Header.Del(headerSessionID) // the revision has no sessions
+	}
 	raw, ok := s.unsession(w, r)
 	if !ok {
 		return
@@ -219,6 +222,9 @@ func (s *Server) checkBody(w http.ResponseWriter, r *http.Request, seen func(goo
 		status := http.StatusBadRequest
 		if bad.err.Code == jsonrpc.CodeMethodNotFound {
 			status = http.StatusOK // a JSON-RPC answer like any other
+			if newProtocol(r.Header.Get(headerVersion)) {
+				status = http.StatusNotFound // as 2026-07-28 has it
+			}
 		}
 		writeError(w, status, bad.id, bad.err)
 		return false

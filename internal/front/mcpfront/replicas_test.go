@@ -280,6 +280,14 @@ func TestStatelessWire(t *testing.T) {
 	if a = send(http.MethodPost, callBody, bad); a.status != http.StatusBadRequest || !strings.Contains(a.body, "Toolpool-Session") {
 		t.Errorf("a bad Toolpool-Session header: %d %s", a.status, a.body)
 	}
+	withID := v26("tools/call", "echo")
+	withID["Mcp-Session-Id"] = "stale"
+	if a = send(http.MethodPost, callBody, withID); a.status != http.StatusOK || !strings.Contains(a.body, `"text":"x"`) {
+		t.Errorf("a 2026-07-28 call with an Mcp-Session-Id (ignored): %d %s", a.status, a.body)
+	}
+	if a = send(http.MethodPost, `{"jsonrpc":"2.0","id":8,"method":"nope/nope","params":{`+meta+`}}`, v26("nope/nope", "")); a.status != http.StatusNotFound || !strings.Contains(a.body, "-32601") {
+		t.Errorf("an unknown method of 2026-07-28: %d %s, want 404 with -32601", a.status, a.body)
+	}
 	a = send(http.MethodGet, "", map[string]string{"Mcp-Protocol-Version": "2026-07-28"})
 	if a.status != http.StatusMethodNotAllowed {
 		t.Errorf("GET of 2026-07-28: %d %s, want 405", a.status, a.body)

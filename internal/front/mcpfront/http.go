@@ -143,6 +143,13 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, stateful, stateles
 	if newProtocol(r.Header.Get(headerVersion)) {
 		r.Header.Del(headerSessionID) // the revision has no sessions
 	}
+	if kind.listen {
+		// Like a GET stream: ended by EndStreams, so a drain does not
+		// wait for it.
+		ctx, end := s.streams.track(r.Context())
+		defer end()
+		r = r.WithContext(ctx)
+	}
 	raw, ok := s.unsession(w, r)
 	if !ok {
 		return
@@ -241,10 +248,11 @@ func writeError(w http.ResponseWriter, status int, id any, e *jsonrpc.Error) {
 	_, _ = w.Write(errorResponse(id, e))
 }
 
-// EndStreams ends the standalone SSE streams (GET /mcp) open now and
-// those opened later: they last as long as their session, so an HTTP
-// server's drain would wait for them in vain. Calls in progress are not
-// touched. Call it before draining the HTTP server.
+// EndStreams ends the standalone SSE streams (GET /mcp, and the
+// subscriptions/listen of 2026-07-28) open now and those opened later:
+// they last as long as their client wants, so an HTTP server's drain
+// would wait for them in vain. Calls in progress are not touched. Call it
+// before draining the HTTP server.
 func (s *Server) EndStreams() { s.streams.endAll() }
 
 // streams are the GET requests in progress.

@@ -201,3 +201,44 @@ func TestSessionCost(t *testing.T) {
 		t.Errorf("%.2f goroutines per session, want at most 2", perG)
 	}
 }
+
+// TestEndStreamsEndsListen: a 2026-07-28 subscriptions/listen is a stream
+// like the GET of older revisions: EndStreams (a drain) ends it.
+func TestEndStreamsEndsListen(t *testing.T) {
+	s, url := serve(t, Config{Dispatcher: &counting{}, Tools: staticTools})
+	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"toolsListChanged":true}}}`
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	n, err := resp.Body.Read(buf)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(buf[:n]), "notifications/subscriptions/acknowledged") {
+		t.Fatalf("subscriptions/listen: %d %q %v", resp.StatusCode, buf[:n], err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+	select {
+	case <-ended:
+		t.Fatal("the listen stream ended before EndStreams")
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.EndStreams()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("EndStreams did not end the listen stream")
+	}
+}

@@ -172,6 +172,7 @@ type postKind struct {
 	initialize bool // an initialize request
 	discover   bool // a server/discover request
 	metaProto  bool // a message whose _meta may name a protocol revision
+	listen     bool // a subscriptions/listen: its stream lasts until the client ends it
 }
 
 func (k *postKind) see(m goodMessage) {
@@ -180,6 +181,8 @@ func (k *postKind) see(m goodMessage) {
 		k.initialize = true
 	case "server/discover":
 		k.discover = true
+	case "subscriptions/listen":
+		k.listen = true
 	}
 	if !k.metaProto && len(m.params) > 0 && strings.Contains(string(m.params), mcp.MetaKeyProtocolVersion) {
 		k.metaProto = true

@@ -1,6 +1,7 @@
 package mcpfront
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -167,6 +168,9 @@ func (s *Server) serveOther(w http.ResponseWriter, r *http.Request, stateful, st
 	return true
 }
 
+// metaProtoKey is the _meta key naming a request's protocol revision.
+var metaProtoKey = []byte(mcp.MetaKeyProtocolVersion)
+
 // postKind is what a POST's messages say about where it is served.
 type postKind struct {
 	initialize bool // an initialize request
@@ -184,7 +188,7 @@ func (k *postKind) see(m goodMessage) {
 	case "subscriptions/listen":
 		k.listen = true
 	}
-	if !k.metaProto && len(m.params) > 0 && strings.Contains(string(m.params), mcp.MetaKeyProtocolVersion) {
+	if !k.metaProto && len(m.params) > 0 && bytes.Contains(m.params, metaProtoKey) {
 		k.metaProto = true
 	}
 }

@@ -112,7 +112,8 @@ func (s *Server) follow(life context.Context, changes <-chan struct{}) {
 
 // Stop lets the calls in progress finish until ctx is done, then cancels
 // them (ErrStopped), stops following the catalog and closes the HTTP
-// sessions it holds; from its start, new calls are refused. It returns ctx's cause when calls were cancelled.
+// sessions it holds; from its start, new calls are refused. It returns
+// ctx's cause when calls were cancelled.
 // Stopped is closed once it has returned.
 func (s *Server) Stop(ctx context.Context) error {
 	idle := s.refuseCalls()

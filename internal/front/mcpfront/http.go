@@ -117,6 +117,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, sdk http.Handler) 
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
+	if n == 1 && s.serveTaskHTTP(w, r, msgs[0]) {
+		return // a task request (tasks.go): any replica answers it
+	}
 	if hs := s.sessions.owned(r); hs != nil {
 		hs.startPOST()
 		defer hs.endPOST()

@@ -1,0 +1,80 @@
+package mcpfront
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+)
+
+// The two transports of task requests: streamable HTTP (a JSON answer to
+// the POST) and stdio (a line on the output, written when the answer is
+// ready: the next lines are read meanwhile).
+
+// serveTaskHTTP reports whether the POST r, whose one message is m, is a
+// task request (tasks.go); if so it has answered it. The request's
+// tenant is its API key's; no session is needed: any replica answers.
+func (s *Server) serveTaskHTTP(w http.ResponseWriter, r *http.Request, m goodMessage) bool {
+	in, ok := s.taskRoute(m, r.Header.Get("Mcp-Protocol-Version"))
+	if !ok {
+		return false
+	}
+	in.key = keyOfInfo(auth.TokenInfoFromContext(r.Context()))
+	// The conversation for the repeated-failure advice: the session of a
+	// 2025-11-25 client, one per call otherwise.
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		in.session = "mcp-" + id
+	} else {
+		in.session = "mcp-task-" + rand.Text()
+	}
+	body := s.serveTask(r.Context(), in)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	return true
+}
+
+// stdioTasks serves the task requests of one stdio connection, each on
+// a goroutine of its own.
+type stdioTasks struct {
+	s     *Server
+	ctx   context.Context // the connection's
+	waits context.Context // tasks/result's waits: ended with the connection
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+func (s *Server) stdioTasks(ctx context.Context) *stdioTasks {
+	waits, stop := context.WithCancel(ctx)
+	return &stdioTasks{s: s, ctx: ctx, waits: waits, stop: stop}
+}
+
+// take reports whether m (a line) is a task request; if so its answer will be
+// written on out.
+func (t *stdioTasks) take(m goodMessage, out io.Writer) bool {
+	in, ok := t.s.taskRoute(m, "")
+	if !ok {
+		return false
+	}
+	in.session = t.s.stdio
+	ctx := t.ctx
+	if m.method == "tasks/result" {
+		ctx = t.waits
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		_, _ = out.Write(append(t.s.serveTask(ctx, in), '\n'))
+	}()
+	return true
+}
+
+// end ends the waits of tasks/result and waits for the answers in
+// progress: a request read before the input ended is answered.
+func (t *stdioTasks) end() {
+	t.stop()
+	t.wg.Wait()
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
@@ -346,6 +347,15 @@ func (s *Server) createTask(ctx context.Context, in taskIn) (any, error) {
 		req.TTL = time.Duration(*p.Task.TTL) * time.Millisecond
 	}
 	t, err := s.cfg.Tasks.Start(ctx, req)
+	var now *immediate
+	if errors.As(err, &now) {
+		b, merr := marshal(now.res)
+		if merr != nil || in.shape != shapeExt || len(b) < 3 {
+			return now.res, merr
+		}
+		// The sync call's answer in 2026-07-28 says what it is.
+		return json.RawMessage(append([]byte(`{"resultType":"complete",`), b[1:]...)), nil
+	}
 	if err != nil {
 		return nil, s.storeError(ctx, "tools/call", err)
 	}
@@ -413,3 +423,11 @@ func resultResponse(id any, result []byte) []byte {
 	b = append(b, result...)
 	return append(b, '}')
 }
+
+// immediate is a store's error that is the call's answer on the spot:
+// no task was created (the pool is saturated, the replica is stopping),
+// and the call answers as it would without a task.
+type immediate struct{ res *mcp.CallToolResult }
+
+// Error says that the call was answered at once.
+func (e *immediate) Error() string { return "mcpfront: the call was answered without a task" }

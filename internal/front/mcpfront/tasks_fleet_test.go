@@ -1,0 +1,313 @@
+package mcpfront_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolpool/toolpool/internal/fleet/tasks"
+	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/internal/front/mcpfront"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/pkg/tools"
+)
+
+// Keys of the task tests: two tenants.
+const (
+	keyA = "tasks-key-a-0123456789abcdef"
+	keyB = "tasks-key-b-0123456789abcdef"
+)
+
+// taskTool is a tool that counts its runs and blocks each until opened
+// (or cancelled).
+type taskTool struct {
+	mu        sync.Mutex
+	runs      int
+	cancelled int
+	open      chan struct{}
+	once      sync.Once
+	started   chan struct{}
+}
+
+func (g *taskTool) release() { g.once.Do(func() { close(g.open) }) }
+
+func (g *taskTool) counts() (runs, cancelled int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.runs, g.cancelled
+}
+
+func (g *taskTool) handler(ctx context.Context, in json.RawMessage) (tools.Output, error) {
+	g.mu.Lock()
+	g.runs++
+	g.mu.Unlock()
+	g.started <- struct{}{}
+	select {
+	case <-g.open:
+		return tools.Text("opened " + string(in)), nil
+	case <-ctx.Done():
+		g.mu.Lock()
+		g.cancelled++
+		g.mu.Unlock()
+		return tools.Output{}, ctx.Err()
+	}
+}
+
+// taskFleet is one JetStream, one worker serving the tool "gate", and
+// replicas: an orchestrator, its task store and its MCP server each.
+type taskFleet struct {
+	t    *testing.T
+	url  string
+	reg  *tools.Registry
+	gate *taskTool
+	keys *apikey.Set
+}
+
+func newTaskFleet(t *testing.T) *taskFleet {
+	t.Helper()
+	srv, _, _ := natstest.StartProvisioned(t)
+	f := &taskFleet{t: t, url: srv.ClientURL(), reg: tools.NewRegistry(),
+		gate: &taskTool{open: make(chan struct{}), started: make(chan struct{}, 16)}}
+	t.Cleanup(f.gate.release)
+	f.reg.MustRegister(tools.Tool{Name: "gate", Description: "blocks until the test opens it",
+		InputSchema: json.RawMessage(`{"type":"object"}`), Handler: f.gate.handler, Timeout: time.Minute})
+	pooltest.StartServer(t, f.url, f.reg)
+	keys, err := apikey.Parse(nil, []byte(`[{tenant: a, key: `+keyA+`}, {tenant: b, key: `+keyB+`}]`), "keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.keys = keys
+	return f
+}
+
+// taskReplica is one orchestrator process, as far as tasks go.
+type taskReplica struct {
+	nc   *nats.Conn
+	http *http.Server
+	url  string // its /mcp
+}
+
+func (f *taskFleet) replica(name string) *taskReplica {
+	t := f.t
+	t.Helper()
+	nc := natstest.Connect(t, f.url)
+	o := pooltest.StartOrchestrator(t, nc, discovery.RegistryCatalog(f.reg), func(c *pooltest.OrchestratorConfig) {
+		c.Dispatch.Instance = name
+	})
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := tasks.Open(ctx, j, tasks.Config{Dispatcher: o.Dispatcher(), Instance: name, Lease: time.Second, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatalf("tasks.Open: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = st.Stop(ctx)
+	})
+	defs := func(context.Context) []mcpfront.Tool {
+		var out []mcpfront.Tool
+		for _, d := range f.reg.Definitions() {
+			out = append(out, mcpfront.Tool{Definition: d})
+		}
+		return out
+	}
+	s, err := mcpfront.New(mcpfront.Config{Dispatcher: o.Dispatcher(), Tools: defs, Keys: f.keys,
+		Tasks: mcpfront.FleetTasks(st), Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		_ = s.Stop(context.Background())
+	})
+	return &taskReplica{nc: nc, http: hs, url: "http://" + ln.Addr().String() + "/mcp"}
+}
+
+// kill ends the replica as kill -9 would, as far as the others see: its
+// HTTP server closed, its NATS connection closed without a drain (no
+// lease refreshed, no hand-over).
+func (r *taskReplica) kill() {
+	_ = r.http.Close()
+	r.nc.Close()
+}
+
+// rpc posts one JSON-RPC request to the replica with key and revision
+// (the MCP-Protocol-Version header) and reads the answer.
+func (r *taskReplica) rpc(t *testing.T, key, revision, method, params string) taskAnswer {
+	t.Helper()
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, params)
+	req, err := http.NewRequest(http.MethodPost, r.url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", revision)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var a taskAnswer
+	if err := json.Unmarshal(bytes.TrimSpace(data), &a); err != nil {
+		t.Fatalf("%s: status %d, body %q: %v", method, resp.StatusCode, data, err)
+	}
+	return a
+}
+
+type taskAnswer struct {
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// task is the fields of a task the tests read, in either shape.
+type task struct {
+	TaskID string          `json:"taskId"`
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result"`
+	Task   *task           `json:"task"` // 2025-11-25's CreateTaskResult
+}
+
+func (a taskAnswer) task(t *testing.T) task {
+	t.Helper()
+	if a.Error != nil {
+		t.Fatalf("error %d: %s", a.Error.Code, a.Error.Message)
+	}
+	var v task
+	if err := json.Unmarshal(a.Result, &v); err != nil {
+		t.Fatalf("result %s: %v", a.Result, err)
+	}
+	if v.Task != nil {
+		return *v.Task
+	}
+	return v
+}
+
+const ext = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},` +
+	`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+
+// getUntil polls tasks/get (the extension's) on r until the task is no
+// longer working.
+func getUntil(t *testing.T, r *taskReplica, key, id string) task {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := r.rpc(t, key, "2026-07-28", "tasks/get", `{"taskId":"`+id+`",`+ext+`}`).task(t)
+		if got.Status != "working" {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s still working", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (f *taskFleet) started() {
+	f.t.Helper()
+	select {
+	case <-f.gate.started:
+	case <-time.After(waitLong):
+		f.t.Fatal("the call did not reach the tool")
+	}
+}
+
+// TestTasksAnyReplica: two orchestrators on one JetStream. A task created
+// on A (/mcp, the extension) is working on B, then completed on B with
+// the tool's result; another tenant's tasks/get is "not found"; a task
+// created on A and cancelled on B is cancelled in the pool (the tool's
+// run ends) and reads cancelled on A.
+func TestTasksAnyReplica(t *testing.T) {
+	f := newTaskFleet(t)
+	a, b := f.replica("a"), f.replica("b")
+
+	created := a.rpc(t, keyA, "2026-07-28", "tools/call", `{"name":"gate","arguments":{"n":1},`+ext+`}`).task(t)
+	if created.TaskID == "" || created.Status != "working" {
+		t.Fatalf("tools/call on A: %+v", created)
+	}
+	f.started()
+	if got := b.rpc(t, keyA, "2026-07-28", "tasks/get", `{"taskId":"`+created.TaskID+`",`+ext+`}`).task(t); got.Status != "working" {
+		t.Fatalf("tasks/get on B while the tool runs: %+v", got)
+	}
+	if ans := b.rpc(t, keyB, "2026-07-28", "tasks/get", `{"taskId":"`+created.TaskID+`",`+ext+`}`); ans.Error == nil || ans.Error.Code != -32602 {
+		t.Errorf("another tenant's tasks/get: %+v, want -32602 (not found)", ans)
+	}
+	f.gate.release()
+	done := getUntil(t, b, keyA, created.TaskID)
+	if done.Status != "completed" || !strings.Contains(string(done.Result), `opened {\"n\":1}`) {
+		t.Fatalf("tasks/get on B once done: %+v %s", done, done.Result)
+	}
+	if runs, _ := f.gate.counts(); runs != 1 {
+		t.Errorf("the tool ran %d times, want 1", runs)
+	}
+}
+
+// TestTasksCancelOnAnotherReplica: a task created on A (2025-11-25's
+// shape) and cancelled on B: B answers it cancelled, the tool's run is
+// cancelled, and A reads it cancelled.
+func TestTasksCancelOnAnotherReplica(t *testing.T) {
+	f := newTaskFleet(t)
+	a, b := f.replica("a"), f.replica("b")
+	created := a.rpc(t, keyA, "2025-11-25", "tools/call", `{"name":"gate","arguments":{},"task":{"ttl":600000}}`).task(t)
+	f.started()
+	if got := b.rpc(t, keyA, "2025-11-25", "tasks/cancel", `{"taskId":"`+created.TaskID+`"}`).task(t); got.Status != "cancelled" {
+		t.Fatalf("tasks/cancel on B: %+v", got)
+	}
+	natstest.Eventually(t, waitLong, "the tool's run cancelled", func() bool { _, c := f.gate.counts(); return c == 1 })
+	if got := a.rpc(t, keyA, "2025-11-25", "tasks/get", `{"taskId":"`+created.TaskID+`"}`).task(t); got.Status != "cancelled" {
+		t.Errorf("tasks/get on A: %+v, want cancelled", got)
+	}
+}
+
+// TestTasksOwnerKilled: A creates a task and dies (its NATS connection
+// closed without a drain) while the tool runs; B adopts it: tasks/result
+// on B answers the tool's result, and the tool ran once.
+func TestTasksOwnerKilled(t *testing.T) {
+	f := newTaskFleet(t)
+	a, b := f.replica("a"), f.replica("b")
+	created := a.rpc(t, keyA, "2025-11-25", "tools/call", `{"name":"gate","arguments":{"k":2},"task":{}}`).task(t)
+	f.started()
+	a.kill()
+	f.gate.release()
+	ans := b.rpc(t, keyA, "2025-11-25", "tasks/result", `{"taskId":"`+created.TaskID+`"}`)
+	if ans.Error != nil || !strings.Contains(string(ans.Result), `opened {\"k\":2}`) {
+		t.Fatalf("tasks/result on B: %s %+v", ans.Result, ans.Error)
+	}
+	if runs, _ := f.gate.counts(); runs != 1 {
+		t.Errorf("the tool ran %d times, want 1", runs)
+	}
+}

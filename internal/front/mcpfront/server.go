@@ -73,6 +73,9 @@ func New(cfg Config) (*Server, error) {
 		Capabilities: caps,
 	})
 	s.mcp.AddReceivingMiddleware(s.middleware)
+	if cfg.Tasks != nil {
+		s.mcp.AddReceivingMiddleware(s.advertTasks) // outermost: tasks_advert.go
+	}
 	return s, nil
 }
 

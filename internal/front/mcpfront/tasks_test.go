@@ -305,7 +305,9 @@ func TestStdioTasksExtension(t *testing.T) {
 	}
 }
 
-// TestStdioTasksLegacy: a 2025-11-25 client's tools/call with params.task
+// TestStdioTasksLegacy: a 2025-11-25 session's initialize declares
+// capabilities.tasks and its tools/list execution.taskSupport; its
+// tools/call with params.task
 // gets {"task": ...} at once; tasks/result waits for the end and answers
 // the CallToolResult with the related-task _meta; tasks/cancel of a
 // working task answers it cancelled and cancels the call; of an ended
@@ -319,6 +321,28 @@ func TestStdioTasksLegacy(t *testing.T) {
 			Status string `json:"status"`
 			TTL    *int64 `json:"ttl"`
 		} `json:"task"`
+	}
+	init := decode[struct {
+		Capabilities struct {
+			Tasks json.RawMessage `json:"tasks"`
+		} `json:"capabilities"`
+	}](t, c.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`))
+	if string(init.Capabilities.Tasks) != string(legacyTaskCapability) {
+		t.Errorf("initialize's capabilities.tasks = %s, want %s", init.Capabilities.Tasks, legacyTaskCapability)
+	}
+	if _, err := io.WriteString(c.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	list := decode[struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}](t, c.call("tools/list", `{}`))
+	if len(list.Tools) != 1 || list.Tools[0].Execution.TaskSupport != "optional" {
+		t.Errorf("tools/list of a 2025-11-25 session: %+v, want execution.taskSupport optional", list.Tools)
 	}
 	first := decode[legacy](t, c.call("tools/call", `{"name":"slow","arguments":{},"task":{"ttl":60000}}`))
 	second := decode[legacy](t, c.call("tools/call", `{"name":"slow","task":{}}`))

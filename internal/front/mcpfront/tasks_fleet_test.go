@@ -1,6 +1,7 @@
 package mcpfront_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -98,6 +99,7 @@ type taskReplica struct {
 	nc   *nats.Conn
 	http *http.Server
 	url  string // its /mcp
+	mcp  *mcpfront.Server
 }
 
 func (f *taskFleet) replica(name string) *taskReplica {
@@ -147,7 +149,7 @@ func (f *taskFleet) replica(name string) *taskReplica {
 		_ = hs.Close()
 		_ = s.Stop(context.Background())
 	})
-	return &taskReplica{nc: nc, http: hs, url: "http://" + ln.Addr().String() + "/mcp"}
+	return &taskReplica{nc: nc, http: hs, url: "http://" + ln.Addr().String() + "/mcp", mcp: s}
 }
 
 // kill ends the replica as kill -9 would, as far as the others see: its
@@ -305,6 +307,71 @@ func TestTasksOwnerKilled(t *testing.T) {
 	f.gate.release()
 	ans := b.rpc(t, keyA, "2025-11-25", "tasks/result", `{"taskId":"`+created.TaskID+`"}`)
 	if ans.Error != nil || !strings.Contains(string(ans.Result), `opened {\"k\":2}`) {
+		t.Fatalf("tasks/result on B: %s %+v", ans.Result, ans.Error)
+	}
+	if runs, _ := f.gate.counts(); runs != 1 {
+		t.Errorf("the tool ran %d times, want 1", runs)
+	}
+}
+
+// stdio serves the replica's MCP server on pipes (orchestrator mcp's
+// transport); it returns a function that sends one request and reads its
+// answer.
+func (r *taskReplica) stdio(t *testing.T) func(method, params string) taskAnswer {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.mcp.ServeStdio(context.Background(), inR, outW)
+		_ = outW.Close()
+	}()
+	t.Cleanup(func() {
+		_ = inW.Close()
+		go func() { _, _ = io.Copy(io.Discard, outR) }()
+		<-done
+	})
+	lines := bufio.NewReader(outR)
+	id := 0
+	return func(method, params string) taskAnswer {
+		t.Helper()
+		id++
+		if _, err := fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			line, err := lines.ReadBytes('\n')
+			if err != nil {
+				t.Fatalf("%s: %v", method, err)
+			}
+			var a struct {
+				ID *int `json:"id"`
+				taskAnswer
+			}
+			if json.Unmarshal(line, &a) == nil && a.ID != nil && *a.ID == id {
+				return a.taskAnswer
+			}
+		}
+	}
+}
+
+// TestTasksStdioAnyReplica: over stdio (orchestrator mcp's transport), a
+// task created through replica A is answered by replica B's stdio server:
+// tasks/get while the tool runs, tasks/result once it is done, and the
+// tool ran once. A's stdio client could end meanwhile: the task is the
+// fleet's.
+func TestTasksStdioAnyReplica(t *testing.T) {
+	f := newTaskFleet(t)
+	onA, onB := f.replica("a").stdio(t), f.replica("b").stdio(t)
+	created := onA("tools/call", `{"name":"gate","arguments":{"via":"stdio"},`+ext+`}`).task(t)
+	f.started()
+	if got := onB("tasks/get", `{"taskId":"`+created.TaskID+`",`+ext+`}`).task(t); got.Status != "working" {
+		t.Fatalf("tasks/get on B: %+v", got)
+	}
+	f.gate.release()
+	ans := onB("tasks/result", `{"taskId":"`+created.TaskID+`"}`)
+	if ans.Error != nil || !strings.Contains(string(ans.Result), `opened {\"via\":\"stdio\"}`) {
 		t.Fatalf("tasks/result on B: %s %+v", ans.Result, ans.Error)
 	}
 	if runs, _ := f.gate.counts(); runs != 1 {

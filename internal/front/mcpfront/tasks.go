@@ -325,8 +325,12 @@ func (s *Server) createTask(ctx context.Context, in taskIn) (any, error) {
 		} `json:"task"`
 	}
 	if err := json.Unmarshal(in.m.params, &p); err != nil || p.Name == nil {
+		why := "the tool's name is missing"
+		if err != nil {
+			why = err.Error()
+		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: `tools/call needs params {"name": "<tool>", "arguments": {...}}` + taskHint(in.shape)}
+			Message: `tools/call needs params {"name": "<tool>", "arguments": {...}` + taskHint(in.shape) + `}: ` + why}
 	}
 	name, key := *p.Name, in.key
 	input, kind := arguments(p.Arguments)

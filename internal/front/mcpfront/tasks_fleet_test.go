@@ -23,6 +23,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -100,6 +101,7 @@ type taskReplica struct {
 	http *http.Server
 	url  string // its /mcp
 	mcp  *mcpfront.Server
+	st   *tasks.Store
 }
 
 func (f *taskFleet) replica(name string) *taskReplica {
@@ -149,7 +151,7 @@ func (f *taskFleet) replica(name string) *taskReplica {
 		_ = hs.Close()
 		_ = s.Stop(context.Background())
 	})
-	return &taskReplica{nc: nc, http: hs, url: "http://" + ln.Addr().String() + "/mcp", mcp: s}
+	return &taskReplica{nc: nc, http: hs, url: "http://" + ln.Addr().String() + "/mcp", mcp: s, st: st}
 }
 
 // kill ends the replica as kill -9 would, as far as the others see: its
@@ -268,6 +270,12 @@ func TestTasksAnyReplica(t *testing.T) {
 	if ans := b.rpc(t, keyB, "2026-07-28", "tasks/get", `{"taskId":"`+created.TaskID+`",`+ext+`}`); ans.Error == nil || ans.Error.Code != -32602 {
 		t.Errorf("another tenant's tasks/get: %+v, want -32602 (not found)", ans)
 	}
+	for _, id := range []string{"", "*", "a.>", "../" + created.TaskID, strings.Repeat("x", 100000), created.TaskID + "x"} {
+		ans := b.rpc(t, keyA, "2026-07-28", "tasks/get", fmt.Sprintf(`{"taskId":%q,`+ext+`}`, id))
+		if ans.Error == nil || ans.Error.Code != -32602 {
+			t.Errorf("tasks/get of the id %.40q: %+v, want -32602", id, ans)
+		}
+	}
 	f.gate.release()
 	done := getUntil(t, b, keyA, created.TaskID)
 	if done.Status != "completed" || !strings.Contains(string(done.Result), `opened {\"n\":1}`) {
@@ -376,5 +384,24 @@ func TestTasksStdioAnyReplica(t *testing.T) {
 	}
 	if runs, _ := f.gate.counts(); runs != 1 {
 		t.Errorf("the tool ran %d times, want 1", runs)
+	}
+}
+
+// TestTasksOfTheHTTPAPIAreNotMCPs: an async call of the HTTP API (a task
+// of the same store, same tenant) is not found over MCP: its turn is
+// answered in an HTTP shape.
+func TestTasksOfTheHTTPAPIAreNotMCPs(t *testing.T) {
+	f := newTaskFleet(t)
+	a := f.replica("a")
+	f.gate.release()
+	ht, err := a.st.Start(t.Context(), tasks.Request{Tenant: "a", Front: "http",
+		Calls: []envelope.ToolUseBlock{{Type: "tool_use", ID: "toolu_1", Name: "gate", Input: json.RawMessage(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, method := range []string{"tasks/get", "tasks/cancel"} {
+		if ans := a.rpc(t, keyA, "2026-07-28", method, `{"taskId":"`+ht.ID+`",`+ext+`}`); ans.Error == nil || ans.Error.Code != -32602 {
+			t.Errorf("%s of an HTTP async call: %+v, want -32602", method, ans)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -44,27 +45,31 @@ func (f fleetTasks) Start(ctx context.Context, req TaskRequest) (TaskRecord, err
 
 // Get reads a task.
 func (f fleetTasks) Get(ctx context.Context, tenant, id string) (TaskRecord, error) {
-	t, err := f.st.Get(ctx, tenant, id)
-	if err != nil {
-		return TaskRecord{}, fleetError(err, "")
-	}
-	return record(t), nil
+	return mine(f.st.Get(ctx, tenant, id))
 }
 
 // Wait reads a task once it ended, or after d.
 func (f fleetTasks) Wait(ctx context.Context, tenant, id string, d time.Duration) (TaskRecord, error) {
-	t, err := f.st.Wait(ctx, tenant, id, d)
+	return mine(f.st.Wait(ctx, tenant, id, d))
+}
+
+// Cancel cancels a task of this front door.
+func (f fleetTasks) Cancel(ctx context.Context, tenant, id string) (TaskRecord, error) {
+	if _, err := mine(f.st.Get(ctx, tenant, id)); err != nil {
+		return TaskRecord{}, err
+	}
+	return mine(f.st.Cancel(ctx, tenant, id))
+}
+
+// mine is a task read from the store as a TaskRecord: an async call of
+// the HTTP API (a turn of several calls, answered in an HTTP shape) is
+// not a task of MCP's, and is not found here.
+func mine(t tasks.Task, err error) (TaskRecord, error) {
 	if err != nil {
 		return TaskRecord{}, fleetError(err, "")
 	}
-	return record(t), nil
-}
-
-// Cancel cancels a task.
-func (f fleetTasks) Cancel(ctx context.Context, tenant, id string) (TaskRecord, error) {
-	t, err := f.st.Cancel(ctx, tenant, id)
-	if err != nil {
-		return TaskRecord{}, fleetError(err, "")
+	if t.Request.Front != frontName || len(t.Request.Calls) != 1 {
+		return TaskRecord{}, ErrTaskNotFound
 	}
 	return record(t), nil
 }
@@ -98,8 +103,11 @@ func record(t tasks.Task) TaskRecord {
 	if t.State == tasks.StateCompleted && len(t.Results) > 0 {
 		res := t.Results[0]
 		if res.IsError && res.Code == classify.CodeUnknownTool {
+			// Not the pool's text: it lists the catalog's tools, and the
+			// caller's key may see fewer.
 			r.Status = TaskFailed
-			r.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: res.Content.Text()}
+			r.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: fmt.Sprintf("unknown tool %q: it left the catalog after the task was created; tools/list shows the tools there are", t.Request.Calls[0].Name)}
 			return r
 		}
 		r.Result = &res

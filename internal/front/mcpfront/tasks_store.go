@@ -17,18 +17,27 @@ import (
 // frontName is Request.Front of the tasks this server creates.
 const frontName = "mcp"
 
-// FleetTasks is the TaskStore of the fleet's durable task store (its
-// JetStream bucket): the one an orchestrator hands Config.Tasks. Nil for
-// a nil store.
-func FleetTasks(st *tasks.Store) TaskStore {
+// FleetStore is the fleet's durable task store (its JetStream bucket) as
+// the front doors take it: *tasks.Store, or the orchestrator's view of
+// the one it opens.
+type FleetStore interface {
+	Start(ctx context.Context, req tasks.Request) (tasks.Task, error)
+	Get(ctx context.Context, tenant, id string) (tasks.Task, error)
+	Wait(ctx context.Context, tenant, id string, d time.Duration) (tasks.Task, error)
+	Cancel(ctx context.Context, tenant, id string) (tasks.Task, error)
+}
+
+// FleetTasks is st as the TaskStore of Config.Tasks: MCP tasks kept in
+// the fleet's store, each of one tools/call. Nil for a nil st.
+func FleetTasks(st FleetStore) TaskStore {
 	if st == nil {
 		return nil
 	}
 	return fleetTasks{st}
 }
 
-// fleetTasks adapts *tasks.Store to TaskStore.
-type fleetTasks struct{ st *tasks.Store }
+// fleetTasks adapts a FleetStore to TaskStore.
+type fleetTasks struct{ st FleetStore }
 
 // Start records and starts the task of one call.
 func (f fleetTasks) Start(ctx context.Context, req TaskRequest) (TaskRecord, error) {

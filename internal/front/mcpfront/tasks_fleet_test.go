@@ -102,6 +102,8 @@ type taskReplica struct {
 	url  string // its /mcp
 	mcp  *mcpfront.Server
 	st   *tasks.Store
+	// headers, when set, replace those rpc sends ("": left out).
+	headers map[string]string
 }
 
 func (f *taskFleet) replica(name string) *taskReplica {
@@ -175,6 +177,22 @@ func (r *taskReplica) rpc(t *testing.T, key, revision, method, params string) ta
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", revision)
+	if revision >= "2026-07-28" { // the standard headers of the revision
+		var p struct {
+			Name   string `json:"name"`
+			TaskID string `json:"taskId"`
+		}
+		_ = json.Unmarshal([]byte(params), &p)
+		req.Header.Set("Mcp-Method", method)
+		req.Header.Set("Mcp-Name", p.Name+p.TaskID)
+	}
+	for k, v := range r.headers {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
@@ -403,5 +421,31 @@ func TestTasksOfTheHTTPAPIAreNotMCPs(t *testing.T) {
 		if ans := a.rpc(t, keyA, "2026-07-28", method, `{"taskId":"`+ht.ID+`",`+ext+`}`); ans.Error == nil || ans.Error.Code != -32602 {
 			t.Errorf("%s of an HTTP async call: %+v, want -32602", method, ans)
 		}
+	}
+}
+
+// TestTaskHeaders: a 2026-07-28 task request's Mcp-Method and Mcp-Name
+// headers must match its body, as the go-sdk checks them for the
+// requests it serves: -32020 (header mismatch), HTTP 400, no task.
+func TestTaskHeaders(t *testing.T) {
+	f := newTaskFleet(t)
+	a := f.replica("a")
+	for _, c := range []struct {
+		method, params string
+		headers        map[string]string
+	}{
+		{"tools/call", `{"name":"gate",` + ext + `}`, map[string]string{"Mcp-Name": "echo"}},
+		{"tools/call", `{"name":"gate",` + ext + `}`, map[string]string{"Mcp-Name": ""}},
+		{"tools/call", `{"name":"gate",` + ext + `}`, map[string]string{"Mcp-Method": ""}},
+		{"tasks/get", `{"taskId":"abc",` + ext + `}`, map[string]string{"Mcp-Method": "tasks/cancel"}},
+		{"tasks/get", `{"taskId":"abc",` + ext + `}`, map[string]string{"Mcp-Name": "abd"}},
+	} {
+		a.headers = c.headers
+		if ans := a.rpc(t, keyA, "2026-07-28", c.method, c.params); ans.Error == nil || ans.Error.Code != -32020 {
+			t.Errorf("%s with headers %v: %+v, want -32020", c.method, c.headers, ans)
+		}
+	}
+	if runs, _ := f.gate.counts(); runs != 0 {
+		t.Errorf("the tool ran %d times, want none", runs)
 	}
 }

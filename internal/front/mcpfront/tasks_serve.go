@@ -3,11 +3,16 @@ package mcpfront
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The two transports of task requests: streamable HTTP (a JSON answer to
@@ -21,6 +26,10 @@ func (s *Server) serveTaskHTTP(w http.ResponseWriter, r *http.Request, m goodMes
 	in, ok := s.taskRoute(m, r.Header.Get("Mcp-Protocol-Version"))
 	if !ok {
 		return false
+	}
+	if err := taskHeaders(r.Header, in); err != nil {
+		writeError(w, http.StatusBadRequest, m.id, &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: err.Error()})
+		return true
 	}
 	in.key = keyOfInfo(auth.TokenInfoFromContext(r.Context()))
 	// The conversation for the repeated-failure advice: the session of a
@@ -77,4 +86,38 @@ func (t *stdioTasks) take(m goodMessage, out io.Writer) bool {
 func (t *stdioTasks) end() {
 	t.stop()
 	t.wg.Wait()
+}
+
+// taskHeaders checks the standard headers of a 2026-07-28 request as the
+// go-sdk does for the requests it serves (Mcp-Method, and Mcp-Name for
+// tools/call): the task requests do not reach it. For tasks/* the
+// extension has the client set Mcp-Name to the taskId (for routers): a
+// different one is refused, a missing one is let through (any replica
+// answers: nothing here routes on it).
+func taskHeaders(h http.Header, in taskIn) error {
+	if v := h.Get("Mcp-Protocol-Version"); v == "" || v < revisionStateless {
+		return nil
+	}
+	method := h.Get("Mcp-Method")
+	switch {
+	case method == "":
+		return errors.New("missing required Mcp-Method header")
+	case method != in.m.method:
+		return fmt.Errorf("header mismatch: Mcp-Method header value %q does not match body value %q", method, in.m.method)
+	}
+	name, ok := h.Get("Mcp-Name"), len(h.Values("Mcp-Name")) > 0
+	body := in.p.TaskID
+	if in.m.method == "tools/call" {
+		var p struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(in.m.params, &p)
+		if body = p.Name; !ok {
+			return errors.New(`missing required Mcp-Name header for method "tools/call"`)
+		}
+	}
+	if ok && name != body {
+		return fmt.Errorf("header mismatch: Mcp-Name header value %q does not match body value %q", name, body)
+	}
+	return nil
 }

@@ -210,8 +210,10 @@ func writeError(w http.ResponseWriter, status int, id any, e *jsonrpc.Error) {
 
 // EndStreams ends the standalone SSE streams (GET /mcp) open now and
 // those opened later: they last as long as their session, so an HTTP
-// server's drain would wait for them in vain. Calls in progress are not
-// touched. Call it before draining the HTTP server.
+// server's drain would wait for them in vain; and the waits of
+// tasks/result (tasks.go), answered with an error that says to ask again.
+// Calls in progress are not touched. Call it before draining the HTTP
+// server.
 func (s *Server) EndStreams() { s.streams.endAll() }
 
 // streams are the GET requests in progress.

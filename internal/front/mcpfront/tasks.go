@@ -293,7 +293,7 @@ func (s *Server) waitTask(ctx context.Context, tenant, id string) (TaskRecord, e
 			return t, err
 		}
 		if ctx.Err() != nil {
-			return t, context.Cause(ctx)
+			return t, ctx.Err()
 		}
 	}
 }
@@ -308,7 +308,8 @@ func (s *Server) storeError(ctx context.Context, method string, err error) error
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 			Message: "Failed to retrieve task: Task not found (unknown, expired after its ttl, or not this API key's tenant's)"}
 	case ctx.Err() != nil:
-		return context.Cause(ctx)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: method + " ended before the task did (this server is stopping): ask again; any replica answers"}
 	}
 	s.cfg.Logger.WarnContext(ctx, "the task store failed", "method", method, "err", err)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task store is unavailable: " + err.Error()}

@@ -449,3 +449,31 @@ func TestTaskHeaders(t *testing.T) {
 		t.Errorf("the tool ran %d times, want none", runs)
 	}
 }
+
+// TestTaskResultWaitEndsWithTheServer: a tasks/result waiting for a
+// working task is answered when the server ends its streams (before the
+// HTTP server's drain), with an error that says to ask again; the task
+// goes on, and another replica answers it.
+func TestTaskResultWaitEndsWithTheServer(t *testing.T) {
+	f := newTaskFleet(t)
+	a, b := f.replica("a"), f.replica("b")
+	created := a.rpc(t, keyA, "2025-11-25", "tools/call", `{"name":"gate","task":{}}`).task(t)
+	f.started()
+	answered := make(chan taskAnswer, 1)
+	go func() { answered <- a.rpc(t, keyA, "2025-11-25", "tasks/result", `{"taskId":"`+created.TaskID+`"}`) }()
+	// The wait may start after EndStreams: it then ends at once, as it
+	// should (streams opened later end too).
+	a.mcp.EndStreams()
+	select {
+	case ans := <-answered:
+		if ans.Error == nil || !strings.Contains(ans.Error.Message, "ask again") {
+			t.Errorf("tasks/result at EndStreams: %+v, want an error saying to ask again", ans)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("tasks/result still waits after EndStreams")
+	}
+	f.gate.release()
+	if ans := b.rpc(t, keyA, "2025-11-25", "tasks/result", `{"taskId":"`+created.TaskID+`"}`); ans.Error != nil {
+		t.Errorf("tasks/result on B: %+v", ans.Error)
+	}
+}

@@ -39,7 +39,16 @@ func (s *Server) serveTaskHTTP(w http.ResponseWriter, r *http.Request, m goodMes
 	} else {
 		in.session = "mcp-task-" + rand.Text()
 	}
-	body := s.serveTask(r.Context(), in)
+	ctx := r.Context()
+	if m.method == "tasks/result" {
+		// A wait lasts as long as the task: EndStreams ends it, as it
+		// ends the GET streams, so that the HTTP server's drain does not
+		// wait for it; the client asks again, of any replica.
+		var end func()
+		ctx, end = s.streams.track(ctx)
+		defer end()
+	}
+	body := s.serveTask(ctx, in)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)

@@ -477,3 +477,26 @@ func TestTaskResultWaitEndsWithTheServer(t *testing.T) {
 		t.Errorf("tasks/result on B: %+v", ans.Error)
 	}
 }
+
+// TestTasksGoSDKClient: the go-sdk client (which knows no tasks) on a
+// server with tasks: initialize (with capabilities.tasks added), tools/list
+// (with execution added) and tools/call answer as before.
+func TestTasksGoSDKClient(t *testing.T) {
+	f := newTaskFleet(t)
+	a := f.replica("a")
+	f.gate.release()
+	cs, err := connect(t, a.url, keyA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil || len(list.Tools) != 1 || list.Tools[0].Name != "gate" {
+		t.Fatalf("tools/list: %+v, %v", list, err)
+	}
+	res, err := call(t, cs, "gate", map[string]any{"x": 1})
+	if err != nil || res.IsError || text(t, res) != `opened {"x":1}` {
+		t.Fatalf("tools/call: %+v, %v", res, err)
+	}
+}

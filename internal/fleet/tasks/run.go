@@ -105,7 +105,6 @@ func (s *Store) enter(r *runner) bool {
 		return false
 	}
 	s.running[r.task.ID] = r
-	s.runners.Add(1)
 	return true
 }
 
@@ -115,7 +114,6 @@ func (s *Store) leave(r *runner) {
 	defer s.mu.Unlock()
 	if s.running[r.task.ID] == r {
 		delete(s.running, r.task.ID)
-		s.runners.Done()
 	}
 }
 
@@ -149,15 +147,17 @@ func (r *runner) answer(err error) {
 // dispatchCtx is the ctx of the task's Dispatch: not the life's (a
 // replica that leaves hands its tasks over without cancelling their
 // calls), bounded by the request's timeout, with the request's tenant,
-// weight, priority and trace context.
-func (r *runner) dispatchCtx(life context.Context) (context.Context, context.CancelFunc) {
+// weight, priority and trace context. end releases it; expire ends the
+// turn as its deadline would (see expiringCtx).
+func (r *runner) dispatchCtx(life context.Context) (ctx context.Context, end, expire func()) {
 	req := r.task.Request
-	ctx, cancelCause := context.WithCancelCause(context.WithoutCancel(life))
-	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
+	base, cancelCause := context.WithCancelCause(context.WithoutCancel(life))
+	base, cancel := context.WithTimeout(base, req.Timeout)
 	r.s.mu.Lock()
 	r.cancel = cancelCause
 	r.s.mu.Unlock()
-	ctx = dispatch.WithTenant(ctx, req.Tenant)
+	exp := newExpiringCtx(base)
+	ctx = dispatch.WithTenant(exp, req.Tenant)
 	ctx = dispatch.WithWeight(ctx, req.Weight)
 	ctx = dispatch.WithPriority(ctx, req.Priority)
 	tp := req.Traceparent
@@ -166,17 +166,18 @@ func (r *runner) dispatchCtx(life context.Context) (context.Context, context.Can
 	}
 	ctx = dispatch.WithTraceparent(ctx, tp)
 	ctx = dispatch.WithAdmitted(ctx, func() { r.in.Store(true); r.answer(nil) })
-	return ctx, func() { cancel(); cancelCause(nil) }
+	return ctx, func() { cancel(); cancelCause(nil) }, exp.expire
 }
 
 // run is the runner's life: dispatch the calls, refresh the lease while
-// they run, write the outcome. When the store's life ends first (Stop's
-// drain is over), the lease is released for another replica to adopt and
-// the Dispatch is left to end with the dispatcher.
+// they run, write the outcome. When the store's life ends first (Stop),
+// the lease is released for another replica to adopt and the Dispatch
+// ends as at its deadline, its calls left running for the adopter.
 func (r *runner) run(life context.Context) {
 	s := r.s
 	defer s.leave(r)
-	ctx, cancel := r.dispatchCtx(life)
+	ctx, cancel, expire := r.dispatchCtx(life)
+	defer cancel()
 	done := make(chan outcome, 1)
 	dispatchOnce := func() {
 		go func() {
@@ -195,7 +196,6 @@ func (r *runner) run(life context.Context) {
 				// A new task the dispatcher did not take (saturated, not
 				// running): refused as a sync call would be, nothing kept.
 				r.answer(o.err)
-				cancel()
 				s.purge(r.task.ID)
 				s.purge(leaseKey(r.task.ID))
 				return
@@ -207,10 +207,8 @@ func (r *runner) run(life context.Context) {
 			r.answer(nil)
 			if errors.Is(o.err, dispatch.ErrStopped) {
 				r.handOver() // the dispatcher stopped under us: another replica finishes
-				cancel()
 				return
 			}
-			cancel()
 			r.finish(o)
 			return
 		case <-retry:
@@ -218,11 +216,13 @@ func (r *runner) run(life context.Context) {
 			dispatchOnce()
 		case <-tick.C:
 			if !r.refresh() {
+				expire()
 				return // another replica adopted it: its Dispatch is the one that counts
 			}
 		case <-life.Done():
 			r.handOver()
-			return // the Dispatch ends with the dispatcher's Stop
+			expire()
+			return
 		}
 	}
 }

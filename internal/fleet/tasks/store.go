@@ -41,7 +41,6 @@ type Store struct {
 	running  map[string]*runner   // the tasks this replica runs
 	leases   map[string]leaseSeen // every working task's lease, from the watch
 	waiters  map[string]chan struct{}
-	runners  sync.WaitGroup // the runners (not their Dispatch)
 }
 
 // lease is the value of a task's lease key.
@@ -132,7 +131,7 @@ func Open(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 func (s *Store) bind(ctx context.Context) error {
 	kv, err := s.js.KeyValue(ctx, s.cfg.Bucket)
 	if errors.Is(err, js.ErrBucketNotFound) {
-		kv, err = s.js.CreateKeyValue(ctx, js.KeyValueConfig{
+		kc := js.KeyValueConfig{
 			Bucket:         s.cfg.Bucket,
 			Description:    "toolpool: durable tasks (async HTTP calls, MCP tasks): <id> the record, <id>.lease the owner's claim",
 			History:        1,
@@ -140,7 +139,12 @@ func (s *Store) bind(ctx context.Context) error {
 			Storage:        s.cfg.Storage,
 			Replicas:       s.cfg.Replicas,
 			LimitMarkerTTL: markerTTL, // per-record TTLs
-		})
+		}
+		kv, err = s.js.CreateKeyValue(ctx, kc)
+		if errors.Is(err, js.ErrLimitMarkerTTLNotSupported) {
+			kc.LimitMarkerTTL = 0 // a server before 2.11: every record is kept Retention
+			kv, err = s.js.CreateKeyValue(ctx, kc)
+		}
 		if errors.Is(err, js.ErrBucketExists) {
 			kv, err = s.js.KeyValue(ctx, s.cfg.Bucket) // created meanwhile by another replica
 		}
@@ -321,23 +325,18 @@ func (s *Store) write(ctx context.Context, key string, data []byte, rev uint64, 
 	return ack.Sequence, nil
 }
 
-// Stop is the replica leaving: Start fails with ErrStopped; the tasks it
-// runs may finish until ctx is done; those still working are then handed
-// over (their lease released) for another replica to adopt at once. Stop
-// the dispatcher after the store: the turns handed over end with it, and
-// their calls are not cancelled.
+// Stop is the replica leaving: Start fails with ErrStopped, and the tasks
+// this replica runs are handed over at once (their lease released) for
+// another replica to adopt — or this one again after a restart. Their
+// calls are not cancelled: the ones running go on and the adopter
+// collects their results; the ones held in this replica's memory are
+// dispatched by the adopter. Their Dispatch here ends as at its deadline,
+// so the dispatcher's drain does not wait for them.
 func (s *Store) Stop(ctx context.Context) error {
-	return s.base.Stop(ctx, ErrStopped, func(ctx context.Context) error {
+	return s.base.Stop(ctx, ErrStopped, func(context.Context) error {
 		s.mu.Lock()
 		s.stopping = true
 		s.mu.Unlock()
-		done := make(chan struct{})
-		go func() { s.runners.Wait(); close(done) }()
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return nil // the runners left hand over when the life ends
-		}
+		return nil
 	})
 }

@@ -222,14 +222,21 @@ func TestStopHandsOver(t *testing.T) {
 	if _, err := a.store.Start(ctx, tasks.Request{Calls: calls("gate", "late", 1)}); !errors.Is(err, tasks.ErrStopped) {
 		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
 	}
+	// The task's turn on A ended as at its deadline: A's dispatcher drains
+	// at once (its call still runs, for B) and cancelled nothing.
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	if err := a.orch.Dispatcher().Stop(dctx); err != nil {
+		t.Fatalf("A's dispatcher did not drain: %v", err)
+	}
 	natstest.Eventually(t, 20*time.Second, "B adopts the task handed over", func() bool { return adoptedBy(b, task.ID) })
 	f.gate.release()
 	done := waitFinal(t, b.store, "acme", task.ID)
 	if done.State != tasks.StateCompleted || done.Owner != "b" {
 		t.Fatalf("done: %+v", done)
 	}
-	if n := f.gate.runsOf("hand-0"); n != 1 {
-		t.Fatalf("the call ran %d times", n)
+	if n := f.gate.runsOf("hand-0"); n != 1 || f.gate.wasCancelled("hand-0") {
+		t.Fatalf("the call ran %d times (cancelled: %v)", n, f.gate.wasCancelled("hand-0"))
 	}
 }
 

@@ -20,8 +20,8 @@ import (
 )
 
 // MCP Tasks (docs/mcp.md, "Tasks"): a tools/call may be answered with a
-// task at once, its state and result kept by a TaskStore that any
-// replica reads (JetStream), so that tasks/get, tasks/cancel (and
+// task at once, its state and result kept in the fleet's task store
+// (Config.Tasks: JetStream) that any replica reads, so that tasks/get, tasks/cancel (and
 // tasks/result, 2025-11-25) are answered by whichever replica the request
 // reaches. Two shapes are served:
 //
@@ -58,24 +58,24 @@ const (
 	resultWait = 30 * time.Second
 )
 
-// ErrTaskNotFound is what a TaskStore answers for a task it does not
-// hold for the tenant: unknown, expired, or another tenant's.
-var ErrTaskNotFound = errors.New("task not found")
+// errTaskNotFound is what the store answers for a task it does not hold
+// for the tenant: unknown, expired, another tenant's, or not MCP's.
+var errTaskNotFound = errors.New("task not found")
 
-// TaskStatus is the status of a task, as MCP names it.
-type TaskStatus string
+// taskStatus is the status of a task, as MCP names it.
+type taskStatus string
 
-// The statuses a TaskStore reports.
+// The statuses of a task.
 const (
-	TaskWorking   TaskStatus = "working"
-	TaskCompleted TaskStatus = "completed"
-	TaskFailed    TaskStatus = "failed"
-	TaskCancelled TaskStatus = "cancelled"
+	taskWorking   taskStatus = "working"
+	taskCompleted taskStatus = "completed"
+	taskFailed    taskStatus = "failed"
+	taskCancelled taskStatus = "cancelled"
 )
 
-// TaskRequest is one task-augmented tools/call, for the store to record
+// taskRequest is one task-augmented tools/call, for the store to record
 // and run.
-type TaskRequest struct {
+type taskRequest struct {
 	// Tenant owns the task: only a request of that tenant sees it.
 	Tenant string
 	// Session is the pool session of the call (the repeated-failure
@@ -93,10 +93,11 @@ type TaskRequest struct {
 	TTL time.Duration
 }
 
-// TaskRecord is a task as the store holds it.
-type TaskRecord struct {
+// taskRecord is a task as this package reads it from the store
+// (tasks_store.go).
+type taskRecord struct {
 	ID      string
-	Status  TaskStatus
+	Status  taskStatus
 	Message string // words on the status, may be empty
 	Created time.Time
 	Updated time.Time
@@ -109,22 +110,6 @@ type TaskRecord struct {
 	// Error is the protocol error of a Failed task (e.g. the tool is
 	// gone); nil: the store's words in Message.
 	Error *jsonrpc.Error
-}
-
-// TaskStore keeps tasks durably and runs them: internal/fleet/tasks'
-// store, through the assembly's adapter.
-type TaskStore interface {
-	// Start records the task, then runs the call in the background; it
-	// returns once any replica's Get finds the task.
-	Start(ctx context.Context, req TaskRequest) (TaskRecord, error)
-	// Get reads the task; ErrTaskNotFound for an unknown task, or one of
-	// another tenant.
-	Get(ctx context.Context, tenant, id string) (TaskRecord, error)
-	// Wait is Get once the task is no longer working, or after d.
-	Wait(ctx context.Context, tenant, id string, d time.Duration) (TaskRecord, error)
-	// Cancel cancels the task's call in the pool and records it
-	// cancelled (a task already ended is returned as it is).
-	Cancel(ctx context.Context, tenant, id string) (TaskRecord, error)
 }
 
 // taskShape is the wire shape a task request is answered in.
@@ -245,7 +230,7 @@ func (s *Server) taskAnswer(ctx context.Context, in taskIn) (any, error) {
 	}
 	tenant := tenantOf(in.key)
 	var (
-		t   TaskRecord
+		t   taskRecord
 		err error
 	)
 	switch in.m.method {
@@ -254,7 +239,7 @@ func (s *Server) taskAnswer(ctx context.Context, in taskIn) (any, error) {
 	case "tasks/result":
 		t, err = s.waitTask(ctx, tenant, in.p.TaskID)
 	default: // tasks/get, tasks/update
-		t, err = s.cfg.Tasks.Get(ctx, tenant, in.p.TaskID)
+		t, err = s.store().Get(ctx, tenant, in.p.TaskID)
 	}
 	if err != nil {
 		return nil, s.storeError(ctx, in.m.method, err)
@@ -271,25 +256,25 @@ func (s *Server) taskAnswer(ctx context.Context, in taskIn) (any, error) {
 }
 
 // cancelTask cancels a task; 2025-11-25 refuses to cancel one that ended.
-func (s *Server) cancelTask(ctx context.Context, in taskIn, tenant string) (TaskRecord, error) {
+func (s *Server) cancelTask(ctx context.Context, in taskIn, tenant string) (taskRecord, error) {
 	if in.shape == shapeLegacy {
-		t, err := s.cfg.Tasks.Get(ctx, tenant, in.p.TaskID)
+		t, err := s.store().Get(ctx, tenant, in.p.TaskID)
 		if err != nil {
 			return t, err
 		}
-		if t.Status != TaskWorking {
+		if t.Status != taskWorking {
 			return t, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 				Message: fmt.Sprintf("task %s is already %s: only a working task can be cancelled", t.ID, t.Status)}
 		}
 	}
-	return s.cfg.Tasks.Cancel(ctx, tenant, in.p.TaskID)
+	return s.store().Cancel(ctx, tenant, in.p.TaskID)
 }
 
 // waitTask waits for the task's end (tasks/result), until ctx is done.
-func (s *Server) waitTask(ctx context.Context, tenant, id string) (TaskRecord, error) {
+func (s *Server) waitTask(ctx context.Context, tenant, id string) (taskRecord, error) {
 	for {
-		t, err := s.cfg.Tasks.Wait(ctx, tenant, id, resultWait)
-		if err != nil || t.Status != TaskWorking {
+		t, err := s.store().Wait(ctx, tenant, id, resultWait)
+		if err != nil || t.Status != taskWorking {
 			return t, err
 		}
 		if ctx.Err() != nil {
@@ -304,7 +289,7 @@ func (s *Server) storeError(ctx context.Context, method string, err error) error
 	switch {
 	case errors.As(err, &je):
 		return je
-	case errors.Is(err, ErrTaskNotFound):
+	case errors.Is(err, errTaskNotFound):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 			Message: "Failed to retrieve task: Task not found (unknown, expired after its ttl, or not this API key's tenant's)"}
 	case ctx.Err() != nil:
@@ -343,7 +328,7 @@ func (s *Server) createTask(ctx context.Context, in taskIn) (any, error) {
 	case p.Task.TTL != nil && (*p.Task.TTL < 0 || *p.Task.TTL > float64(1<<53)):
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.task.ttl must be a number of milliseconds, at least 0"}
 	}
-	req := TaskRequest{Tenant: tenantOf(key), Session: in.session,
+	req := taskRequest{Tenant: tenantOf(key), Session: in.session,
 		Call: envelope.ToolUseBlock{Type: "tool_use", ID: "mcp_" + rand.Text(), Name: name, Input: input}}
 	if key != nil {
 		req.Weight, req.Priority = key.Weight, key.Priority
@@ -351,7 +336,7 @@ func (s *Server) createTask(ctx context.Context, in taskIn) (any, error) {
 	if p.Task.TTL != nil {
 		req.TTL = time.Duration(*p.Task.TTL) * time.Millisecond
 	}
-	t, err := s.cfg.Tasks.Start(ctx, req)
+	t, err := s.store().Start(ctx, req)
 	var now *immediate
 	if errors.As(err, &now) {
 		b, merr := marshal(now.res)

@@ -136,7 +136,7 @@ func (f *taskFleet) replica(name string) *taskReplica {
 		return out
 	}
 	s, err := mcpfront.New(mcpfront.Config{Dispatcher: o.Dispatcher(), Tools: defs, Keys: f.keys,
-		Tasks: mcpfront.FleetTasks(st), Logger: natstest.Logger(t)})
+		Tasks: st, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,58 +27,54 @@ type FleetStore interface {
 	Cancel(ctx context.Context, tenant, id string) (tasks.Task, error)
 }
 
-// FleetTasks is st as the TaskStore of Config.Tasks: MCP tasks kept in
-// the fleet's store, each of one tools/call. Nil for a nil st.
-func FleetTasks(st FleetStore) TaskStore {
-	if st == nil {
-		return nil
-	}
-	return fleetTasks{st}
-}
+// store is Config.Tasks as the protocol's code reads it: MCP tasks, each
+// of one tools/call. Config.Tasks must be set.
+func (s *Server) store() fleetTasks { return fleetTasks{s.cfg.Tasks} }
 
-// fleetTasks adapts a FleetStore to TaskStore.
+// fleetTasks is a FleetStore read as MCP's tasks: taskRequest and
+// taskRecord.
 type fleetTasks struct{ st FleetStore }
 
 // Start records and starts the task of one call.
-func (f fleetTasks) Start(ctx context.Context, req TaskRequest) (TaskRecord, error) {
+func (f fleetTasks) Start(ctx context.Context, req taskRequest) (taskRecord, error) {
 	t, err := f.st.Start(ctx, tasks.Request{
 		Tenant: req.Tenant, Session: req.Session, Calls: []envelope.ToolUseBlock{req.Call},
 		Weight: req.Weight, Priority: req.Priority, TTL: req.TTL,
 		Traceparent: dispatch.NewTraceparent(), Front: frontName,
 	})
 	if err != nil {
-		return TaskRecord{}, fleetError(err, req.Call.Name)
+		return taskRecord{}, fleetError(err, req.Call.Name)
 	}
 	return record(t), nil
 }
 
 // Get reads a task.
-func (f fleetTasks) Get(ctx context.Context, tenant, id string) (TaskRecord, error) {
+func (f fleetTasks) Get(ctx context.Context, tenant, id string) (taskRecord, error) {
 	return mine(f.st.Get(ctx, tenant, id))
 }
 
 // Wait reads a task once it ended, or after d.
-func (f fleetTasks) Wait(ctx context.Context, tenant, id string, d time.Duration) (TaskRecord, error) {
+func (f fleetTasks) Wait(ctx context.Context, tenant, id string, d time.Duration) (taskRecord, error) {
 	return mine(f.st.Wait(ctx, tenant, id, d))
 }
 
 // Cancel cancels a task of this front door.
-func (f fleetTasks) Cancel(ctx context.Context, tenant, id string) (TaskRecord, error) {
+func (f fleetTasks) Cancel(ctx context.Context, tenant, id string) (taskRecord, error) {
 	if _, err := mine(f.st.Get(ctx, tenant, id)); err != nil {
-		return TaskRecord{}, err
+		return taskRecord{}, err
 	}
 	return mine(f.st.Cancel(ctx, tenant, id))
 }
 
-// mine is a task read from the store as a TaskRecord: an async call of
+// mine is a task read from the store as a taskRecord: an async call of
 // the HTTP API (a turn of several calls, answered in an HTTP shape) is
 // not a task of MCP's, and is not found here.
-func mine(t tasks.Task, err error) (TaskRecord, error) {
+func mine(t tasks.Task, err error) (taskRecord, error) {
 	if err != nil {
-		return TaskRecord{}, fleetError(err, "")
+		return taskRecord{}, fleetError(err, "")
 	}
 	if t.Request.Front != frontName || len(t.Request.Calls) != 1 {
-		return TaskRecord{}, ErrTaskNotFound
+		return taskRecord{}, errTaskNotFound
 	}
 	return record(t), nil
 }
@@ -89,7 +85,7 @@ func fleetError(err error, tool string) error {
 	var saturated *dispatch.SaturatedError
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
-		return ErrTaskNotFound
+		return errTaskNotFound
 	case errors.As(err, &saturated):
 		r := dispatch.SaturatedResult("", tool, saturated)
 		return &immediate{toolResult(&r)}
@@ -103,18 +99,18 @@ func fleetError(err error, tool string) error {
 	return err
 }
 
-// record is a fleet task as a TaskRecord. A call to a tool that does not
+// record is a fleet task as a taskRecord. A call to a tool that does not
 // exist (the catalog changed since the check) fails the task with the
 // protocol error a call on the spot gets.
-func record(t tasks.Task) TaskRecord {
-	r := TaskRecord{ID: t.ID, Status: TaskStatus(t.State), Message: t.Error, Created: t.Created, Updated: t.Updated,
+func record(t tasks.Task) taskRecord {
+	r := taskRecord{ID: t.ID, Status: taskStatus(t.State), Message: t.Error, Created: t.Created, Updated: t.Updated,
 		TTL: t.TTL, PollInterval: t.PollInterval}
 	if t.State == tasks.StateCompleted && len(t.Results) > 0 {
 		res := t.Results[0]
 		if res.IsError && res.Code == classify.CodeUnknownTool {
 			// Not the pool's text: it lists the catalog's tools, and the
 			// caller's key may see fewer.
-			r.Status = TaskFailed
+			r.Status = taskFailed
 			r.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 				Message: fmt.Sprintf("unknown tool %q: it left the catalog after the task was created; tools/list shows the tools there are", t.Request.Calls[0].Name)}
 			return r
@@ -124,7 +120,7 @@ func record(t tasks.Task) TaskRecord {
 	if t.State == tasks.StateFailed {
 		// The turn could not be handled: a call on the spot answers that
 		// with an isError result, not a protocol error.
-		r.Status = TaskCompleted
+		r.Status = taskCompleted
 		r.Result = &envelope.Result{Tool: "", IsError: true, Content: envelope.Text(orText(t.Error, "the task failed"))}
 	}
 	return r

@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
-// memTasks is a TaskStore in memory, for the protocol's tests (the
+// memTasks is a FleetStore in memory, for the protocol's tests (the
 // fleet's store, on JetStream, is tested with two orchestrators in
-// tasks_fleet_test.go): it runs each call through d.
+// tasks_fleet_test.go): it runs each turn through d.
 type memTasks struct {
 	d  Dispatcher
 	mu sync.Mutex
@@ -26,13 +27,12 @@ type memTasks struct {
 }
 
 type memTask struct {
-	tenant string
-	rec    TaskRecord
+	rec    tasks.Task
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func (s *memTasks) Start(_ context.Context, req TaskRequest) (TaskRecord, error) {
+func (s *memTasks) Start(_ context.Context, req tasks.Request) (tasks.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -41,20 +41,20 @@ func (s *memTasks) Start(_ context.Context, req TaskRequest) (TaskRecord, error)
 	s.n++
 	now := time.Now()
 	ctx, cancel := context.WithCancel(dispatch.WithTenant(context.Background(), req.Tenant))
-	t := &memTask{tenant: req.Tenant, cancel: cancel, done: make(chan struct{}),
-		rec: TaskRecord{ID: fmt.Sprintf("task-%d", s.n), Status: TaskWorking, Created: now, Updated: now, TTL: time.Hour, PollInterval: time.Second}}
+	t := &memTask{cancel: cancel, done: make(chan struct{}), rec: tasks.Task{ID: fmt.Sprintf("task-%d", s.n),
+		State: tasks.StateWorking, Created: now, Updated: now, TTL: time.Hour, PollInterval: time.Second, Request: req}}
 	s.m[t.rec.ID] = t
 	go func() {
 		defer close(t.done)
-		res, err := s.d.Dispatch(ctx, req.Session, []envelope.ToolUseBlock{req.Call})
+		res, err := s.d.Dispatch(ctx, req.Session, req.Calls)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		switch {
-		case t.rec.Status != TaskWorking:
+		case t.rec.State != tasks.StateWorking:
 		case err != nil:
-			t.rec.Status, t.rec.Message = TaskCompleted, err.Error()
+			t.rec.State, t.rec.Error = tasks.StateFailed, err.Error()
 		default:
-			t.rec.Status, t.rec.Result = TaskCompleted, &res[0]
+			t.rec.State, t.rec.Results = tasks.StateCompleted, res
 		}
 		t.rec.Updated = time.Now()
 	}()
@@ -63,28 +63,28 @@ func (s *memTasks) Start(_ context.Context, req TaskRequest) (TaskRecord, error)
 
 func (s *memTasks) find(tenant, id string) (*memTask, error) {
 	t, ok := s.m[id]
-	if !ok || t.tenant != tenant {
-		return nil, ErrTaskNotFound
+	if !ok || t.rec.Request.Tenant != tenant {
+		return nil, tasks.ErrNotFound
 	}
 	return t, nil
 }
 
-func (s *memTasks) Get(_ context.Context, tenant, id string) (TaskRecord, error) {
+func (s *memTasks) Get(_ context.Context, tenant, id string) (tasks.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.find(tenant, id)
 	if err != nil {
-		return TaskRecord{}, err
+		return tasks.Task{}, err
 	}
 	return t.rec, nil
 }
 
-func (s *memTasks) Wait(ctx context.Context, tenant, id string, d time.Duration) (TaskRecord, error) {
+func (s *memTasks) Wait(ctx context.Context, tenant, id string, d time.Duration) (tasks.Task, error) {
 	s.mu.Lock()
 	t, err := s.find(tenant, id)
 	s.mu.Unlock()
 	if err != nil {
-		return TaskRecord{}, err
+		return tasks.Task{}, err
 	}
 	select {
 	case <-t.done:
@@ -94,15 +94,15 @@ func (s *memTasks) Wait(ctx context.Context, tenant, id string, d time.Duration)
 	return s.Get(ctx, tenant, id)
 }
 
-func (s *memTasks) Cancel(_ context.Context, tenant, id string) (TaskRecord, error) {
+func (s *memTasks) Cancel(_ context.Context, tenant, id string) (tasks.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.find(tenant, id)
 	if err != nil {
-		return TaskRecord{}, err
+		return tasks.Task{}, err
 	}
-	if t.rec.Status == TaskWorking {
-		t.rec.Status, t.rec.Updated = TaskCancelled, time.Now()
+	if t.rec.State == tasks.StateWorking {
+		t.rec.State, t.rec.Updated = tasks.StateCancelled, time.Now()
 		t.cancel()
 	}
 	return t.rec, nil
@@ -139,7 +139,7 @@ type stdioClient struct {
 	id  int
 }
 
-func newStdioTasks(t *testing.T, d Dispatcher, store TaskStore) *stdioClient {
+func newStdioTasks(t *testing.T, d Dispatcher, store FleetStore) *stdioClient {
 	t.Helper()
 	s, err := New(Config{Dispatcher: d, Tools: staticTools, Tasks: store})
 	if err != nil {
@@ -375,10 +375,21 @@ func TestStdioTasksLegacy(t *testing.T) {
 }
 
 // TestStdioNoTaskStore: without a store, tasks/ methods are "method not
-// found" and a params.task is ignored (the call answered on the spot).
+// found", the capabilities name no tasks, and a params.task is ignored
+// (the call answered on the spot).
 func TestStdioNoTaskStore(t *testing.T) {
 	c := newStdioTasks(t, &scripted{}, nil)
 	if a := c.call("tasks/get", `{"taskId":"x"}`); a.Error == nil || a.Error.Code != -32601 {
 		t.Errorf("tasks/get without a store: %+v, want -32601", a)
+	}
+	if a := c.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`); a.Error != nil ||
+		strings.Contains(string(a.Result), `"tasks"`) || strings.Contains(string(a.Result), TasksExtension) {
+		t.Errorf("initialize without a store: %s %+v, want no tasks in the capabilities", a.Result, a.Error)
+	}
+	if _, err := io.WriteString(c.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if a := c.call("tools/call", `{"name":"slow","task":{}}`); a.Error != nil || strings.Contains(string(a.Result), `"task"`) || !strings.Contains(string(a.Result), "ran slow") {
+		t.Errorf("tools/call with params.task without a store: %s %+v, want the result on the spot", a.Result, a.Error)
 	}
 }

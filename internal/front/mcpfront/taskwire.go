@@ -20,7 +20,7 @@ import (
 type extTaskWire struct {
 	ResultType     string          `json:"resultType,omitempty"`
 	TaskID         string          `json:"taskId"`
-	Status         TaskStatus      `json:"status"`
+	Status         taskStatus      `json:"status"`
 	StatusMessage  string          `json:"statusMessage,omitempty"`
 	CreatedAt      string          `json:"createdAt"`
 	LastUpdatedAt  string          `json:"lastUpdatedAt"`
@@ -33,7 +33,7 @@ type extTaskWire struct {
 // legacyTaskWire is revision 2025-11-25's Task.
 type legacyTaskWire struct {
 	TaskID        string     `json:"taskId"`
-	Status        TaskStatus `json:"status"`
+	Status        taskStatus `json:"status"`
 	StatusMessage string     `json:"statusMessage,omitempty"`
 	CreatedAt     string     `json:"createdAt"`
 	LastUpdatedAt string     `json:"lastUpdatedAt"`
@@ -57,7 +57,7 @@ func stamp(t time.Time) string {
 }
 
 // extTask is t as the extension's Task (CreateTaskResult's fields).
-func extTask(t TaskRecord) extTaskWire {
+func extTask(t taskRecord) extTaskWire {
 	return extTaskWire{TaskID: t.ID, Status: t.Status, StatusMessage: t.Message,
 		CreatedAt: stamp(t.Created), LastUpdatedAt: stamp(t.Updated),
 		TTLMs: millis(t.TTL), PollIntervalMs: millis(t.PollInterval)}
@@ -65,20 +65,20 @@ func extTask(t TaskRecord) extTaskWire {
 
 // extDetailed is tasks/get's answer in the extension: the task, with its
 // result once completed and its error once failed.
-func extDetailed(t TaskRecord) extTaskWire {
+func extDetailed(t taskRecord) extTaskWire {
 	out := extTask(t)
 	out.ResultType = "complete"
 	switch res, err := taskOutcome(t); {
-	case t.Status == TaskCompleted:
+	case t.Status == taskCompleted:
 		out.Result, _ = marshal(res)
-	case t.Status == TaskFailed:
+	case t.Status == taskFailed:
 		out.Error = wireError(err)
 	}
 	return out
 }
 
 // legacyTask is t as 2025-11-25's Task.
-func legacyTask(t TaskRecord) legacyTaskWire {
+func legacyTask(t taskRecord) legacyTaskWire {
 	return legacyTaskWire{TaskID: t.ID, Status: t.Status, StatusMessage: t.Message,
 		CreatedAt: stamp(t.Created), LastUpdatedAt: stamp(t.Updated),
 		TTL: millis(t.TTL), PollInterval: millis(t.PollInterval)}
@@ -88,16 +88,16 @@ func legacyTask(t TaskRecord) legacyTaskWire {
 // tools/call would have answered, with the related-task _meta; the
 // protocol error of a failed one; an error for a cancelled one (the
 // call's answer is nobody's then).
-func legacyResult(t TaskRecord) (any, error) {
+func legacyResult(t taskRecord) (any, error) {
 	switch t.Status {
-	case TaskCompleted:
+	case taskCompleted:
 		res, _ := taskOutcome(t)
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
 		res.Meta[metaRelatedTask] = map[string]string{"taskId": t.ID}
 		return res, nil
-	case TaskCancelled:
+	case taskCancelled:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "task " + t.ID + " was cancelled: it has no result"}
 	}
 	_, err := taskOutcome(t)
@@ -107,11 +107,11 @@ func legacyResult(t TaskRecord) (any, error) {
 // taskOutcome is what the tools/call of an ended task answers: the
 // CallToolResult of a completed task (isError for a tool's error, as the
 // call on the spot), or the protocol error of a failed one.
-func taskOutcome(t TaskRecord) (*mcp.CallToolResult, error) {
+func taskOutcome(t taskRecord) (*mcp.CallToolResult, error) {
 	switch {
-	case t.Status == TaskFailed && t.Error != nil:
+	case t.Status == taskFailed && t.Error != nil:
 		return nil, t.Error
-	case t.Status == TaskFailed:
+	case t.Status == taskFailed:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: orText(t.Message, "the task failed")}
 	case t.Result == nil:
 		return errorResult(orText(t.Message, classify.NotPreparedMessage("the tool"))), nil

@@ -113,7 +113,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", toolpool.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
 	fs.DurationVar(&f.retryFor, "publish-retry-for", toolpool.OrchestratorPublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
 	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", toolpool.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
-	fs.DurationVar(&f.asyncKeep, "async-retention", toolpool.AsyncRetentionDefault, "how long an async call's or MCP task's results are kept after it ended (the TOOLPOOL_TASKS bucket's TTL, fixed when the bucket is created; at least 1m)")
+	fs.DurationVar(&f.asyncKeep, "async-retention", toolpool.AsyncRetentionDefault, "how long an async call's or MCP task's results are kept after it ended (the toolpool_tasks bucket's TTL, fixed when the bucket is created; at least 1m)")
 	f.front.register(fs)
 }
 

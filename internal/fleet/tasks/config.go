@@ -12,7 +12,7 @@ import (
 // Defaults of Config.
 const (
 	// BucketDefault is the KV bucket of the tasks.
-	BucketDefault = "TOOLPOOL_TASKS"
+	BucketDefault = "toolpool_tasks"
 	// RetentionDefault is how long a task's record is kept after it ended
 	// (its last write): a day, against TOOL_RESULTS' hour, so that a client
 	// that polls late still gets the answer.

@@ -7,3 +7,10 @@ func Runs(s *Store, id string) bool {
 	_, ok := s.running[id]
 	return ok
 }
+
+// Waiters is how many tasks have Waits registered.
+func Waiters(s *Store) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiters)
+}

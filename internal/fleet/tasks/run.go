@@ -280,8 +280,6 @@ func (r *runner) handOver() {
 // the lease.
 func (r *runner) finish(o outcome) {
 	s := r.s
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	defer cancel()
 	t := r.task
 	t.Updated, t.Owner, t.Adoptions = time.Now().UTC(), s.cfg.Instance, r.lease.Adoptions
 	switch {
@@ -297,24 +295,46 @@ func (r *runner) finish(o outcome) {
 		s.log.Warn("a task's calls could not be handled", slog.String("task", t.ID), slog.Any("error", o.err))
 		t.State, t.Error = StateFailed, "the tool calls could not be handled"
 	}
-	data := r.encode(&t)
+	if r.writeEnd(&t) {
+		s.purge(leaseKey(t.ID))
+	}
+}
+
+// writeEnd writes the ended task t over the record, unless the record
+// ended otherwise meanwhile (then the first end stands). A write that
+// fails is tried again a few times; false when it never went through: the
+// lease is left to lapse, and the replica that adopts the task answers it
+// from the stored results.
+func (r *runner) writeEnd(t *Task) bool {
+	s := r.s
+	data := r.encode(t)
 	rev := r.rev
-	for range 10 {
+	for attempt := range 6 {
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 		_, err := s.write(ctx, t.ID, data, rev, t.TTL)
 		if err == nil {
-			break
+			cancel()
+			return true
 		}
-		if !errors.Is(err, js.ErrKeyRevisionMismatch) {
-			s.log.Warn("writing a task's outcome failed", slog.String("task", t.ID), slog.Any("error", err))
-			return // the lease lapses: a replica adopts it and answers from the stored results
+		if errors.Is(err, js.ErrKeyRevisionMismatch) {
+			// Cancelled, or answered by a replica that adopted it, or our
+			// own earlier write whose acknowledgement was lost.
+			cur, curRev, gerr := s.get(ctx, t.Request.Tenant, t.ID)
+			cancel()
+			if gerr == nil && cur.State.Final() {
+				return true // the first end stands
+			}
+			if gerr == nil {
+				rev = curRev
+				continue
+			}
+			err = gerr
 		}
-		cur, curRev, gerr := s.get(ctx, t.Request.Tenant, t.ID)
-		if gerr != nil || cur.State.Final() {
-			break // cancelled, or answered by another replica: the first end stands
-		}
-		rev = curRev
+		cancel()
+		s.log.Warn("writing a task's outcome failed", slog.String("task", t.ID), slog.Int("attempt", attempt+1), slog.Any("error", err))
+		time.Sleep(time.Duration(1<<attempt) * 100 * time.Millisecond)
 	}
-	s.purge(leaseKey(t.ID))
+	return false
 }
 
 // encode is t as JSON; an outcome over the record limit is written as a

@@ -40,7 +40,7 @@ type Store struct {
 	stopping bool
 	running  map[string]*runner   // the tasks this replica runs
 	leases   map[string]leaseSeen // every working task's lease, from the watch
-	waiters  map[string]chan struct{}
+	waiters  map[string]*waiting
 }
 
 // lease is the value of a task's lease key.
@@ -106,7 +106,7 @@ func Open(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, js: j, log: cfg.Logger,
-		running: map[string]*runner{}, leases: map[string]leaseSeen{}, waiters: map[string]chan struct{}{},
+		running: map[string]*runner{}, leases: map[string]leaseSeen{}, waiters: map[string]*waiting{},
 	}
 	err := s.base.Start(ctx, func(life context.Context) error {
 		if err := s.bind(ctx); err != nil {
@@ -204,43 +204,67 @@ func (s *Store) get(ctx context.Context, tenant, id string) (Task, uint64, error
 // the task is returned as it is (working), without an error.
 func (s *Store) Wait(ctx context.Context, tenant, id string, d time.Duration) (Task, error) {
 	d = min(d, s.cfg.MaxWait)
+	if d <= 0 || !validID(id) {
+		return s.Get(ctx, tenant, id)
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
-		wake := s.waiter(id) // before the read: an end after it wakes us
+		w := s.waiter(id) // before the read: an end after it wakes us
 		t, err := s.Get(ctx, tenant, id)
-		if err != nil || t.State.Final() || d <= 0 {
+		if err != nil || t.State.Final() {
+			s.unwait(id, w)
 			return t, err
 		}
 		select {
-		case <-wake:
+		case <-w.ch:
+			continue
 		case <-timer.C:
+			s.unwait(id, w)
 			return s.Get(ctx, tenant, id)
 		case <-ctx.Done():
-			return t, nil
 		case <-s.base.Stopping():
-			return t, nil
 		}
+		s.unwait(id, w)
+		return t, nil
 	}
 }
 
-// waiter is a channel closed at the next change of the task id's lease
-// (its end, a cancellation, an adoption).
-func (s *Store) waiter(id string) <-chan struct{} {
+// waiting is the Waits of one task: ch is closed at the next change of
+// its lease (its end, a cancellation, an adoption).
+type waiting struct {
+	ch chan struct{}
+	n  int // the Waits holding it
+}
+
+// waiter is the waiting of the task id, held until unwait or a wake.
+func (s *Store) waiter(id string) *waiting {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, ok := s.waiters[id]
+	w, ok := s.waiters[id]
 	if !ok {
-		ch = make(chan struct{})
-		s.waiters[id] = ch
+		w = &waiting{ch: make(chan struct{})}
+		s.waiters[id] = w
 	}
-	return ch
+	w.n++
+	return w
 }
 
-// wake closes the waiter of the task id, if any.
+// unwait lets go of w: the last Wait to leave removes it, so that Waits
+// on tasks that never change (or do not exist) leave nothing behind.
+func (s *Store) unwait(id string, w *waiting) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.n--
+	if w.n == 0 && s.waiters[id] == w {
+		delete(s.waiters, id)
+	}
+}
+
+// wake closes the waiting of the task id, if any.
 func (s *Store) wake(id string) {
-	if ch, ok := s.waiters[id]; ok { // s.mu held
-		close(ch)
+	if w, ok := s.waiters[id]; ok { // s.mu held
+		close(w.ch)
 		delete(s.waiters, id)
 	}
 }

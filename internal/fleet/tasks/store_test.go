@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,9 @@ func TestStartOnAGetOnB(t *testing.T) {
 	if err != nil || got.State != tasks.StateWorking {
 		t.Fatalf("Wait 50ms: %v, %v", got.State, err)
 	}
+	if n := tasks.Waiters(b.store); n != 0 {
+		t.Fatalf("%d waiters left after a Wait that timed out", n)
+	}
 	f.gate.release()
 	done := waitFinal(t, b.store, "acme", task.ID)
 	if done.State != tasks.StateCompleted || len(done.Results) != 1 || done.Results[0].IsError ||
@@ -74,6 +78,16 @@ func TestUnknownIDs(t *testing.T) {
 		if _, err := a.store.Cancel(ctx, "", id); !errors.Is(err, tasks.ErrNotFound) {
 			t.Errorf("Cancel(%q): %v, want ErrNotFound", id, err)
 		}
+	}
+	// Waits on ids that do not exist leave nothing behind.
+	for i := range 100 {
+		id := fmt.Sprintf("%022d", i)
+		if _, err := a.store.Wait(ctx, "", id, time.Second); !errors.Is(err, tasks.ErrNotFound) {
+			t.Fatalf("Wait(%q): %v", id, err)
+		}
+	}
+	if n := tasks.Waiters(a.store); n != 0 {
+		t.Fatalf("%d waiters left", n)
 	}
 	if _, err := a.store.Start(ctx, tasks.Request{}); !errors.Is(err, tasks.ErrInvalid) {
 		t.Errorf("Start without calls: %v, want ErrInvalid", err)

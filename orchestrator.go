@@ -48,6 +48,10 @@ const (
 	MaxRequestTimeoutDefault = httpapi.MaxTimeoutDefault
 	// AsyncRetentionDefault is OrchestratorConfig.AsyncRetention.
 	AsyncRetentionDefault = tasks.RetentionDefault
+	// MCPMaxSessionsDefault is OrchestratorConfig.MCPMaxSessions.
+	MCPMaxSessionsDefault = mcpfront.MaxSessionsDefault
+	// MCPSessionTimeoutDefault is OrchestratorConfig.MCPSessionTimeout.
+	MCPSessionTimeoutDefault = mcpfront.SessionTimeoutDefault
 )
 
 // OrchestratorConfig configures an Orchestrator. Zero fields take the
@@ -138,6 +142,14 @@ type OrchestratorConfig struct {
 	// with this text: it is mounted but not exposed (an address without
 	// authentication, say). MCP on stdio is not affected.
 	MCPRefusal string
+	// MCPMaxSessions caps the /mcp sessions (revisions before 2026-07-28)
+	// this process holds; a session opened past it works, served
+	// statelessly (docs/mcp.md). Default MCPMaxSessionsDefault; negative:
+	// none held.
+	MCPMaxSessions int
+	// MCPSessionTimeout ends the process state of a /mcp session idle
+	// that long. Default MCPSessionTimeoutDefault.
+	MCPSessionTimeout time.Duration
 	// Console serves the operators' web console at /ui (Handler): the
 	// pool's state, the dead letters (replay, purge) and pause/resume.
 	Console bool
@@ -207,6 +219,8 @@ func (c OrchestratorConfig) Validate() error {
 		return fmt.Errorf("toolpool: OrchestratorConfig.AsyncRetention must be at least 1m, got %s", c.AsyncRetention)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("toolpool: OrchestratorConfig.MaxBodyBytes must not be negative, got %d", c.MaxBodyBytes)
+	case c.MCPSessionTimeout < 0:
+		return fmt.Errorf("toolpool: OrchestratorConfig.MCPSessionTimeout must not be negative, got %s", c.MCPSessionTimeout)
 	case c.MaxCallsPerRequest < 0:
 		return fmt.Errorf("toolpool: OrchestratorConfig.MaxCallsPerRequest must not be negative, got %d", c.MaxCallsPerRequest)
 	case c.RequestTimeout > c.MaxRequestTimeout:
@@ -241,7 +255,8 @@ func (c OrchestratorConfig) hostConfig() (orchhost.Config, error) {
 			Keys: keys, MaxBodyBytes: c.MaxBodyBytes, MaxCalls: c.MaxCallsPerRequest,
 			DefaultTimeout: c.RequestTimeout, MaxTimeout: c.MaxRequestTimeout,
 		},
-		MCP:    mcpfront.Config{Token: c.MCPToken, Closed: c.MCPRefusal, MaxBodyBytes: c.MaxBodyBytes},
+		MCP: mcpfront.Config{Token: c.MCPToken, Closed: c.MCPRefusal, MaxBodyBytes: c.MaxBodyBytes,
+			MaxCalls: c.MaxCallsPerRequest, MaxSessions: c.MCPMaxSessions, SessionTimeout: c.MCPSessionTimeout},
 		Checks: healthChecks(c.Checks), Metrics: c.Metrics.reg, Logger: c.Logger,
 	}
 	if c.FixedCatalog != nil {

@@ -29,6 +29,7 @@ import (
 type mcpServe struct {
 	proc  *proctest.Proc
 	http  string // host:port
+	nats  string // host:port of its embedded NATS server
 	token string
 }
 
@@ -52,9 +53,9 @@ func startMCPServe(t *testing.T) *mcpServe {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := &mcpServe{http: natstest.FreeAddr(t), token: "e2e-mcp-token-0123456789"}
+	s := &mcpServe{http: natstest.FreeAddr(t), nats: natstest.FreeAddr(t), token: "e2e-mcp-token-0123456789"}
 	s.proc = proctest.Start(t, orchestratorBin, "serve",
-		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", natstest.FreeAddr(t), "--http", s.http,
+		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", s.nats, "--http", s.http,
 		"--workspace", filepath.Join(tmp, "ws"), "--tools", catalog, "--workers", "1",
 		"--mcp-token", s.token, "--drain-timeout", "5s")
 	s.proc.WaitHTTP("http://"+s.http+"/readyz", waitLong)

@@ -56,6 +56,7 @@ type answer struct {
 	status      int
 	contentType string
 	body        string
+	session     string // the Mcp-Session-Id of the answer
 }
 
 func (a answer) String() string { return fmt.Sprintf("%d %s %q", a.status, a.contentType, a.body) }
@@ -92,7 +93,7 @@ func (rs *rawSession) postCtx(ctx context.Context, body string) (answer, error) 
 	if rs.id == "" {
 		rs.id = resp.Header.Get("Mcp-Session-Id")
 	}
-	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}, nil
+	return answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: string(b)}, nil
 }
 
 // openRaw serves a Server on d over HTTP and opens a session on it.
@@ -224,7 +225,8 @@ func TestFastCallOutlivesItsRequest(t *testing.T) {
 			t.Fatal("the handler of the request the client left did not end")
 		}
 	}
-	hs := s.sessions.owned(&http.Request{Header: http.Header{"Mcp-Session-Id": {rs.id}}})
+	raw, _, _ := strings.Cut(rs.id, ".") // the go-sdk's id, under the signature
+	hs := s.sessions.owned(&http.Request{Header: http.Header{"Mcp-Session-Id": {raw}}})
 	hs.mu.Lock()
 	running := len(hs.calls)
 	hs.mu.Unlock()
@@ -248,7 +250,8 @@ func TestFastCallOutlivesItsRequest(t *testing.T) {
 }
 
 // TestFastCallKeepsTheSessionAlive: calls on the fast path count as the
-// session's activity; once it is idle for SessionTimeout it is closed.
+// session's activity; once it is idle for SessionTimeout its process state
+// is closed, and its client is served statelessly from then on.
 func TestFastCallKeepsTheSessionAlive(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	s, rs := openRaw(t, &byName{}, timeout)
@@ -261,23 +264,19 @@ func TestFastCallKeepsTheSessionAlive(t *testing.T) {
 	if s.fast.Load() == 0 {
 		t.Fatal("no call on the fast path")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		a := rs.post(call)
-		if a.status == http.StatusNotFound {
-			break
-		}
+	for deadline := time.Now().Add(30 * time.Second); s.sessions.len() != 0; time.Sleep(timeout / 4) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the idle session was not closed: %v", a)
+			t.Fatalf("the idle session was not closed: %d sessions in the table", s.sessions.len())
 		}
-		time.Sleep(timeout)
 	}
-	var left int
-	s.sessions.mu.Lock()
-	left = len(s.sessions.byID)
-	s.sessions.mu.Unlock()
-	if left != 0 {
-		t.Errorf("%d sessions left in the table", left)
+	// Its client goes on with the same (signed) id: served without
+	// process state, not on the fast path.
+	fast := s.fast.Load()
+	if a := rs.post(call); a.status != http.StatusOK || !strings.Contains(a.body, `"result"`) {
+		t.Fatalf("a call after the session's state was closed: %v", a)
+	}
+	if s.fast.Load() != fast || s.sessions.len() != 0 {
+		t.Errorf("the call after the close went on the fast path (%d -> %d) or opened a session (%d)", fast, s.fast.Load(), s.sessions.len())
 	}
 }
 
@@ -300,5 +299,65 @@ func TestReadFastParams(t *testing.T) {
 		if _, ok := readFastParams(json.RawMessage(params)); ok != want {
 			t.Errorf("readFastParams(%s) = %v, want %v", params, ok, want)
 		}
+	}
+}
+
+// TestFastCall26AnswersAsTheSDK: a 2026-07-28 tools/call with the
+// spec's headers and _meta, served without the go-sdk, gets the status,
+// headers and bytes the go-sdk's stateless handler writes for the same
+// call (sent with a params key the go-sdk ignores): results with
+// resultType and serverInfo, is_error results with their _meta, protocol
+// errors (400, plain JSON), progress, string ids. Requests the fast path
+// leaves to the go-sdk (a header that does not match, _meta without
+// clientCapabilities) are answered by it with the spec's errors.
+func TestFastCall26AnswersAsTheSDK(t *testing.T) {
+	s, url := serve(t, Config{Dispatcher: &byName{}, Tools: staticTools})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}%s}`
+	cases := []struct{ name, body string }{
+		{"ok", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ok","arguments":{"a":"<b>"},` + fmt.Sprintf(meta, "") + `%s}}`},
+		{"ok", `{"jsonrpc":"2.0","id":"x-2","method":"tools/call","params":{` + fmt.Sprintf(meta, `,"progressToken":"tok"`) + `,"name":"ok","arguments":{}%s}}`},
+		{"fail", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fail","arguments":null,` + fmt.Sprintf(meta, "") + `%s}}`},
+		{"gone", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gone","arguments":{},` + fmt.Sprintf(meta, "") + `%s}}`},
+		{"ok", `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ok","arguments":[1],` + fmt.Sprintf(meta, "") + `%s}}`},
+	}
+	hdr := func(name string) []string {
+		return []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name}
+	}
+	for i, c := range cases {
+		fast := send(t, http.DefaultClient, url, fmt.Sprintf(c.body, ""), hdr(c.name)...)
+		if got := s.fast.Load(); got != int64(i+1) {
+			t.Fatalf("case %d: %d calls on the fast path, want %d (%v)", i, got, i+1, fast)
+		}
+		sdk := send(t, http.DefaultClient, url, fmt.Sprintf(c.body, `,"x":1`), hdr(c.name)...)
+		if s.fast.Load() != int64(i+1) {
+			t.Fatalf("case %d: the go-sdk's call went on the fast path", i)
+		}
+		if fast != sdk {
+			t.Errorf("case %d:\nfast   %v\ngo-sdk %v", i, fast, sdk)
+		}
+		if c.name == "ok" && i < 2 && !strings.Contains(fast.body, `"resultType":"complete"`) {
+			t.Errorf("case %d: no resultType: %v", i, fast)
+		}
+	}
+	n := s.fast.Load()
+	for what, c := range map[string]struct {
+		body string
+		hdr  []string
+		code string
+	}{
+		"Mcp-Name of another tool": {fmt.Sprintf(cases[0].body, ""), hdr("fail"), "-32020"},
+		"no Mcp-Method":            {fmt.Sprintf(cases[0].body, ""), []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Name", "ok"}, "-32020"},
+		"no clientCapabilities": {`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ok","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			hdr("ok"), "-32602"},
+		"a _meta revision other than the header's": {strings.Replace(fmt.Sprintf(cases[0].body, ""), `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`, `"io.modelcontextprotocol/protocolVersion":"2026-08-01"`, 1),
+			hdr("ok"), "-32020"},
+	} {
+		a := send(t, http.DefaultClient, url, c.body, c.hdr...)
+		if a.status != http.StatusBadRequest || !strings.Contains(a.body, c.code) {
+			t.Errorf("%s: %v, want 400 with %s", what, a, c.code)
+		}
+	}
+	if s.fast.Load() != n {
+		t.Errorf("a request the go-sdk refuses went on the fast path")
 	}
 }

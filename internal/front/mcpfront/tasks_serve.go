@@ -2,7 +2,6 @@ package mcpfront
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,14 +30,19 @@ func (s *Server) serveTaskHTTP(w http.ResponseWriter, r *http.Request, m goodMes
 		writeError(w, http.StatusBadRequest, m.id, &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: err.Error()})
 		return true
 	}
-	in.key = keyOfInfo(auth.TokenInfoFromContext(r.Context()))
-	// The conversation for the repeated-failure advice: the session of a
-	// 2025-11-25 client, one per call otherwise.
-	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-		in.session = "mcp-" + id
-	} else {
-		in.session = "mcp-task-" + rand.Text()
+	info := auth.TokenInfoFromContext(r.Context())
+	in.key = keyOfInfo(info)
+	// The conversation for the repeated-failure advice, as a call on the
+	// spot has it (replicas.go: poolSession).
+	var user string
+	if info != nil {
+		user = info.UserID
 	}
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	_ = json.Unmarshal(m.params, &p)
+	in.session = s.poolSessionOf(r.Header, user, p.Meta)
 	ctx := r.Context()
 	if m.method == "tasks/result" {
 		// A wait lasts as long as the task: EndStreams ends it, as it

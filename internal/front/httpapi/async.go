@@ -154,7 +154,7 @@ func (h *Handler) async(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return true
 	}
 	h.cfg.Metrics.ToolCalls(tenant, OutcomeDispatched, len(send))
-	if wait > 0 { // Prefer: wait=N: the answer itself when it comes in time
+	if wait = min(wait, req.timeout); wait > 0 { // Prefer: wait=N: the answer itself when it comes in time
 		if done, err := h.cfg.Tasks.Wait(r.Context(), tenant, task.ID, wait); err == nil && done.State.Final() {
 			h.answerTask(w, r, done)
 			return true
@@ -286,7 +286,9 @@ func (h *Handler) taskRoute(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		t, err = h.cfg.Tasks.Wait(r.Context(), tenant, id, wait)
 	case http.MethodDelete:
-		t, err = h.cfg.Tasks.Cancel(r.Context(), tenant, id)
+		if t, err = h.cfg.Tasks.Get(r.Context(), tenant, id); err == nil && t.Request.Front == FrontHTTP {
+			t, err = h.cfg.Tasks.Cancel(r.Context(), tenant, id)
+		}
 	default:
 		w.Header().Set("Allow", "GET, HEAD, DELETE")
 		h.fail(w, r, http.StatusMethodNotAllowed, ErrorMethodNotAllowed,

@@ -13,12 +13,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltest"
+	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
@@ -295,6 +297,26 @@ func TestAsyncRoutes(t *testing.T) {
 	if a := f.a.do(t, http.MethodPut, httpapi.PathToolCalls+"/x", acmeKey, "{}"); a.status != http.StatusMethodNotAllowed ||
 		a.header.Get("Allow") != "GET, HEAD, DELETE" {
 		t.Fatalf("PUT: %d %v", a.status, a.header)
+	}
+	// A task of another front door (MCP) of the same tenant is not an
+	// async HTTP call: 404, and a DELETE does not cancel it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mcpTask, err := f.a.orch.Tasks().Start(ctx, tasks.Request{Tenant: "acme", Front: "mcp",
+		Calls: []envelope.ToolUseBlock{{Type: "tool_use", ID: uid("m"), Name: "sleep", Input: json.RawMessage(`{"ms":1500}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.b.orch.Tasks().Get(ctx, "acme", mcpTask.ID); err != nil || got.State != tasks.StateWorking {
+		t.Fatalf("the MCP task before the DELETE: %v, %v", got.State, err)
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		if a := f.b.do(t, m, httpapi.PathToolCalls+"/"+mcpTask.ID, acmeKey, ""); a.status != http.StatusNotFound {
+			t.Fatalf("%s of an MCP task: %d %s", m, a.status, a.body)
+		}
+	}
+	if got, err := f.b.orch.Tasks().Wait(ctx, "acme", mcpTask.ID, 30*time.Second); err != nil || got.State != tasks.StateCompleted {
+		t.Fatalf("the MCP task after an HTTP DELETE: %v, %v", got.State, err)
 	}
 	id := uid("cancel")
 	loc := accepted(t, f.a.do(t, http.MethodPost, httpapi.PathToolCalls, acmeKey, anthropicTurn([2]string{id, "gate"}), "Prefer", "respond-async"))

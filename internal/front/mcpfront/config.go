@@ -113,6 +113,13 @@ type Config struct {
 	// Name and Version are the server's serverInfo. Default NameDefault
 	// and "".
 	Name, Version string
+	// Tasks, when set, is the fleet's task store, where MCP tasks are
+	// kept (tasks.go): a tools/call a client asks a task for is answered
+	// with the task at once, and tasks/get, tasks/cancel (and
+	// tasks/result, 2025-11-25) read it from there, on any replica. Nil
+	// (not a nil pointer in the interface): no tasks (tasks/ methods are
+	// "method not found").
+	Tasks FleetStore
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }

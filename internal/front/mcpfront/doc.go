@@ -16,6 +16,11 @@
 // client that cancels a call (notifications/cancelled) cancels it in the
 // pool; one that sent a progressToken gets notifications/progress.
 //
+// With Config.Tasks (the fleet's task store), a client that asks for it
+// (the Tasks extension of 2026-07-28, or params.task of 2025-11-25) gets
+// a task for its tools/call at once, and tasks/get, tasks/cancel and
+// tasks/result are answered by any replica: tasks.go.
+//
 // Serve it over streamable HTTP (Handler, mounted on /mcp by the
 // orchestrator next to the HTTP API) or stdio (ServeStdio, orchestrator
 // mcp). On /mcp, a tools/call of the common shape on a session the go-sdk

@@ -154,6 +154,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, stateful, stateles
 	if !ok {
 		return
 	}
+	if n == 1 && s.serveTaskHTTP(w, r, msgs[0]) {
+		return // a task request (tasks.go): any replica answers it
+	}
 	if n == 1 && raw == "" && s.fastCall26(w, r, msgs[0]) {
 		return
 	}
@@ -251,8 +254,9 @@ func writeError(w http.ResponseWriter, status int, id any, e *jsonrpc.Error) {
 // EndStreams ends the standalone SSE streams (GET /mcp, and the
 // subscriptions/listen of 2026-07-28) open now and those opened later:
 // they last as long as their client wants, so an HTTP server's drain
-// would wait for them in vain. Calls in progress are not touched. Call it
-// before draining the HTTP server.
+// would wait for them in vain; and the waits of tasks/result (tasks.go),
+// answered with an error that says to ask again. Calls in progress are
+// not touched. Call it before draining the HTTP server.
 func (s *Server) EndStreams() { s.streams.endAll() }
 
 // streams are the GET requests in progress.

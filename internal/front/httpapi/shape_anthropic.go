@@ -118,6 +118,9 @@ func parseContent(items []json.RawMessage, field string, maxCalls int) (*turn, e
 			return nil, err
 		}
 		if typ != "tool_use" {
+			if err := foreignItem(anthropicShape{}, block, typ, true, i, at); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		id, err := uniqueID(block, at, "id", "a tool_use block needs the id the model gave it", "tool_use id", seen)

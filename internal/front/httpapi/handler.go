@@ -84,7 +84,8 @@ type toolCallsRequest struct {
 	turn    *turn
 	session string
 	timeout time.Duration
-	query   url.Values // the request's query, parsed once
+	query   url.Values               // the request's query, parsed once
+	rc      *http.ResponseController // the connection's deadlines; nil when it has none
 }
 
 // toolCalls serves POST /v1/tool_calls: the calls of the turn run under
@@ -116,7 +117,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	format, calls, session := req.turn.shape.format(), len(req.turn.calls), req.session
+	format, calls, session, rc := req.turn.shape.format(), len(req.turn.calls), req.session, req.rc
 	w.Header().Set(envelope.HeaderTraceparent, traceparent)
 	w.Header().Set(HeaderFormat, string(format))
 	if idx := errorIndexes(results); idx != "" {
@@ -128,7 +129,9 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	// so that a client slow to read its answer pins no more
 	// (docs/operations.md). The answer has WriteTimeout to be written.
 	req, results = toolCallsRequest{}, nil
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+	if rc != nil {
+		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+	}
 	h.send(w, r, status, body)
 	putEncoder(e)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) { // the attributes cost allocations even when dropped
@@ -167,7 +170,7 @@ func (h *Handler) readToolCalls(w http.ResponseWriter, r *http.Request) (_ toolC
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
 		return toolCallsRequest{}, false
 	}
-	body, ok := h.readBody(w, r, timeout)
+	body, rc, ok := h.readBody(w, r, timeout)
 	if !ok {
 		return toolCallsRequest{}, false
 	}
@@ -181,12 +184,13 @@ func (h *Handler) readToolCalls(w http.ResponseWriter, r *http.Request) (_ toolC
 		h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the request could not be read")
 		return toolCallsRequest{}, false
 	}
-	return toolCallsRequest{turn: t, session: session, timeout: timeout, query: q}, true
+	return toolCallsRequest{turn: t, session: session, timeout: timeout, query: q, rc: rc}, true
 }
 
 // readBody reads the body of a POST /v1/tool_calls, at most MaxBodyBytes;
-// one that cannot be read is answered here, and ok is false.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (_ []byte, ok bool) {
+// one that cannot be read is answered here, and ok is false. rc sets the
+// connection's deadlines; it is nil when w has none (a test's recorder).
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (_ []byte, rc *http.ResponseController, ok bool) {
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		// Answered before the body is read: a client that sent Expect:
 		// 100-continue gets no 100 Continue and sends no body; another
@@ -194,17 +198,19 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.
 		// halfway through sending it.
 		w.Header().Set("Connection", "close")
 		h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge, tooLargeMessage(h.cfg.MaxBodyBytes))
-		return nil, false
+		return nil, nil, false
 	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes), r.ContentLength, h.cfg.MaxBodyBytes)
-	rc := http.NewResponseController(w)
+	rc = http.NewResponseController(w)
 	if err == nil {
 		// The body is in: the answer may take as long as the calls, and the
 		// read deadline the server set for the body (Server) must not cut
 		// the connection meanwhile. Writing it gets WriteTimeout once ready.
-		_ = rc.SetReadDeadline(time.Time{})
+		if rc.SetReadDeadline(time.Time{}) != nil {
+			return body, nil, true
+		}
 		_ = rc.SetWriteDeadline(time.Now().Add(timeout + h.cfg.WriteTimeout))
-		return body, true
+		return body, rc, true
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -218,7 +224,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.
 	default:
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the body could not be read: "+err.Error())
 	}
-	return nil, false
+	return nil, nil, false
 }
 
 // maxPrealloc is the most readAll allocates for a body before its bytes

@@ -19,7 +19,9 @@ import (
 const (
 	// HTTPReadTimeoutDefault is HTTPServerConfig.ReadTimeout.
 	HTTPReadTimeoutDefault = httpapi.ReadTimeoutDefault
-	// HTTPMaxConnsDefault is HTTPServerConfig.MaxConns.
+	// HTTPMaxConnsDefault is the most HTTPServerConfig.MaxConns is by
+	// default: three quarters of the open-file limit, less the
+	// connections kept for health probes, at most this.
 	HTTPMaxConnsDefault = httpapi.MaxConnsDefault
 	// HTTPMaxRequestsDefault is HTTPServerConfig.MaxRequests.
 	HTTPMaxRequestsDefault = httpapi.MaxRequestsDefault
@@ -47,7 +49,9 @@ type HTTPServerConfig struct {
 	// HTTPReadTimeoutDefault.
 	ReadTimeout time.Duration
 	// MaxConns caps the connections open at once; more are closed at
-	// once. Default HTTPMaxConnsDefault.
+	// once, but for a few kept for the health probes. Default: three
+	// quarters of the process's open-file limit, at most
+	// HTTPMaxConnsDefault.
 	MaxConns int
 	// MaxRequests caps the requests served at once (health probes not
 	// counted); more get 503 at once. Default HTTPMaxRequestsDefault.
@@ -66,7 +70,9 @@ func (c HTTPServerConfig) Loopback() bool { return loopbackAddr(c.Addr) }
 // WithDefaults returns c with its zero fields set to their defaults.
 func (c HTTPServerConfig) WithDefaults() HTTPServerConfig {
 	c.ReadTimeout = cmp.Or(c.ReadTimeout, HTTPReadTimeoutDefault)
-	c.MaxConns = cmp.Or(c.MaxConns, HTTPMaxConnsDefault)
+	if c.MaxConns == 0 {
+		c.MaxConns, _ = httpapi.DefaultMaxConns()
+	}
 	c.MaxRequests = cmp.Or(c.MaxRequests, HTTPMaxRequestsDefault)
 	return c
 }

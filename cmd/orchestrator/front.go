@@ -45,7 +45,7 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.origins, "http-allowed-origins", "", "comma-separated browser origins (https://app.example.com) whose pages may call the HTTP API; others are refused")
 	fs.StringVar(&h.hosts, "http-allowed-hosts", "", "comma-separated Host names the HTTP server answers to besides loopback ones (on a non-loopback address: only these, when given)")
 	fs.DurationVar(&h.readTimeout, "http-read-timeout", toolpool.HTTPReadTimeoutDefault, "how long a request body may take to arrive")
-	fs.IntVar(&h.maxConns, "http-max-conns", toolpool.HTTPMaxConnsDefault, "HTTP connections open at once; more are closed at once")
+	fs.IntVar(&h.maxConns, "http-max-conns", 0, "HTTP connections open at once; more are closed at once, but for 16 kept for /healthz and /readyz (0: three quarters of the open-file limit, at most 4096)")
 	fs.IntVar(&h.maxRequests, "http-max-requests", toolpool.HTTPMaxRequestsDefault, "HTTP requests served at once (health probes not counted); more get 503 at once")
 	fs.DurationVar(&h.drainTimeout, "http-drain-timeout", 30*time.Second, "on SIGTERM, how long HTTP requests in flight may finish before the pool stops")
 	fs.IntVar(&h.maxInFlight, "max-calls-in-flight", toolpool.MaxCallsInFlightDefault, "tool calls this orchestrator waits for at once; past it turns get 429 at once (negative: unbounded)")
@@ -74,8 +74,8 @@ func (h *httpFlags) check(addr string) error {
 	switch {
 	case h.readTimeout <= 0:
 		return cli.Usagef("--http-read-timeout must be positive")
-	case h.maxConns < 1 || h.maxRequests < 1:
-		return cli.Usagef("--http-max-conns and --http-max-requests must be at least 1")
+	case h.maxConns < 0 || h.maxRequests < 1:
+		return cli.Usagef("--http-max-conns must not be negative (0: what fits the open-file limit) and --http-max-requests must be at least 1")
 	case h.drainTimeout < 0:
 		return cli.Usagef("--http-drain-timeout must not be negative")
 	case h.maxInFlight == 0 || h.maxQueueDepth == 0:

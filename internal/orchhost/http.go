@@ -78,6 +78,9 @@ func (h *Host) NewHTTPServer(cfg httpapi.ServerConfig) (*httpapi.Server, error) 
 	var srv *httpapi.Server
 	ready := health.Check{Name: "http", Func: func(ctx context.Context) error { return srv.Ready(ctx) }}
 	cfg.Handler, cfg.Metrics, cfg.Logger = h.Handler(ready), h.front, h.cfg.Logger
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = h.cfg.API.MaxBodyBytes // the API's and /mcp's limit: the server refuses no body they take
+	}
 	srv, err := httpapi.NewServer(cfg)
 	if err != nil {
 		return nil, err

@@ -119,6 +119,7 @@ const (
 	RefusedBusy         = "busy"         // Server.MaxRequests reached
 	RefusedConnections  = "connections"  // Server.MaxConns reached: the connection was closed
 	RefusedDraining     = "draining"     // the server is shutting down
+	RefusedTooLarge     = "too_large"    // a declared body over Server.MaxBodyBytes: 413 before reading it
 )
 
 // The outcomes of Metrics.ToolCalls.

@@ -88,7 +88,8 @@ type toolCallsRequest struct {
 	turn    *turn
 	session string
 	timeout time.Duration
-	query   url.Values // the request's query, parsed once
+	query   url.Values               // the request's query, parsed once
+	rc      *http.ResponseController // the connection's deadlines; nil when it has none
 }
 
 // toolCalls serves POST /v1/tool_calls: the calls of the turn run under
@@ -123,17 +124,27 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	t := req.turn
+	format, calls, session, rc := req.turn.shape.format(), len(req.turn.calls), req.session, req.rc
 	w.Header().Set(envelope.HeaderTraceparent, traceparent)
-	w.Header().Set(HeaderFormat, string(t.shape.format()))
+	w.Header().Set(HeaderFormat, string(format))
 	if idx := errorIndexes(results); idx != "" {
 		w.Header().Set(HeaderErrorIndexes, idx)
 	}
-	h.write(w, r, status, t.shape.answer(t, results))
+	e, body, status := h.encode(r, status, req.turn.shape.answer(req.turn, results))
+	// From here on the answer's bytes are all the request holds: the body
+	// (the calls' inputs share it), the calls and the results are let go,
+	// so that a client slow to read its answer pins no more
+	// (docs/operations.md). The answer has WriteTimeout to be written.
+	req, results = toolCallsRequest{}, nil
+	if rc != nil {
+		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+	}
+	h.send(w, r, status, body)
+	putEncoder(e)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) { // the attributes cost allocations even when dropped
 		h.log.DebugContext(r.Context(), "tool calls",
-			slog.String("format", string(t.shape.format())), slog.Int("calls", len(t.calls)), slog.Int("status", status),
-			slog.String("tenant", tenant), slog.String("session", req.session), slog.Duration("elapsed", time.Since(start)))
+			slog.String("format", string(format)), slog.Int("calls", calls), slog.Int("status", status),
+			slog.String("tenant", tenant), slog.String("session", session), slog.Duration("elapsed", time.Since(start)))
 	}
 }
 
@@ -166,7 +177,7 @@ func (h *Handler) readToolCalls(w http.ResponseWriter, r *http.Request) (_ toolC
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, err.Error())
 		return toolCallsRequest{}, false
 	}
-	body, ok := h.readBody(w, r, timeout)
+	body, rc, ok := h.readBody(w, r, timeout)
 	if !ok {
 		return toolCallsRequest{}, false
 	}
@@ -180,35 +191,47 @@ func (h *Handler) readToolCalls(w http.ResponseWriter, r *http.Request) (_ toolC
 		h.fail(w, r, http.StatusInternalServerError, ErrorInternal, "the request could not be read")
 		return toolCallsRequest{}, false
 	}
-	return toolCallsRequest{turn: t, session: session, timeout: timeout, query: q}, true
+	return toolCallsRequest{turn: t, session: session, timeout: timeout, query: q, rc: rc}, true
 }
 
 // readBody reads the body of a POST /v1/tool_calls, at most MaxBodyBytes;
-// one that cannot be read is answered here, and ok is false.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (_ []byte, ok bool) {
+// one that cannot be read is answered here, and ok is false. rc sets the
+// connection's deadlines; it is nil when w has none (a test's recorder).
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (_ []byte, rc *http.ResponseController, ok bool) {
+	if r.ContentLength > h.cfg.MaxBodyBytes {
+		// Answered before the body is read: a client that sent Expect:
+		// 100-continue gets no 100 Continue and sends no body; another
+		// gets the 413 and the connection's end rather than a reset
+		// halfway through sending it.
+		w.Header().Set("Connection", "close")
+		h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge, tooLargeMessage(h.cfg.MaxBodyBytes))
+		return nil, nil, false
+	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes), r.ContentLength, h.cfg.MaxBodyBytes)
-	rc := http.NewResponseController(w)
+	rc = http.NewResponseController(w)
 	if err == nil {
 		// The body is in: the answer may take as long as the calls, and the
 		// read deadline the server set for the body (Server) must not cut
 		// the connection meanwhile. Writing it gets WriteTimeout once ready.
-		_ = rc.SetReadDeadline(time.Time{})
+		if rc.SetReadDeadline(time.Time{}) != nil {
+			return body, nil, true
+		}
 		_ = rc.SetWriteDeadline(time.Now().Add(timeout + h.cfg.WriteTimeout))
-		return body, true
+		return body, rc, true
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		h.fail(w, r, http.StatusRequestTimeout, ErrorTimeout, "the body did not arrive in time; send it at once")
 	case errors.As(err, &tooLarge):
-		h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge,
-			fmt.Sprintf("the body is over the limit of %d bytes; send the tool calls in smaller batches", tooLarge.Limit))
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+		h.fail(w, r, http.StatusRequestEntityTooLarge, ErrorTooLarge, tooLargeMessage(tooLarge.Limit))
 	case r.Context().Err() != nil:
 		h.fail(w, r, StatusClientClosed, ErrorClientClosed, "the client went away while sending the body")
 	default:
 		h.fail(w, r, http.StatusBadRequest, ErrorInvalidRequest, "the body could not be read: "+err.Error())
 	}
-	return nil, false
+	return nil, nil, false
 }
 
 // maxPrealloc is the most readAll allocates for a body before its bytes
@@ -442,13 +465,23 @@ func (h *Handler) timeout(s string) (time.Duration, error) {
 
 // write sends v as JSON.
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, v any) {
+	e, body, status := h.encode(r, status, v)
+	h.send(w, r, status, body)
+	putEncoder(e)
+}
+
+// encode writes v as JSON: body is the answer, held by e or (a large
+// answer an appendJSON wrote) on its own; status is 500 when v could not
+// be encoded. Give e back with putEncoder once body is sent.
+func (h *Handler) encode(r *http.Request, status int, v any) (_ *encoder, body []byte, _ int) {
 	e := getEncoder()
-	defer putEncoder(e)
 	if a, ok := v.(jsonAppender); ok {
 		if out, ok := a.appendJSON(e.buf.AvailableBuffer()); ok {
+			if cap(out) > e.buf.Available() {
+				return e, out, status // grown past the buffer: sent as it is, not copied
+			}
 			e.buf.Write(out)
-			h.send(w, r, status, e)
-			return
+			return e, e.buf.Bytes(), status
 		}
 	}
 	if err := e.enc.Encode(v); err != nil {
@@ -457,16 +490,23 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, v an
 		e.buf.Reset()
 		_ = json.NewEncoder(&e.buf).Encode(ErrorResponse{Error: ErrorDetail{Type: ErrorInternal, Message: "the answer could not be encoded"}})
 	}
-	h.send(w, r, status, e)
+	if n := e.buf.Len(); e.buf.Cap() > maxPooledAnswer && e.buf.Cap()-n > n/8 {
+		// A large answer in a buffer grown by doubling: sent from a copy
+		// of its size, so that a client slow to read it holds no more.
+		body = bytes.Clone(e.buf.Bytes())
+		e.buf = bytes.Buffer{}
+		return e, body, status
+	}
+	return e, e.buf.Bytes(), status
 }
 
-// send writes the answer e holds.
-func (h *Handler) send(w http.ResponseWriter, r *http.Request, status int, e *encoder) {
+// send writes body, an answer in JSON.
+func (h *Handler) send(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(e.buf.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(e.buf.Bytes())
+		_, _ = w.Write(body)
 	}
 }
 

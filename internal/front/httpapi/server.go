@@ -33,9 +33,9 @@ const (
 	IdleTimeoutDefault = 2 * time.Minute
 	// MaxHeaderBytesDefault caps a request's headers.
 	MaxHeaderBytesDefault = 32 << 10
-	// MaxConnsDefault caps the connections open at once; more are closed
-	// as soon as they are accepted. Keep it below the process's file
-	// descriptor limit.
+	// MaxConnsDefault is the most ServerConfig.MaxConns is by default:
+	// the default is three quarters of the process's open-file limit, less
+	// ProbeConns, at most this (DefaultMaxConns).
 	MaxConnsDefault = 4096
 	// MaxRequestsDefault caps the requests served at once, health probes
 	// not counted; more are answered 503 with Retry-After at once.
@@ -89,8 +89,15 @@ type ServerConfig struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes caps the headers. Default MaxHeaderBytesDefault.
 	MaxHeaderBytes int
-	// MaxConns caps the open connections. Default MaxConnsDefault.
+	// MaxConns caps the open connections, ProbeConns not counted.
+	// Default DefaultMaxConns(): what fits the open-file limit.
 	MaxConns int
+	// MaxBodyBytes caps a request body for every path: a request whose
+	// Content-Length is over it is answered 413 with Connection: close
+	// before its body is read (a client that sent Expect: 100-continue
+	// sends none). The handlers cap the bodies they read themselves.
+	// Default MaxBodyBytesDefault.
+	MaxBodyBytes int64
 	// MaxRequests caps the requests served at once, OpenPaths not
 	// counted. Default MaxRequestsDefault.
 	MaxRequests int
@@ -113,7 +120,10 @@ func (c ServerConfig) WithDefaults() ServerConfig {
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
 	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault)
-	c.MaxConns = cmp.Or(c.MaxConns, MaxConnsDefault)
+	if c.MaxConns == 0 {
+		c.MaxConns, _ = DefaultMaxConns()
+	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.MaxRequests = cmp.Or(c.MaxRequests, MaxRequestsDefault)
 	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
 	if c.Logger == nil {
@@ -136,6 +146,8 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("httpapi: ServerConfig.MaxHeaderBytes must be positive, got %d", c.MaxHeaderBytes)
 	case c.MaxConns <= 0:
 		return fmt.Errorf("httpapi: ServerConfig.MaxConns must be positive, got %d", c.MaxConns)
+	case c.MaxBodyBytes <= 0:
+		return fmt.Errorf("httpapi: ServerConfig.MaxBodyBytes must be positive, got %d", c.MaxBodyBytes)
 	case c.MaxRequests <= 0:
 		return fmt.Errorf("httpapi: ServerConfig.MaxRequests must be positive, got %d", c.MaxRequests)
 	case c.RetryAfter <= 0:
@@ -195,10 +207,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		// No ReadTimeout or WriteTimeout for the whole server: a tool call
 		// answer may take as long as the calls' timeout. The gate sets
-		// per-request deadlines instead.
+		// per-request deadlines instead, and every write to a connection
+		// must end within WriteTimeout (limitConn).
 	}
 	return s, nil
 }
@@ -259,7 +273,9 @@ func (s *Server) setAddr(ln net.Listener) {
 
 // serve serves ln until Stop.
 func (s *Server) serve(ln net.Listener) error {
-	return s.srv.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConns), metrics: s.cfg.Metrics})
+	s.logLimits()
+	return s.srv.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConns),
+		probes: make(chan struct{}, ProbeConns), metrics: s.cfg.Metrics, stall: s.cfg.WriteTimeout})
 }
 
 // Ready is a readiness check (package health's Check.Func): an error once
@@ -328,6 +344,9 @@ func (s *Server) gate(next http.Handler) http.Handler {
 		now := time.Now()
 		_ = rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
 		_ = rc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
+		if !s.withinLimits(w, r) {
+			return
+		}
 
 		if !s.hostAllowed(r.Host) {
 			s.refuse(w, r, RefusedHost, http.StatusForbidden, ErrorForbidden,
@@ -452,40 +471,42 @@ func sameOrigin(origin, host string) bool {
 	return host != "" && rest == strings.ToLower(host)
 }
 
-// limitListener closes the connections accepted beyond its slots at once.
-type limitListener struct {
-	net.Listener
-	slots   chan struct{}
-	metrics Metrics
-}
-
-// Accept returns the next connection that gets a slot.
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
-		default:
-			l.metrics.Refused(RefusedConnections)
-			_ = c.Close()
+// withinLimits refuses, before the other checks, what the connection or
+// the body's size already decides: a request other than a probe's on a
+// probe connection (ProbeConns), and a body declared over MaxBodyBytes.
+// Both are answered with Connection: close: a probe connection gives its
+// slot back at once, and the body of a 413 is never read (no 100 Continue
+// is sent for it). ok is false when r was answered.
+func (s *Server) withinLimits(w http.ResponseWriter, r *http.Request) (ok bool) {
+	if onProbeConn(r) {
+		w.Header().Set("Connection", "close")
+		if !slices.Contains(s.cfg.OpenPaths, r.URL.Path) {
+			s.unavailable(w, r, RefusedConnections, "the server has as many connections open as it may; this one was kept for health probes. Retry after the Retry-After delay")
+			return false
 		}
 	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		w.Header().Set("Connection", "close")
+		s.refuse(w, r, RefusedTooLarge, http.StatusRequestEntityTooLarge, ErrorTooLarge, tooLargeMessage(s.cfg.MaxBodyBytes))
+		return false
+	}
+	return true
 }
 
-// limitConn gives its slot back when closed.
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
+// tooLargeMessage is the message of a 413.
+func tooLargeMessage(limit int64) string {
+	return fmt.Sprintf("the body is over the limit of %d bytes; send the tool calls in smaller batches", limit)
 }
 
-// Close closes the connection and frees its slot.
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+// logLimits says what bounds the server's connections, once it serves.
+func (s *Server) logLimits() {
+	limit, raised := fileLimit()
+	s.cfg.Logger.Info("http server limits", slog.Int("max_conns", s.cfg.MaxConns), slog.Int("probe_conns", ProbeConns),
+		slog.Uint64("open_file_limit", limit), slog.Bool("file_limit_raised", raised),
+		slog.Duration("write_timeout", s.cfg.WriteTimeout), slog.Duration("idle_timeout", s.cfg.IdleTimeout),
+		slog.Int64("max_body_bytes", s.cfg.MaxBodyBytes))
+	if limit > 0 && uint64(s.cfg.MaxConns+ProbeConns) > limit {
+		s.cfg.Logger.Warn("the HTTP connection cap is over the open-file limit: connections past the limit fail to be accepted, and the process cannot open files or reach NATS meanwhile; lower --http-max-conns or raise the limit (ulimit -n, LimitNOFILE)",
+			slog.Int("max_conns", s.cfg.MaxConns), slog.Int("probe_conns", ProbeConns), slog.Uint64("open_file_limit", limit))
+	}
 }

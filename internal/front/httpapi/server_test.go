@@ -58,7 +58,7 @@ func startServer(t *testing.T, mod func(*ServerConfig)) *serverBundle {
 		}
 		_, _ = w.Write(data)
 	})
-	cfg := ServerConfig{Handler: mux, Loopback: true}
+	cfg := ServerConfig{Handler: mux, Loopback: true, Logger: natstest.Logger(t)}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -205,8 +205,8 @@ func (s *slowDispatcher) Dispatch(ctx context.Context, _ string, calls []envelop
 }
 
 // Past MaxRequests a request is answered 503 with Retry-After at once;
-// health probes still answer. Past MaxConns a connection is closed at
-// once.
+// health probes still answer. Past MaxConns and the ProbeConns kept for
+// probes, a connection is closed at once.
 func TestRequestAndConnectionBounds(t *testing.T) {
 	t.Parallel()
 	b := startServer(t, func(c *ServerConfig) { c.MaxRequests = 2; c.MaxConns = 6 })
@@ -226,9 +226,10 @@ func TestRequestAndConnectionBounds(t *testing.T) {
 	if status, _, _ := b.get(t, "/healthz"); status != 200 {
 		t.Errorf("/healthz at the bound: %d", status)
 	}
-	// Two connections are busy; four more idle ones fill MaxConns.
+	// Two connections are busy; four more idle ones fill MaxConns, and
+	// ProbeConns more the probes' reserve.
 	var idle []net.Conn
-	for range 4 {
+	for range 4 + ProbeConns {
 		c, err := net.Dial("tcp", b.addr)
 		if err != nil {
 			t.Fatal(err)

@@ -133,8 +133,11 @@ func detectArray(items []json.RawMessage) (shape, string) {
 
 // detectObject says which shape an object body is in (nil when it does
 // not tell) and what it looks like; a body that is one piece of a turn is
-// refused.
+// refused, and so is a body holding the calls of two shapes (oneShape).
 func detectObject(msg map[string]json.RawMessage) (shape, string, error) {
+	if s, what, err := oneShape(msg); s != nil || err != nil {
+		return s, what, err
+	}
 	for _, s := range shapes {
 		switch what, c := s.claimObject(msg); c {
 		case mine:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/toolpool/toolpool/internal/infra/jsonwire"
@@ -118,6 +119,9 @@ func parseContent(items []json.RawMessage, field string, maxCalls int) (*turn, e
 			return nil, err
 		}
 		if typ != "tool_use" {
+			if err := foreignItem(anthropicShape{}, block, typ, true, i, at); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		id, err := uniqueID(block, at, "id", "a tool_use block needs the id the model gave it", "tool_use id", seen)
@@ -175,6 +179,9 @@ func (m UserMessage) appendJSON(dst []byte) (_ []byte, ok bool) {
 			}
 		}
 	}
+	if n := m.sizeHint(); cap(dst)-len(dst) < n {
+		dst = slices.Grow(dst, n) // one allocation of the answer's size, not a series of copies
+	}
 	dst = append(dst, `{"role":`...)
 	dst = jsonwire.AppendString(dst, m.Role)
 	dst = append(dst, `,"content":[`...)
@@ -203,6 +210,19 @@ func (m UserMessage) appendJSON(dst []byte) (_ []byte, ok bool) {
 		dst = append(dst, '}')
 	}
 	return append(dst, "]}\n"...), true
+}
+
+// sizeHint is about the bytes appendJSON writes for m (more when the text
+// must be escaped).
+func (m UserMessage) sizeHint() int {
+	n := 32 + len(m.Role)
+	for i := range m.Content {
+		n += 64 + len(m.Content[i].ToolUseID)
+		for _, b := range m.Content[i].Content {
+			n += 24 + len(b.Text)
+		}
+	}
+	return n
 }
 
 // plainASCII reports whether s is printable ASCII without '"' or '\\':

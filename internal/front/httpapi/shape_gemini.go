@@ -183,6 +183,9 @@ func parseParts(parts []json.RawMessage, field, responseID string, maxCalls int)
 		}
 		rawCall, ok := part["functionCall"]
 		if !ok || isNull(rawCall) {
+			if err := foreignItem(geminiShape{}, part, partType(part), part["type"] != nil, i, at); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		at += ".functionCall"
@@ -303,4 +306,14 @@ func (geminiShape) toolList(defs []tools.Definition) any {
 		decls[i] = GeminiFunctionDeclaration{Name: d.Name, Description: d.Description, ParametersJSONSchema: d.InputSchema}
 	}
 	return []GeminiTool{{FunctionDeclarations: decls}}
+}
+
+// partType is a part's type member, which Gemini's parts do not have: ""
+// unless the part is another model API's item.
+func partType(part map[string]json.RawMessage) string {
+	var typ string
+	if raw, ok := part["type"]; ok {
+		_ = decodeString(raw, &typ)
+	}
+	return typ
 }

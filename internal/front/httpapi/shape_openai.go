@@ -130,6 +130,9 @@ func parseToolCalls(items []json.RawMessage, field string, maxCalls int) (*turn,
 			}
 		}
 		if typ != "function" {
+			if err := foreignItem(openAIShape{}, call, typ, call["type"] != nil, i, at); err != nil {
+				return nil, err
+			}
 			t.addUnsupported(call, at, id, typ)
 			continue
 		}

@@ -147,6 +147,9 @@ func parseOutput(items []json.RawMessage, field string, maxCalls int) (*turn, er
 		var typ string
 		_ = decodeString(item["type"], &typ)
 		if typ != "function_call" && typ != "custom_tool_call" {
+			if err := foreignItem(responsesShape{}, item, typ, true, i, at); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		id, err := uniqueID(item, at, "call_id", "a "+typ+" item needs the call_id the model gave it", "call_id", seen)

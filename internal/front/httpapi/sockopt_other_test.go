@@ -1,0 +1,5 @@
+//go:build !unix
+
+package httpapi_test
+
+func setRecvBuffer(uintptr, int) error { return nil }

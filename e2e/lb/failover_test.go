@@ -184,6 +184,7 @@ func runFailover(t *testing.T, loads ...load) {
 	kill := time.Now()
 	t.Logf("killed %s (SIGKILL) %v after the start, %d of %d calls started", victim.name, kill.Sub(start).Round(time.Millisecond), started, total)
 	wg.Wait()
+	t.Logf("the proxy's answers, by replica and status: %v", s.statusCounts())
 	ex := s.executions()
 	for _, l := range loads {
 		r := failoverRow{label: l.label}
@@ -228,6 +229,16 @@ func (r *failoverRow) add(t *testing.T, o outcome, ran []string, start, kill tim
 		r.dupExec += len(ran) - 1
 		t.Errorf("%s ran %d times (workers %v)", o.id, len(ran), ran)
 	}
+}
+
+// statusCounts is how many requests the proxy logged, by replica and
+// status ("r1 502").
+func (s *stack) statusCounts() map[string]int {
+	n := map[string]int{}
+	for _, l := range s.proxyLog() {
+		n[fmt.Sprintf("%s %d", l.replica, l.status)]++
+	}
+	return n
 }
 
 // waitFor polls cond until it holds, failing the test after waitLong.

@@ -137,6 +137,9 @@ func (h *Host) newFronts() (err error) {
 	if h.live != nil {
 		mc.Subscribe = h.live.Subscribe
 	}
+	if mc.LoadSessionKey == nil && len(mc.SessionKey) == 0 {
+		mc.LoadSessionKey = func(ctx context.Context) ([]byte, error) { return mcpSessionKeyFrom(ctx, h.js, h.cfg.Replicas) }
+	}
 	if h.mcp, err = mcpfront.New(mc); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,10 +21,19 @@ const (
 	MaxBodyBytesDefault = 4 << 20
 	// NameDefault is the server name hosts see (serverInfo.name).
 	NameDefault = "toolpool"
-	// SessionTimeoutDefault closes an HTTP session that sent no request
-	// for that long (a client that went away without DELETE); its client
-	// starts a new one.
-	SessionTimeoutDefault = time.Hour
+	// SessionTimeoutDefault ends the process state of an HTTP session
+	// (revisions before 2026-07-28) that sent no request for that long (a
+	// client that went away without DELETE). Its client goes on: its
+	// signed session id is served statelessly from then on (replicas.go).
+	SessionTimeoutDefault = 10 * time.Minute
+	// MaxSessionsDefault caps the HTTP sessions one process holds (about
+	// 10 KiB and 2 goroutines each; see docs/mcp.md). A session opened
+	// over the cap is served statelessly, as on a replica that does not
+	// hold it.
+	MaxSessionsDefault = 1024
+	// MaxCallsDefault caps the messages of one JSON-RPC batch: the HTTP
+	// API's cap on the tool calls of one request (httpapi.MaxCallsDefault).
+	MaxCallsDefault = 512
 )
 
 // Dispatcher runs the tool calls of one turn (Orchestrator.Dispatch,
@@ -78,9 +88,28 @@ type Config struct {
 	// MaxBodyBytes caps an HTTP request body and a stdio message. Default
 	// MaxBodyBytesDefault.
 	MaxBodyBytes int64
-	// SessionTimeout closes HTTP sessions idle that long. Default
-	// SessionTimeoutDefault.
+	// SessionTimeout ends the process state of HTTP sessions idle that
+	// long. Default SessionTimeoutDefault.
 	SessionTimeout time.Duration
+	// MaxSessions caps the HTTP sessions this process holds. Default
+	// MaxSessionsDefault; negative: none (every session of an older
+	// revision is served statelessly).
+	MaxSessions int
+	// SessionKey signs the session ids of older revisions, so that any
+	// replica serves a session another opened: replicas behind one load
+	// balancer need the same key (at least SessionKeyBytes bytes). Empty:
+	// a random key of this process (its sessions are unknown elsewhere).
+	SessionKey []byte
+	// LoadSessionKey, when set, is called by Start for the key the fleet
+	// shares (e.g. from a JetStream KV entry); it replaces SessionKey. On
+	// an error (or a key shorter than SessionKeyBytes) a warning is logged
+	// and SessionKey stays: this process's sessions are then unknown to
+	// other replicas.
+	LoadSessionKey func(context.Context) ([]byte, error)
+	// MaxCalls caps the messages of one JSON-RPC batch (revision
+	// 2025-03-26): a batch over it is refused whole and nothing of it
+	// runs. Default MaxCallsDefault.
+	MaxCalls int
 	// Name and Version are the server's serverInfo. Default NameDefault
 	// and "".
 	Name, Version string
@@ -93,6 +122,11 @@ func (c Config) WithDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.Name = cmp.Or(c.Name, NameDefault)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, SessionTimeoutDefault)
+	c.MaxSessions = cmp.Or(c.MaxSessions, MaxSessionsDefault)
+	c.MaxCalls = cmp.Or(c.MaxCalls, MaxCallsDefault)
+	if len(c.SessionKey) == 0 {
+		c.SessionKey = []byte(rand.Text() + rand.Text())
+	}
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
@@ -106,6 +140,10 @@ func (c Config) Validate() error {
 		return errors.New("mcpfront: Config.Tools is required")
 	case c.SessionTimeout < 0:
 		return fmt.Errorf("mcpfront: Config.SessionTimeout must not be negative, got %v", c.SessionTimeout)
+	case c.MaxCalls <= 0:
+		return fmt.Errorf("mcpfront: Config.MaxCalls must be positive, got %d", c.MaxCalls)
+	case len(c.SessionKey) < SessionKeyBytes:
+		return fmt.Errorf("mcpfront: Config.SessionKey is %d bytes; it needs at least %d", len(c.SessionKey), SessionKeyBytes)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("mcpfront: Config.MaxBodyBytes must be positive, got %d", c.MaxBodyBytes)
 	case c.Token != "" && len(c.Token) < apikey.MinBytes:

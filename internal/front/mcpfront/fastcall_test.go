@@ -56,6 +56,7 @@ type answer struct {
 	status      int
 	contentType string
 	body        string
+	session     string // the Mcp-Session-Id of the answer
 }
 
 func (a answer) String() string { return fmt.Sprintf("%d %s %q", a.status, a.contentType, a.body) }
@@ -92,7 +93,7 @@ func (rs *rawSession) postCtx(ctx context.Context, body string) (answer, error) 
 	if rs.id == "" {
 		rs.id = resp.Header.Get("Mcp-Session-Id")
 	}
-	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}, nil
+	return answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: string(b)}, nil
 }
 
 // openRaw serves a Server on d over HTTP and opens a session on it.
@@ -224,7 +225,8 @@ func TestFastCallOutlivesItsRequest(t *testing.T) {
 			t.Fatal("the handler of the request the client left did not end")
 		}
 	}
-	hs := s.sessions.owned(&http.Request{Header: http.Header{"Mcp-Session-Id": {rs.id}}})
+	raw, _, _ := strings.Cut(rs.id, ".") // the go-sdk's id, under the signature
+	hs := s.sessions.owned(&http.Request{Header: http.Header{"Mcp-Session-Id": {raw}}})
 	hs.mu.Lock()
 	running := len(hs.calls)
 	hs.mu.Unlock()
@@ -248,7 +250,8 @@ func TestFastCallOutlivesItsRequest(t *testing.T) {
 }
 
 // TestFastCallKeepsTheSessionAlive: calls on the fast path count as the
-// session's activity; once it is idle for SessionTimeout it is closed.
+// session's activity; once it is idle for SessionTimeout its process state
+// is closed, and its client is served statelessly from then on.
 func TestFastCallKeepsTheSessionAlive(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	s, rs := openRaw(t, &byName{}, timeout)
@@ -261,23 +264,19 @@ func TestFastCallKeepsTheSessionAlive(t *testing.T) {
 	if s.fast.Load() == 0 {
 		t.Fatal("no call on the fast path")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		a := rs.post(call)
-		if a.status == http.StatusNotFound {
-			break
-		}
+	for deadline := time.Now().Add(30 * time.Second); s.sessions.len() != 0; time.Sleep(timeout / 4) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the idle session was not closed: %v", a)
+			t.Fatalf("the idle session was not closed: %d sessions in the table", s.sessions.len())
 		}
-		time.Sleep(timeout)
 	}
-	var left int
-	s.sessions.mu.Lock()
-	left = len(s.sessions.byID)
-	s.sessions.mu.Unlock()
-	if left != 0 {
-		t.Errorf("%d sessions left in the table", left)
+	// Its client goes on with the same (signed) id: served without
+	// process state, not on the fast path.
+	fast := s.fast.Load()
+	if a := rs.post(call); a.status != http.StatusOK || !strings.Contains(a.body, `"result"`) {
+		t.Fatalf("a call after the session's state was closed: %v", a)
+	}
+	if s.fast.Load() != fast || s.sessions.len() != 0 {
+		t.Errorf("the call after the close went on the fast path (%d -> %d) or opened a session (%d)", fast, s.fast.Load(), s.sessions.len())
 	}
 }
 

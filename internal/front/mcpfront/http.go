@@ -26,15 +26,18 @@ const Path = "/mcp"
 // request authenticated with.
 const tokenKeyExtra = "toolpool.key"
 
-// Handler serves MCP over streamable HTTP (stateful: session ids, the
-// standalone SSE stream that carries notifications/tools/list_changed).
+// Handler serves MCP over streamable HTTP: revision 2026-07-28 and later
+// statelessly (any replica answers any request), older revisions with
+// sessions whose signed ids any replica of the fleet serves (replicas.go).
 // Every request passes the bearer check (Config.Token, Config.Keys) and
 // the JSON-RPC checks first: a body over MaxBodyBytes, one that is not
-// JSON, not a JSON-RPC message, or a call of a method MCP does not have,
-// is answered with the JSON-RPC error the spec names. Mount it on Path
-// behind an httpapi.Server, whose gate checks Host and Origin.
+// JSON, not a JSON-RPC message, a batch over MaxCalls, or a call of a
+// method MCP does not have, is answered with the JSON-RPC error the spec
+// names. Mount it on Path behind an httpapi.Server, whose gate checks
+// Host and Origin.
 func (s *Server) Handler() http.Handler {
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	getServer := func(*http.Request) *mcp.Server { return s.mcp }
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Logger:              sdkLogger(s.cfg.Logger),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
 		// Sessions idle for Config.SessionTimeout are closed by the
@@ -44,23 +47,33 @@ func (s *Server) Handler() http.Handler {
 		// address it listens on.
 		DisableLocalhostProtection: true,
 	})
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		Logger:              sdkLogger(s.cfg.Logger),
+		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
+		// A 2026-07-28 request is its POST: a client that closes it
+		// cancels the call.
+		PropagateRequestCancellation: true,
+		DisableLocalhostProtection:   true,
+	})
 	var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			s.post(w, r, sdk)
+			s.post(w, r, stateful, stateless)
 			return
 		}
+		// The GET stream lasts as long as the session, so the gate's read
+		// and write deadlines must not cut it.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
 		if r.Method == http.MethodGet {
 			ctx, end := s.streams.track(r.Context())
 			defer end()
 			r = r.WithContext(ctx)
 		}
-		// The body is in: a call's answer takes as long as the call, and
-		// the GET stream lasts as long as the session, so the gate's read
-		// and write deadlines must not cut them.
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Time{})
-		_ = rc.SetWriteDeadline(time.Time{})
-		sdk.ServeHTTP(w, r)
+		if !s.serveOther(w, r, stateful, stateless) {
+			stateful.ServeHTTP(w, r)
+		}
 	})
 	if s.cfg.Closed != "" {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -96,17 +109,20 @@ func (s *Server) Handler() http.Handler {
 
 // post serves a POST: its body checked as JSON-RPC, then a tools/call of
 // the common shape on the fast path (fastcall.go), anything else by the
-// go-sdk. Either way a POST of a session pauses its idle timer, and a
-// notifications/cancelled of a fast call cancels it.
-func (s *Server) post(w http.ResponseWriter, r *http.Request, sdk http.Handler) {
+// go-sdk (routePost). Either way a POST of a session this process holds
+// pauses its idle timer, and a notifications/cancelled of a fast call
+// cancels it.
+func (s *Server) post(w http.ResponseWriter, r *http.Request, stateful, stateless http.Handler) {
 	var msgs [1]goodMessage
 	n := 0
 	var cancels []json.RawMessage
+	var kind postKind
 	ok := s.checkBody(w, r, func(m goodMessage) {
 		if n == 0 {
 			msgs[0] = m
 		}
 		n++
+		kind.see(m)
 		if m.id == nil && m.method == "notifications/cancelled" {
 			cancels = append(cancels, m.params)
 		}
@@ -114,9 +130,20 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, sdk http.Handler) 
 	if !ok {
 		return
 	}
+	// The body is in: a call's answer takes as long as the call, so the
+	// gate's read and write deadlines must not cut it.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
+	if v := r.Header.Get(headerPoolSession); v != "" && !goodPoolSession(v) {
+		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "the Toolpool-Session header must be 1 to 256 printable ASCII characters without spaces"})
+		return
+	}
+	raw, ok := s.unsession(w, r)
+	if !ok {
+		return
+	}
 	if hs := s.sessions.owned(r); hs != nil {
 		hs.startPOST()
 		defer hs.endPOST()
@@ -127,7 +154,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, sdk http.Handler) 
 			return
 		}
 	}
-	sdk.ServeHTTP(w, r)
+	s.routePost(w, r, kind, raw, stateful, stateless)
 }
 
 // verifiedKey is the context key of the auth.TokenInfo of a request whose
@@ -181,7 +208,7 @@ func (s *Server) checkBody(w http.ResponseWriter, r *http.Request, seen func(goo
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request body could not be read"})
 		return false
 	}
-	if bad := checkMessage(body, seen); bad != nil {
+	if bad := checkMessage(body, s.cfg.MaxCalls, seen); bad != nil {
 		if bad.drop {
 			w.WriteHeader(http.StatusAccepted)
 			return false

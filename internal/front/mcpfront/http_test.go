@@ -356,39 +356,52 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestSessionAdvice: the host's MCP session is the pool's session: after
-// three failures in a row in one session its result says to stop
-// retrying; another session's first failure does not.
+// TestSessionAdvice: the host's conversation is the pool's session: after
+// three failures in a row in one its result says to stop retrying;
+// another's first failure does not. A session of 2025-11-25 is its
+// session id; a 2026-07-28 client (no session) is its Toolpool-Session
+// header, or else its identity (the credential and its clientInfo).
 func TestSessionAdvice(t *testing.T) {
 	t.Parallel()
 	p := startPool(t, nil)
-	first, err := connect(t, p.url, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	advice := "times in a row in this session"
-	fail := func(cs *mcp.ClientSession) string {
-		t.Helper()
-		res, err := call(t, cs, "flaky", map[string]any{"fail": "404", "times": 1})
-		if err != nil || !res.IsError {
-			t.Fatalf("flaky 404: %+v, %v", res, err)
-		}
-		return text(t, res)
-	}
-	for i := 1; i <= 2; i++ {
-		if got := fail(first); strings.Contains(got, advice) {
-			t.Fatalf("failure %d already advises: %q", i, got)
-		}
-	}
-	if got := fail(first); !strings.Contains(got, advice) {
-		t.Errorf("the third failure in a row does not advise: %q", got)
-	}
-	second, err := connect(t, p.url, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := fail(second); strings.Contains(got, advice) {
-		t.Errorf("another session's first failure advises: %q", got)
+	for _, tc := range []struct {
+		name          string
+		first, second dialOptions
+	}{
+		{"2025-11-25 sessions", dialOptions{version: "2025-11-25"}, dialOptions{version: "2025-11-25"}},
+		{"2026-07-28 Toolpool-Session", dialOptions{poolSession: "conv-1"}, dialOptions{poolSession: "conv-2"}},
+		{"2026-07-28 client identity", dialOptions{name: "host-a"}, dialOptions{name: "host-b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := dial(t, p.url, tc.first)
+			advice := "times in a row in this session"
+			fail := func(cs *mcp.ClientSession) string {
+				t.Helper()
+				res, err := call(t, cs, "flaky", map[string]any{"fail": "404", "times": 1})
+				if err != nil || !res.IsError {
+					t.Fatalf("flaky 404: %+v, %v", res, err)
+				}
+				return text(t, res)
+			}
+			for i := 1; i <= 2; i++ {
+				if got := fail(first); strings.Contains(got, advice) {
+					t.Fatalf("failure %d already advises: %q", i, got)
+				}
+			}
+			if got := fail(first); !strings.Contains(got, advice) {
+				t.Errorf("the third failure in a row does not advise: %q", got)
+			}
+			if got := fail(dial(t, p.url, tc.second)); strings.Contains(got, advice) {
+				t.Errorf("another conversation's first failure advises: %q", got)
+			}
+			// The same conversation again (a new connection: for
+			// 2026-07-28 nothing tells the two apart) goes on advising.
+			if tc.first.version == "" {
+				if got := fail(dial(t, p.url, tc.first)); !strings.Contains(got, advice) {
+					t.Errorf("the same conversation's fourth failure does not advise: %q", got)
+				}
+			}
+		})
 	}
 }
 

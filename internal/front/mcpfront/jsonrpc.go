@@ -70,9 +70,10 @@ type goodMessage struct {
 // is a parse error (-32700); not a JSON-RPC 2.0 message is an invalid
 // request (-32600); a call of a method MCP does not have is "method not
 // found" (-32601). A lone notification of a method nobody reads is
-// dropped. nil: the go-sdk takes it; seen, when not nil, was called with
-// each message of it.
-func checkMessage(data []byte, seen func(goodMessage)) *badMessage {
+// dropped. A batch of more than maxCalls messages is refused whole (one
+// invalid-request error, id null): nothing of it runs. nil: the go-sdk
+// takes it; seen, when not nil, was called with each message of it.
+func checkMessage(data []byte, maxCalls int, seen func(goodMessage)) *badMessage {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '[' {
 		var batch []json.RawMessage
@@ -81,6 +82,11 @@ func checkMessage(data []byte, seen func(goodMessage)) *badMessage {
 				return parseError()
 			}
 			return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an empty batch"}}
+		}
+		if len(batch) > maxCalls {
+			return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+				"invalid request: the batch holds %d messages, over the limit of %d per request (the HTTP API's limit of tool calls per request); nothing of it was run: send at most %d per request",
+				len(batch), maxCalls, maxCalls)}}
 		}
 		var good []goodMessage
 		for _, m := range batch {
@@ -220,7 +226,7 @@ func (s *Server) filterLines(in io.Reader, good io.Writer, out io.Writer) error 
 			_, _ = out.Write(append(errorResponse(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 				Message: fmt.Sprintf("the message is over the limit of %d bytes", s.cfg.MaxBodyBytes)}), '\n'))
 		} else if len(bytes.TrimSpace(line)) > 0 {
-			if bad := checkMessage(line, nil); bad != nil {
+			if bad := checkMessage(line, s.cfg.MaxCalls, nil); bad != nil {
 				if !bad.drop {
 					if _, werr := out.Write(append(errorResponse(bad.id, bad.err), '\n')); werr != nil {
 						return werr

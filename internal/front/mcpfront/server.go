@@ -43,8 +43,9 @@ type Server struct {
 	mcp      *mcp.Server
 	stdio    string // the pool session of a connection without a session id
 	streams  streams
-	sessions sessionTable // the HTTP sessions, for the fast path of tools/call
-	fast     atomic.Int64 // tools/calls served on the fast path (tests read it)
+	sessions sessionTable           // the HTTP sessions, for the fast path of tools/call
+	fast     atomic.Int64           // tools/calls served on the fast path (tests read it)
+	key      atomic.Pointer[[]byte] // signs session ids: Config.SessionKey, or LoadSessionKey's
 
 	mu       sync.Mutex
 	listed   map[string]Tool // the tools the MCP server lists now
@@ -61,12 +62,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, stdio: "mcp-" + rand.Text(), listed: map[string]Tool{},
-		sessions: sessionTable{timeout: cfg.SessionTimeout, byID: map[string]*httpSession{}}}
+		sessions: sessionTable{timeout: cfg.SessionTimeout, max: cfg.MaxSessions, byID: map[string]*httpSession{}}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{
 		Logger: sdkLogger(cfg.Logger),
 		// Tools only, with list_changed; no logging capability.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	s.key.Store(&cfg.SessionKey)
 	s.mcp.AddReceivingMiddleware(s.middleware)
 	return s, nil
 }
@@ -75,6 +77,7 @@ func New(cfg Config) (*Server, error) {
 // changes until Stop. Calls are served from Start to Stop.
 func (s *Server) Start(ctx context.Context) error {
 	err := s.Base.Start(ctx, func(context.Context) error {
+		s.loadKey(ctx)
 		s.sync(ctx)
 		if s.cfg.Subscribe != nil {
 			changes, cancel := s.cfg.Subscribe()
@@ -108,12 +111,12 @@ func (s *Server) follow(life context.Context, changes <-chan struct{}) {
 }
 
 // Stop lets the calls in progress finish until ctx is done, then cancels
-// them (ErrStopped) and stops following the catalog; from its start, new
-// calls are refused. It returns ctx's cause when calls were cancelled.
+// them (ErrStopped), stops following the catalog and closes the HTTP
+// sessions it holds; from its start, new calls are refused. It returns ctx's cause when calls were cancelled.
 // Stopped is closed once it has returned.
 func (s *Server) Stop(ctx context.Context) error {
 	idle := s.refuseCalls()
-	return s.Base.Stop(ctx, ErrStopped, func(ctx context.Context) error {
+	err := s.Base.Stop(ctx, ErrStopped, func(ctx context.Context) error {
 		select {
 		case <-idle:
 			return nil
@@ -121,6 +124,8 @@ func (s *Server) Stop(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	})
+	s.sessions.closeAll()
+	return err
 }
 
 // refuseCalls makes enter refuse new calls; the channel it returns is
@@ -241,11 +246,15 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
 	}
-	in := callIn{name: p.Name, args: p.Arguments, key: keyOf(req.Extra), session: s.session(req.Session)}
+	in := callIn{name: p.Name, args: p.Arguments, key: keyOf(req.Extra), session: s.poolSession(req.Session, req.Extra, p.Meta)}
 	if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
 		in.progress, in.notify = tok, req.Session.NotifyProgress
 	}
-	return s.run(ctx, in)
+	res, err := s.run(ctx, in)
+	if v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string); err == nil && newProtocol(v) {
+		res = complete(res)
+	}
+	return res, err
 }
 
 // callIn is one tools/call, as the go-sdk or the fast path (fastcall.go)
@@ -353,17 +362,6 @@ func (s *Server) unknownTool(ctx context.Context, name string, key *apikey.Key) 
 	}
 	d := classify.Classify(&classify.UnknownToolError{Tool: name, Available: available})
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: d.Message(classify.MessageInput{Tool: name})}
-}
-
-// session is the pool session of an MCP session: its id (streamable
-// HTTP), or one per server for a connection without one (stdio).
-func (s *Server) session(ss *mcp.ServerSession) string {
-	if ss != nil {
-		if id := ss.ID(); id != "" {
-			return "mcp-" + id
-		}
-	}
-	return s.stdio
 }
 
 // arguments is the call's input: missing or null arguments are {}; kind,

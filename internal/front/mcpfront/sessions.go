@@ -24,9 +24,58 @@ var errSessionClosed = errors.New("mcpfront: the MCP session closed")
 // session runs, as the go-sdk's was.
 type sessionTable struct {
 	timeout time.Duration // Config.SessionTimeout
+	max     int           // Config.MaxSessions: negative, none
 
-	mu   sync.Mutex
-	byID map[string]*httpSession
+	mu      sync.Mutex
+	byID    map[string]*httpSession
+	pending int // initializes in progress that reserved a place
+}
+
+// reserve takes a place for a session an initialize may open; false when
+// the table is full (its sessions and the initializes in progress).
+// release gives the place back once the initialize is answered (its
+// session, if any, is in byID by then).
+func (t *sessionTable) reserve() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.max < 0 || len(t.byID)+t.pending >= t.max {
+		return false
+	}
+	t.pending++
+	return true
+}
+
+func (t *sessionTable) release() {
+	t.mu.Lock()
+	t.pending--
+	t.mu.Unlock()
+}
+
+// has reports whether this process holds the session id.
+func (t *sessionTable) has(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id] != nil
+}
+
+// closeAll closes the sessions held (Stop).
+func (t *sessionTable) closeAll() {
+	t.mu.Lock()
+	all := make([]*httpSession, 0, len(t.byID))
+	for _, hs := range t.byID {
+		all = append(all, hs)
+	}
+	t.mu.Unlock()
+	for _, hs := range all {
+		_ = hs.ss.Close()
+	}
+}
+
+// len is the number of sessions held.
+func (t *sessionTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
 }
 
 // httpSession is one session of the table.

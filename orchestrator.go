@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/front/mcpfront"
@@ -45,6 +46,8 @@ const (
 	RequestTimeoutDefault = httpapi.DefaultTimeoutDefault
 	// MaxRequestTimeoutDefault is OrchestratorConfig.MaxRequestTimeout.
 	MaxRequestTimeoutDefault = httpapi.MaxTimeoutDefault
+	// AsyncRetentionDefault is OrchestratorConfig.AsyncRetention.
+	AsyncRetentionDefault = tasks.RetentionDefault
 )
 
 // OrchestratorConfig configures an Orchestrator. Zero fields take the
@@ -100,6 +103,11 @@ type OrchestratorConfig struct {
 	// attempts, when the Orchestrator creates the bucket (its poison
 	// watcher reads it). Default HistoryTTLDefault.
 	HistoryTTL time.Duration
+	// AsyncRetention is how long an async call's (and an MCP task's)
+	// record and results are kept after it ended: the TTL of the tasks
+	// bucket, fixed when the bucket is created, at least a minute.
+	// Default AsyncRetentionDefault (24h).
+	AsyncRetention time.Duration
 	// NoPoisonWatcher runs without the poison watcher, which sets aside
 	// (dead-letters) a call that stops every worker running it.
 	NoPoisonWatcher bool
@@ -166,6 +174,7 @@ func (c OrchestratorConfig) WithDefaults() OrchestratorConfig {
 	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, MaxQueueDepthDefault)
 	c.DiscoveryTTL = cmp.Or(c.DiscoveryTTL, DiscoveryTTLDefault)
 	c.HistoryTTL = cmp.Or(c.HistoryTTL, HistoryTTLDefault)
+	c.AsyncRetention = cmp.Or(c.AsyncRetention, AsyncRetentionDefault)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.MaxCallsPerRequest = cmp.Or(c.MaxCallsPerRequest, MaxCallsPerRequestDefault)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, RequestTimeoutDefault)
@@ -194,6 +203,8 @@ func (c OrchestratorConfig) Validate() error {
 		return fmt.Errorf("toolpool: OrchestratorConfig.DiscoveryTTL must be at least %s, got %s", discovery.TTLMin, c.DiscoveryTTL)
 	case c.HistoryTTL < 0:
 		return fmt.Errorf("toolpool: OrchestratorConfig.HistoryTTL must not be negative, got %s", c.HistoryTTL)
+	case c.AsyncRetention < time.Minute:
+		return fmt.Errorf("toolpool: OrchestratorConfig.AsyncRetention must be at least 1m, got %s", c.AsyncRetention)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("toolpool: OrchestratorConfig.MaxBodyBytes must not be negative, got %d", c.MaxBodyBytes)
 	case c.MaxCallsPerRequest < 0:
@@ -224,6 +235,7 @@ func (c OrchestratorConfig) hostConfig() (orchhost.Config, error) {
 		},
 		Discovery:       discovery.BucketConfig{TTL: c.DiscoveryTTL, Replicas: c.Replicas},
 		History:         settle.HistoryConfig{TTL: c.HistoryTTL, Replicas: c.Replicas},
+		Tasks:           tasks.Config{Retention: c.AsyncRetention, Replicas: c.Replicas},
 		NoPoisonWatcher: c.NoPoisonWatcher,
 		API: httpapi.Config{
 			Keys: keys, MaxBodyBytes: c.MaxBodyBytes, MaxCalls: c.MaxCallsPerRequest,

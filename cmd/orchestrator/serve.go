@@ -34,6 +34,7 @@ type serveFlags struct {
 	replicas     int
 	drainTimeout time.Duration
 	attemptsTTL  time.Duration
+	asyncKeep    time.Duration
 	retryFor     time.Duration
 	front        httpFlags
 	// ready, when set, runs once the pool is up, in place of waiting for
@@ -112,6 +113,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", toolpool.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish")
 	fs.DurationVar(&f.retryFor, "publish-retry-for", toolpool.OrchestratorPublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
 	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", toolpool.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
+	fs.DurationVar(&f.asyncKeep, "async-retention", toolpool.AsyncRetentionDefault, "how long an async call's or MCP task's results are kept after it ended (the TOOLPOOL_TASKS bucket's TTL, fixed when the bucket is created; at least 1m)")
 	f.front.register(fs)
 }
 
@@ -272,7 +274,7 @@ func (f *serveFlags) startOrchestrator(ctx context.Context, sd *cli.Shutdown, nc
 		Conn: nc, Instance: f.instance, Replicas: f.replicas, PublishRetryFor: f.retryFor,
 		MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
 		NoQueueWaitAdmission: !f.front.byQueueWait, NoFairness: !f.front.fairness,
-		DiscoveryTTL: f.catalog.DiscoveryTTL, HistoryTTL: f.attemptsTTL, Metrics: metrics, Logger: log,
+		DiscoveryTTL: f.catalog.DiscoveryTTL, HistoryTTL: f.attemptsTTL, AsyncRetention: f.asyncKeep, Metrics: metrics, Logger: log,
 	}
 	f.front.apply(&cfg, f.httpAddr)
 	if srv != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/front/mcpfront"
@@ -47,6 +48,11 @@ type Config struct {
 	// NoPoisonWatcher runs without the poison watcher, which sets aside
 	// (dead-letters) a call that stops every worker running it.
 	NoPoisonWatcher bool
+	// Tasks is the durable tasks' store's configuration (async HTTP
+	// calls, MCP tasks): its bucket, Retention, Lease. Its Dispatcher,
+	// Instance and Logger are set by the Host; its Replicas default to
+	// Replicas.
+	Tasks tasks.Config
 	// API is the HTTP API's configuration (Handler): API keys, body and
 	// timeout limits. Its Dispatcher, Definitions, Metrics and Logger are
 	// set by the Host.
@@ -78,6 +84,7 @@ func (c Config) WithDefaults() Config {
 	c.Replicas = cmp.Or(c.Replicas, jetstream.ReplicasDefault)
 	c.History.Replicas = cmp.Or(c.History.Replicas, c.Replicas)
 	c.Discovery.Replicas = cmp.Or(c.Discovery.Replicas, c.Replicas)
+	c.Tasks.Replicas = cmp.Or(c.Tasks.Replicas, c.Replicas)
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewRegistry()
 	}

@@ -15,11 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
@@ -52,8 +54,9 @@ type Host struct {
 	front  *metrics.Front
 	live   *discovery.Catalog // nil with a Catalog of the config's
 	mcp    *mcpfront.Server
-	ui     *console.Console   // nil without Config.Console
-	poison *dlq.PoisonWatcher // set by Start, read by Stop's drain
+	ui     *console.Console            // nil without Config.Console
+	poison *dlq.PoisonWatcher          // set by Start, read by Stop's drain
+	tasks  atomic.Pointer[tasks.Store] // opened by Start: the durable tasks (tasks.go)
 }
 
 // New returns a Host for cfg, with defaults applied. It does not touch
@@ -123,6 +126,7 @@ func (h *Host) newDispatcher() (err error) {
 func (h *Host) newFronts() (err error) {
 	ac := h.cfg.API
 	ac.Dispatcher, ac.Metrics, ac.Logger = h.d, h.front, h.cfg.Logger
+	ac.Tasks = hostTasks{h}
 	ac.Definitions = httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
 		return h.Definitions(ctx), nil
 	})
@@ -220,6 +224,9 @@ func (h *Host) startServing(ctx context.Context) error {
 	if err := h.d.Start(ctx); err != nil {
 		return err
 	}
+	if err := h.openTasks(ctx); err != nil {
+		return err
+	}
 	if h.ui != nil {
 		if err := h.ui.Start(ctx); err != nil {
 			return err
@@ -241,6 +248,9 @@ func (h *Host) stopAll(ctx context.Context) error {
 	err := h.mcp.Stop(ctx)
 	if h.ui != nil {
 		err = errors.Join(err, h.ui.Stop(ctx))
+	}
+	if t := h.tasks.Load(); t != nil { // before the dispatcher: its tasks are handed over
+		err = errors.Join(err, t.Stop(ctx))
 	}
 	err = errors.Join(err, h.d.Stop(ctx))
 	if h.live != nil {

@@ -52,6 +52,7 @@ func (h *Host) Handler(extra ...health.Check) http.Handler {
 	// requests by them.
 	mux.Handle(httpapi.PathToolCalls, h.api)
 	mux.Handle(httpapi.PathTools, h.api)
+	mux.Handle(httpapi.PathToolCalls+"/", h.api) // async calls: /v1/tool_calls/{id}
 	mux.Handle("/v1/", h.api)
 	mux.Handle(mcpfront.Path, h.mcp.Handler())
 	mux.Handle("GET /metrics", metrics.Handler(h.cfg.Metrics))

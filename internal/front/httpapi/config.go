@@ -92,6 +92,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Metrics counts refusals and tool calls by tenant. Default NopMetrics.
 	Metrics Metrics
+	// Tasks keeps async calls (Prefer: respond-async, GET and DELETE
+	// /v1/tool_calls/{id}). Default nil: the preference is ignored (the
+	// calls are answered synchronously) and /v1/tool_calls/{id} is 404.
+	Tasks TaskStore
 }
 
 // Metrics receives the HTTP front door's counts. Implementations must be

@@ -56,6 +56,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(apikey.NewContext(r.Context(), k))
 	}
+	if id, ok := strings.CutPrefix(r.URL.Path, PathToolCalls+"/"); ok {
+		h.taskRoute(w, r, id) // async calls: async.go
+		return
+	}
 	switch r.URL.Path {
 	case PathToolCalls:
 		if r.Method != http.MethodPost {
@@ -109,6 +113,9 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		ctx = dispatch.WithTenant(ctx, tenant)
 	}
 	if ctx, ok = h.withScheduling(ctx, w, r, req.query, key); !ok {
+		return
+	}
+	if h.async(ctx, w, r, req, key, traceparent) { // Prefer: respond-async: async.go
 		return
 	}
 	results, sent, err := h.run(ctx, req.session, req.turn, key)

@@ -64,6 +64,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envel
 		return nil, err
 	}
 	defer d.unadmit(t)
+	admittedHook(ctx)
 	t.schedule() // fair shares: fair.go
 	if err := t.publish(); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,7 +175,9 @@ func runFailover(t *testing.T, loads ...load) {
 	}
 	// The kill comes once every call is accepted (an MCP client cannot
 	// tell whether a tools/call that got no answer created a task, and
-	// would create a second one) and a quarter have started.
+	// would create a second one; async calls and tasks count once their
+	// first poll is answered, so that polls are in flight at the kill)
+	// and a quarter have started.
 	waitFor(t, "every call accepted and a quarter started", func() bool {
 		return accepted.Load() == int64(total) && len(s.executions()) >= total/4
 	})
@@ -185,6 +188,11 @@ func runFailover(t *testing.T, loads ...load) {
 	t.Logf("killed %s (SIGKILL) %v after the start, %d of %d calls started", victim.name, kill.Sub(start).Round(time.Millisecond), started, total)
 	wg.Wait()
 	t.Logf("the proxy's answers, by replica and status: %v", s.statusCounts())
+	for _, line := range strings.Split(s.lb.Output(), "\n") {
+		if line != "" && !strings.HasPrefix(line, "lb ") && !strings.HasPrefix(line, "[") {
+			t.Logf("haproxy: %s", line)
+		}
+	}
 	ex := s.executions()
 	for _, l := range loads {
 		r := failoverRow{label: l.label}

@@ -162,14 +162,16 @@ tools:
 
 // haproxyConfig is HAProxy's configuration: HTTP mode, round robin over
 // both replicas without stickiness (every request is balanced on its
-// own, kept-alive connections included), health checks on /readyz, a
-// request whose connection to a replica fails is retried on the other
-// (redispatch), each answer names its replica in replicaHeader, and one
+// own, kept-alive connections included), health checks on /readyz
+// (every 500 ms, 3 s to answer: under load a replica's /readyz took
+// more than 300 ms, and a check timing out took a live replica out; a
+// dead one refuses the connection at once), a request whose connection
+// to a replica fails is retried on the other (redispatch), each answer names its replica in replicaHeader, and one
 // log line per request on stdout: "lb <replica> <method> <uri> <status>".
 func (s *stack) haproxyConfig(port int) string {
 	var servers strings.Builder
 	for _, r := range s.replicas {
-		fmt.Fprintf(&servers, "    server %s %s check inter 300ms fall 2 rise 2\n", r.name, r.addr)
+		fmt.Fprintf(&servers, "    server %s %s check inter 500ms fall 2 rise 2\n", r.name, r.addr)
 	}
 	return fmt.Sprintf(`global
     log stdout format raw local0
@@ -186,6 +188,7 @@ defaults
     timeout server 5m
     timeout http-request 30s
     timeout http-keep-alive 30s
+    timeout check 3s
 
 frontend agents
     bind 127.0.0.1:%d

@@ -263,3 +263,100 @@ func metricValue(t *testing.T, addr, name string, labels ...string) float64 {
 	}
 	return sum
 }
+
+// The official TypeScript SDK's tasks (revision 2025-11-25's shape:
+// client.experimental.tasks) against two serve replicas on one
+// JetStream: the capabilities and each tool's taskSupport are read, a
+// task-augmented call runs through the SDK's own polling loop, a task
+// created on one replica is answered (tasks/get, tasks/result) by the
+// other, and a task cancelled on the other reads cancelled.
+func TestMCPTasksTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	natsAddr, httpA, httpB := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
+	token := "e2e-mcp-token-0123456789"
+	a := proctest.Start(t, orchestratorBin, "serve",
+		"--data-dir", filepath.Join(tmp, "data"), "--nats-listen", natsAddr, "--http", httpA,
+		"--workspace", filepath.Join(tmp, "ws"), "--mcp-token", token, "--drain-timeout", "5s")
+	a.WaitHTTP("http://"+httpA+"/readyz", waitLong)
+	b := proctest.Start(t, orchestratorBin, "serve", "--nats-url", "nats://"+natsAddr, "--http", httpB,
+		"--mcp-token", token, "--drain-timeout", "5s")
+	b.WaitHTTP("http://"+httpB+"/readyz", waitLong)
+
+	root, err := testbin.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, _ := everythingServer(t)
+	urls, _ := json.Marshal([]string{"http://" + httpA + "/mcp", "http://" + httpB + "/mcp"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "e2e", "testdata", "mcp-tasks-client.mjs"), string(urls),
+		`{"name":"echo","arguments":{"text":"from a task"}}`, `{"name":"sleep","arguments":{"ms":60000}}`)
+	cmd.Env = append(os.Environ(), "TOOLPOOL_MCP_TOKEN="+token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the TypeScript client failed: %v\nstderr: %s", err, stderr.String())
+	}
+	type task struct {
+		TaskID string `json:"taskId"`
+		Status string `json:"status"`
+	}
+	type result struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		IsError bool `json:"isError"`
+	}
+	var got struct {
+		Capabilities *struct {
+			Requests struct {
+				Tools struct {
+					Call *struct{} `json:"call"`
+				} `json:"tools"`
+			} `json:"requests"`
+		} `json:"capabilities"`
+		TaskSupport map[string]*string `json:"taskSupport"`
+		Stream      []struct {
+			Type   string `json:"type"`
+			Task   task   `json:"task"`
+			Result result `json:"result"`
+			Error  string `json:"error"`
+		} `json:"stream"`
+		Elsewhere struct {
+			Created task   `json:"created"`
+			Result  result `json:"result"`
+			Task    task   `json:"task"`
+		} `json:"elsewhere"`
+		Cancelled   task `json:"cancelled"`
+		AfterCancel task `json:"afterCancel"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the TypeScript client printed %q: %v", out, err)
+	}
+	if got.Capabilities == nil || got.Capabilities.Requests.Tools.Call == nil {
+		t.Errorf("capabilities.tasks = %+v; want requests.tools.call", got.Capabilities)
+	}
+	if s := got.TaskSupport["echo"]; s == nil || *s != "optional" {
+		t.Errorf("echo's execution.taskSupport = %v; want optional", s)
+	}
+	types := []string{}
+	for _, m := range got.Stream {
+		types = append(types, m.Type)
+	}
+	if len(got.Stream) < 2 || got.Stream[0].Type != "taskCreated" || got.Stream[0].Task.TaskID == "" {
+		t.Fatalf("callToolStream yielded %v; want taskCreated first", types)
+	}
+	last := got.Stream[len(got.Stream)-1]
+	if last.Type != "result" || last.Result.IsError || len(last.Result.Content) != 1 || last.Result.Content[0].Text != "from a task" {
+		t.Errorf("callToolStream yielded %v, last %+v; want the echo's result last", types, last)
+	}
+	if r := got.Elsewhere.Result; r.IsError || len(r.Content) != 1 || r.Content[0].Text != "from a task" || got.Elsewhere.Task.Status != "completed" {
+		t.Errorf("a task of replica A read on replica B: %+v", got.Elsewhere)
+	}
+	if got.Cancelled.Status != "cancelled" || got.AfterCancel.Status != "cancelled" {
+		t.Errorf("a task cancelled on B: %+v, then on A %+v; want cancelled", got.Cancelled, got.AfterCancel)
+	}
+}

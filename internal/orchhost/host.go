@@ -135,6 +135,7 @@ func (h *Host) newFronts() (err error) {
 	}
 	mc := h.cfg.MCP
 	mc.Dispatcher, mc.Tools, mc.Logger = h, h.mcpTools, h.cfg.Logger
+	mc.Tasks = mcpfront.FleetTasks(hostTasks{h})
 	if mc.Keys == nil {
 		mc.Keys = h.cfg.API.Keys
 	}

@@ -113,6 +113,11 @@ type Config struct {
 	// Name and Version are the server's serverInfo. Default NameDefault
 	// and "".
 	Name, Version string
+	// Tasks, when set, keeps MCP tasks (tasks.go): a tools/call a client
+	// asks a task for is answered with the task at once, and tasks/get,
+	// tasks/cancel (and tasks/result, 2025-11-25) read it from here. Nil:
+	// no tasks (tasks/ methods are "method not found").
+	Tasks TaskStore
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -135,6 +135,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, stateful, stateles
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
+	if n == 1 && s.serveTaskHTTP(w, r, msgs[0]) {
+		return // a task request (tasks.go): any replica answers it
+	}
 	if v := r.Header.Get(headerPoolSession); v != "" && !goodPoolSession(v) {
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "the Toolpool-Session header must be 1 to 256 printable ASCII characters without spaces"})
@@ -234,8 +237,10 @@ func writeError(w http.ResponseWriter, status int, id any, e *jsonrpc.Error) {
 
 // EndStreams ends the standalone SSE streams (GET /mcp) open now and
 // those opened later: they last as long as their session, so an HTTP
-// server's drain would wait for them in vain. Calls in progress are not
-// touched. Call it before draining the HTTP server.
+// server's drain would wait for them in vain; and the waits of
+// tasks/result (tasks.go), answered with an error that says to ask again.
+// Calls in progress are not touched. Call it before draining the HTTP
+// server.
 func (s *Server) EndStreams() { s.streams.endAll() }
 
 // streams are the GET requests in progress.

@@ -16,8 +16,8 @@ import (
 
 // methods are the requests an MCP client may send that this server
 // answers (those the go-sdk serves, through protocol revision
-// 2026-07-28). A call of any other method is answered "method not found"
-// here; tasks (2025-11-25) are not served.
+// 2026-07-28), and the tasks' (tasks.go). A call of any other method is
+// answered "method not found" here.
 var methods = map[string]bool{
 	"initialize": true, "ping": true,
 	"tools/list": true, "tools/call": true,
@@ -26,6 +26,7 @@ var methods = map[string]bool{
 	"prompts/list": true, "prompts/get": true,
 	"logging/setLevel": true, "completion/complete": true,
 	"server/discover": true, "subscriptions/listen": true,
+	"tasks/get": true, "tasks/update": true, "tasks/cancel": true, "tasks/result": true,
 }
 
 // notifications are the notifications a client may send that the go-sdk
@@ -193,9 +194,11 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	w := &lockedWriter{w: out}
 	pr, pw := io.Pipe()
 	filtered := make(chan struct{})
+	tasks := s.stdioTasks(ctx)
+	defer tasks.end()
 	go func() {
 		defer close(filtered)
-		pw.CloseWithError(s.filterLines(in, pw, w))
+		pw.CloseWithError(s.filterLines(in, pw, w, tasks))
 	}()
 	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{w}})
 	_ = pr.CloseWithError(io.EOF)
@@ -206,8 +209,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 }
 
 // filterLines copies the good lines of in to good and answers the bad
-// ones on out. It returns nil at the end of in.
-func (s *Server) filterLines(in io.Reader, good io.Writer, out io.Writer) error {
+// ones on out, and the task requests through tasks. It returns nil at the
+// end of in.
+func (s *Server) filterLines(in io.Reader, good io.Writer, out io.Writer, tasks *stdioTasks) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	var line []byte
 	tooLong := false
@@ -226,13 +230,14 @@ func (s *Server) filterLines(in io.Reader, good io.Writer, out io.Writer) error 
 			_, _ = out.Write(append(errorResponse(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 				Message: fmt.Sprintf("the message is over the limit of %d bytes", s.cfg.MaxBodyBytes)}), '\n'))
 		} else if len(bytes.TrimSpace(line)) > 0 {
-			if bad := checkMessage(line, s.cfg.MaxCalls, nil); bad != nil {
+			var m goodMessage
+			if bad := checkMessage(line, s.cfg.MaxCalls, func(g goodMessage) { m = g }); bad != nil {
 				if !bad.drop {
 					if _, werr := out.Write(append(errorResponse(bad.id, bad.err), '\n')); werr != nil {
 						return werr
 					}
 				}
-			} else {
+			} else if !tasks.take(m, out) {
 				if line[len(line)-1] != '\n' {
 					line = append(line, '\n')
 				}

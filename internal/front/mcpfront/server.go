@@ -63,13 +63,21 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, stdio: "mcp-" + rand.Text(), listed: map[string]Tool{},
 		sessions: sessionTable{timeout: cfg.SessionTimeout, max: cfg.MaxSessions, byID: map[string]*httpSession{}}}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	if cfg.Tasks != nil {
+		caps.AddExtension(TasksExtension, map[string]any{})
+	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{
 		Logger: sdkLogger(cfg.Logger),
-		// Tools only, with list_changed; no logging capability.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// Tools only, with list_changed; no logging capability; the
+		// Tasks extension with a store.
+		Capabilities: caps,
 	})
 	s.key.Store(&cfg.SessionKey)
 	s.mcp.AddReceivingMiddleware(s.middleware)
+	if cfg.Tasks != nil {
+		s.mcp.AddReceivingMiddleware(s.advertTasks) // outermost: tasks_advert.go
+	}
 	return s, nil
 }
 

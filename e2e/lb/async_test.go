@@ -96,5 +96,6 @@ func asyncAgain(ctx context.Context, s *stack, o outcome) outcome {
 func TestReplicaKilledUnderAsyncLoad(t *testing.T) {
 	runFailover(t,
 		load{kind: "async", label: "async HTTP calls (`Prefer: respond-async`, polled with `?wait=20s`)", calls: 200, run: asyncCall, again: asyncAgain},
+		load{kind: "task", label: "MCP tasks (2026-07-28, polled with `tasks/get`)", calls: 200, run: mcpTaskCall, again: mcpTaskAgain},
 	)
 }

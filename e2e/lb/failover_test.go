@@ -244,6 +244,10 @@ func (r *failoverRow) add(t *testing.T, o outcome, ran []string, start, kill tim
 func (s *stack) statusCounts() map[string]int {
 	n := map[string]int{}
 	for _, l := range s.proxyLog() {
+		if l.replica == "<NOSRV>" { // refused by the proxy itself: say what
+			n[fmt.Sprintf("%s %s %d", l.replica, l.method, l.status)]++
+			continue
+		}
 		n[fmt.Sprintf("%s %d", l.replica, l.status)]++
 	}
 	return n

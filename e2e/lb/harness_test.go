@@ -64,7 +64,6 @@ type stackConfig struct {
 	workers     int     // worker processes
 	concurrency int     // each worker's --concurrency
 	napSeconds  float64 // how long each execution of the tool sleeps
-	serveArgs   []string
 }
 
 // startStack starts nats-server, two replicas, the workers and HAProxy,
@@ -97,8 +96,8 @@ func startStack(t *testing.T, cfg stackConfig) *stack {
 		r := &replica{name: fmt.Sprintf("r%d", i+1), addr: fmt.Sprintf("127.0.0.1:%d", ports[1+i])}
 		r.cmd = proctest.Command{
 			Name: "replica " + r.name, Path: orchestratorBin, Dir: t.TempDir(), Env: base, LogTail: 8000,
-			Args: append([]string{"serve", "--nats-url", s.natsURL, "--workers", "0", "--http", r.addr,
-				"--instance", r.name, "--drain-timeout", "5s", "--http-drain-timeout", "5s"}, cfg.serveArgs...),
+			Args: []string{"serve", "--nats-url", s.natsURL, "--workers", "0", "--http", r.addr,
+				"--instance", r.name, "--drain-timeout", "5s", "--http-drain-timeout", "5s"},
 		}
 		s.replicas = append(s.replicas, r)
 	}
@@ -162,16 +161,18 @@ tools:
 
 // haproxyConfig is HAProxy's configuration: HTTP mode, round robin over
 // both replicas without stickiness (every request is balanced on its
-// own, kept-alive connections included), health checks on /readyz
-// (every 500 ms, 3 s to answer: under load a replica's /readyz took
-// more than 300 ms, and a check timing out took a live replica out; a
-// dead one refuses the connection at once), a request whose connection
-// to a replica fails is retried on the other (redispatch), each answer names its replica in replicaHeader, and one
-// log line per request on stdout: "lb <replica> <method> <uri> <status>".
+// own, kept-alive connections included); health checks on /readyz every
+// 500 ms with 3 s to answer, a replica out after 3 failures (under load
+// a live replica's /readyz took more than 300 ms, and once answered 503
+// after 2.7 s: a tighter check took live replicas out; a dead one refuses
+// the connection at once); a request whose connection to a replica fails
+// goes to the other (redispatch); each answer names its replica in
+// replicaHeader, and one log line per request goes to stdout: "lb
+// <replica> <method> <uri> <status>".
 func (s *stack) haproxyConfig(port int) string {
 	var servers strings.Builder
 	for _, r := range s.replicas {
-		fmt.Fprintf(&servers, "    server %s %s check inter 500ms fall 2 rise 2\n", r.name, r.addr)
+		fmt.Fprintf(&servers, "    server %s %s check inter 500ms fall 3 rise 2\n", r.name, r.addr)
 	}
 	return fmt.Sprintf(`global
     log stdout format raw local0
@@ -180,6 +181,7 @@ func (s *stack) haproxyConfig(port int) string {
 defaults
     mode http
     log global
+    option dontlognull
     log-format "lb %%s %%HM %%HU %%ST"
     option redispatch
     retries 3
@@ -237,18 +239,17 @@ func (s *stack) waitProxyRoutes(n int) {
 	})
 }
 
-// findHAProxy returns the haproxy program, or fails the test in CI
-// (CI=true) and skips it elsewhere when it is not installed.
+// findHAProxy returns the haproxy program (on PATH, or in /usr/sbin,
+// which a user's PATH may lack), or fails the test in CI (CI=true) and
+// skips it elsewhere when it is not installed.
 func findHAProxy(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("haproxy")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/haproxy"); serr == nil {
-			return "/usr/sbin/haproxy"
-		}
-	}
 	if err == nil {
 		return path
+	}
+	if _, serr := os.Stat("/usr/sbin/haproxy"); serr == nil {
+		return "/usr/sbin/haproxy"
 	}
 	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
 		t.Fatalf("haproxy is missing, and CI must run the load-balancer suite: install Debian's haproxy package (.ci/run does)")

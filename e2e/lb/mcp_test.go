@@ -260,13 +260,13 @@ func TestMCPTypeScriptSDKAcrossReplicas(t *testing.T) {
 func (s *stack) waitMCPPosts(n int) {
 	s.t.Helper()
 	s.lb.Eventually(waitLong, fmt.Sprintf("the proxy to log %d POST %s", n, mcpPath), func() bool {
-		return len(s.routeCountsList(http.MethodPost, mcpPath)) >= n
+		return len(s.routed(http.MethodPost, mcpPath)) >= n
 	})
 }
 
-// routeCountsList is the replicas of the logged requests with method and
+// routed is the replicas of the logged requests with method and
 // a path beginning with prefix, in order.
-func (s *stack) routeCountsList(method, prefix string) []string {
+func (s *stack) routed(method, prefix string) []string {
 	var rs []string
 	for _, l := range s.proxyLog() {
 		if l.method == method && strings.HasPrefix(l.uri, prefix) {

@@ -1,6 +1,7 @@
 package lb_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,8 +46,8 @@ type load struct {
 	label string // the table's words for it
 	calls int
 	// run makes the call id as a client does, until it has its answer or
-	// ctx ends; it adds 1 to accepted once the pool holds the call.
-	run func(ctx context.Context, s *stack, id string, accepted *atomic.Int64) outcome
+	// ctx ends; it calls accept once the pool holds the call.
+	run func(ctx context.Context, s *stack, id string, accept func()) outcome
 	// again asks for the answer of a completed call once more; nil when
 	// the answer is not kept (sync calls).
 	again func(ctx context.Context, s *stack, o outcome) outcome
@@ -75,7 +76,7 @@ func transient(code int) bool {
 // POST until it has the call's result, the same message again after a
 // connection error, a 5xx, a 429 or an is_error result (a replica that
 // dies takes its callers' connections with it).
-func syncCall(ctx context.Context, s *stack, id string, accepted *atomic.Int64) outcome {
+func syncCall(ctx context.Context, s *stack, id string, accept func()) outcome {
 	o := outcome{id: id, kind: "sync", replicas: map[string]int{}}
 	hdr := http.Header{"Toolpool-Session": {"lb-sync-" + id}}
 	for attempt := 0; ; attempt++ {
@@ -84,7 +85,7 @@ func syncCall(ctx context.Context, s *stack, id string, accepted *atomic.Int64) 
 			return o
 		}
 		if attempt == 0 {
-			accepted.Add(1)
+			accept()
 		}
 		resp, body, err := s.postCalls("?timeout=2m", hdr, napCall(id))
 		switch {
@@ -166,7 +167,10 @@ func runFailover(t *testing.T, loads ...load) {
 		total += l.calls
 		for i := range l.calls {
 			wg.Go(func() {
-				o := l.run(ctx, s, fmt.Sprintf("%s_%03d", l.kind, i), &accepted)
+				var once sync.Once
+				accept := func() { once.Do(func() { accepted.Add(1) }) }
+				o := l.run(ctx, s, fmt.Sprintf("%s_%03d", l.kind, i), accept)
+				accept() // a call that ended before it was accepted (its error is reported below)
 				mu.Lock()
 				outcomes = append(outcomes, o)
 				mu.Unlock()
@@ -178,9 +182,19 @@ func runFailover(t *testing.T, loads ...load) {
 	// would create a second one; async calls and tasks count once their
 	// first poll is answered, so that polls are in flight at the kill)
 	// and a quarter have started.
-	waitFor(t, "every call accepted and a quarter started", func() bool {
-		return accepted.Load() == int64(total) && len(s.executions()) >= total/4
-	})
+	for deadline := time.Now().Add(waitLong); accepted.Load() < int64(total) || len(s.executions()) < total/4; {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			var ended []string
+			for _, o := range outcomes {
+				ended = append(ended, o.id+": "+cmp.Or(o.err, o.text))
+			}
+			mu.Unlock()
+			t.Fatalf("after %v, %d of %d calls accepted and %d started; calls ended: %q; the proxy's answers: %v",
+				waitLong, accepted.Load(), total, len(s.executions()), ended, s.statusCounts())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	started := len(s.executions())
 	victim := s.replicas[0]
 	s.kill(victim)
@@ -251,18 +265,6 @@ func (s *stack) statusCounts() map[string]int {
 		n[fmt.Sprintf("%s %d", l.replica, l.status)]++
 	}
 	return n
-}
-
-// waitFor polls cond until it holds, failing the test after waitLong.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitLong, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // checkRetrievable asks for the answer of every completed call of l once

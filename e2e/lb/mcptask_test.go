@@ -125,7 +125,7 @@ func sseMessage(stream []byte) []byte {
 // of the extension would: a task-augmented tools/call (sent again after
 // a connection error or a 5xx), then tasks/get, paced by the task's
 // pollIntervalMs (at most 1 s), until the task is no longer working.
-func mcpTaskCall(ctx context.Context, s *stack, id string, accepted *atomic.Int64) outcome {
+func mcpTaskCall(ctx context.Context, s *stack, id string, accept func()) outcome {
 	o := outcome{id: id, kind: "task", replicas: map[string]int{}}
 	var task extTask
 	for attempt := 0; task.TaskID == ""; attempt++ {
@@ -172,7 +172,7 @@ func mcpTaskCall(ctx context.Context, s *stack, id string, accepted *atomic.Int6
 		resp, rerr, err := s.mcpRequest(ctx, "tasks/get", "", map[string]any{"taskId": o.ref}, &got)
 		if first && resp != nil {
 			// The first tasks/get answered: the call counts as accepted.
-			accepted.Add(1)
+			accept()
 			first = false
 		}
 		switch {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/proctest"
@@ -192,6 +193,49 @@ func TestPermissions(t *testing.T) {
 			t.Errorf("orchestrator subscription to %s: %v", jetstream.ResultKeySubject(later), err)
 		case <-time.After(20 * time.Second):
 			t.Error("the orchestrator's subscription to a result key saw nothing")
+		}
+	})
+
+	t.Run("orchestrator keeps the fleet's shared state; a worker may not read it", func(t *testing.T) {
+		// The MCP session key (toolpool_mcp) and the durable tasks
+		// (toolpool_tasks) are opened by every orchestrator at start: with
+		// a permission missing, sessions would stay replica-local and the
+		// orchestrator would not start.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		oj, err := js.New(c.connect(t, "orchestrator", orchPassword))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As internal/orchhost opens it: look it up, create it if missing.
+		kv, err := oj.KeyValue(ctx, "toolpool_mcp")
+		if errors.Is(err, js.ErrBucketNotFound) {
+			kv, err = oj.CreateKeyValue(ctx, js.KeyValueConfig{Bucket: "toolpool_mcp", History: 1, Replicas: 3})
+		}
+		if err != nil {
+			t.Fatalf("orchestrator creates the MCP bucket: %v", err)
+		}
+		if _, err := kv.Create(ctx, "session_key", []byte("k")); err != nil && !errors.Is(err, js.ErrKeyExists) {
+			t.Fatalf("orchestrator creates the session key: %v", err)
+		}
+		if _, err := kv.Get(ctx, "session_key"); err != nil {
+			t.Fatalf("orchestrator reads the session key: %v", err)
+		}
+		store, err := tasks.Open(ctx, oj, tasks.Config{Dispatcher: p.d, Instance: "perm", Replicas: 3})
+		if err != nil {
+			t.Fatalf("orchestrator opens the tasks bucket: %v", err)
+		}
+		defer func() { _ = store.Stop(context.Background()) }()
+		wj, err := js.New(c.connect(t, "worker", workerPassword))
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
+		defer cancelShort()
+		if wkv, err := wj.KeyValue(short, "toolpool_mcp"); err == nil {
+			if _, err := wkv.Get(short, "session_key"); err == nil {
+				t.Error("a worker read the MCP session key")
+			}
 		}
 	})
 

@@ -64,10 +64,12 @@ func (h *Host) Handler(extra ...health.Check) http.Handler {
 }
 
 // checks are /readyz's checks but for Handler's extra ones: the config's,
-// NATS connected, the streams present, the store writable.
+// NATS connected, the streams present, the store writable. The last two
+// need JetStream's API and run in the background (health.Background): a
+// probe answers from their last results.
 func (h *Host) checks() []health.Check {
-	return append(append([]health.Check(nil), h.cfg.Checks...),
-		health.NATSConnected(h.cfg.Conn), health.Streams(h.js), health.StoreWritable(h.js))
+	checks := append(append([]health.Check(nil), h.cfg.Checks...), health.NATSConnected(h.cfg.Conn))
+	return append(checks, h.jsOK...)
 }
 
 // NewHTTPServer is the HTTP server of Handler: cfg's Handler, Metrics and

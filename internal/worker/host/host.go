@@ -45,6 +45,7 @@ type Host struct {
 	metrics    *metrics.Worker
 	mcpMetrics mcpback.Metrics // nil without MCP servers
 	mcpChecks  []health.Check
+	jsOK       [2]health.Check // the streams and consumers checks, run in the background
 	ready      atomic.Bool
 	mcp        atomic.Pointer[mcpback.Set] // the catalog's MCP servers, once started
 
@@ -96,6 +97,7 @@ func New(cfg Config) (*Host, error) {
 		h.mcpChecks = mcpChecks(servers, h.mcp.Load)
 	}
 	h.noteServed()
+	h.jsOK = [2]health.Check{health.Background(health.Streams(j), 0), health.Background(health.ConsumersOf(j, h.servedNow), 0)}
 	return h, nil
 }
 
@@ -326,7 +328,7 @@ func (h *Host) Checks() []health.Check {
 
 func (h *Host) ownChecks() []health.Check {
 	return []health.Check{
-		health.ConsumersOf(h.js, h.servedNow),
+		h.jsOK[1],
 		health.Flag("worker", &h.ready, "the worker is starting or draining"),
 	}
 }
@@ -338,7 +340,7 @@ func (h *Host) ownChecks() []health.Check {
 func (h *Host) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(h.cfg.Metrics))
-	checks := append([]health.Check{health.NATSConnected(h.cfg.Conn), health.Streams(h.js)}, h.ownChecks()...)
+	checks := append([]health.Check{health.NATSConnected(h.cfg.Conn), h.jsOK[0]}, h.ownChecks()...)
 	checks = append(append(checks, h.mcpChecks...), h.cfg.Checks...)
 	health.New(0, checks...).WithLiveness(health.NATSNotClosed(h.cfg.Conn)).Register(mux)
 	return mux

@@ -41,7 +41,8 @@ func (h *Host) mcpTools(ctx context.Context) []mcpfront.Tool {
 // the operators' console on /ui with Config.Console,
 // GET /metrics, GET /healthz (503 once the NATS connection is
 // closed for good) and GET /readyz (NATS connected, streams present, the
-// store takes a write, Config.Checks and extra), counting
+// store takes a write, Config.Checks and extra; the streams and the store
+// are checked in the background, see health.Background), counting
 // requests by route. Put it behind an httpapi.Server (NewHTTPServer) for
 // API keys, browser and host checks and limits.
 func (h *Host) Handler(extra ...health.Check) http.Handler {

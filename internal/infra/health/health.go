@@ -50,7 +50,8 @@ func AsDetails(checks ...Check) []Check {
 // check fails, see WithLiveness) and GET /readyz (200 when every check
 // holds, 503 otherwise). Both answer a JSON object: {"status": "ok" |
 // "not ok" | "ready" | "not ready", "checks": {name: "ok" or what is
-// wrong}}.
+// wrong}}, and for /readyz "age_seconds": {name: seconds} for the
+// Background checks it ran.
 type Handler struct {
 	checks  []Check
 	live    []Check

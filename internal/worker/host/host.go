@@ -318,7 +318,8 @@ func (h *Host) Conn() *nats.Conn { return h.cfg.Conn }
 
 // Checks are the Host's readiness checks: the consumers of the tools it
 // serves at the time of the probe exist (not those Unserve withdrew), the
-// workers are started and not draining, and, as details that do not fail
+// workers are started and not draining (the consumers are looked up in
+// the background: health.Background), and, as details that do not fail
 // the probe, the catalog's MCP servers are up. Handler serves them with
 // the connection's; an orchestrator in the same process adds them to its
 // own.
@@ -336,7 +337,8 @@ func (h *Host) ownChecks() []health.Check {
 // Handler serves GET /metrics (the Host's registry), GET /healthz (503
 // once the NATS connection is closed for good) and GET /readyz (NATS
 // connected, streams present, the Host's checks, its MCP servers up,
-// Config.Checks).
+// Config.Checks; the streams and consumers are looked up in the
+// background, see health.Background).
 func (h *Host) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(h.cfg.Metrics))

@@ -95,7 +95,7 @@ func (b *cached) check(ctx context.Context) error {
 // refresh runs the check once and records its answer, then closes done.
 func (b *cached) refresh(done chan struct{}, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.every)
-	err := b.inner(ctx)
+	err := b.run(ctx)
 	noAnswer := ctx.Err() != nil || errors.Is(err, errNoAnswer) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 	cancel()
@@ -106,6 +106,17 @@ func (b *cached) refresh(done chan struct{}, key string) {
 	b.done = nil
 	b.mu.Unlock()
 	close(done)
+}
+
+// run runs the check; a panic fails it instead of the process (a probe's
+// own goroutine would have been saved by net/http).
+func (b *cached) run(ctx context.Context) (err error) {
+	defer func() {
+		if recover() != nil { // its value stays out of the probe's answer
+			err = errors.New("the check panicked")
+		}
+	}()
+	return b.inner(ctx)
 }
 
 // ageKey is the context key of the slot where a Background check records

@@ -245,3 +245,15 @@ func provision(t *testing.T, nc *nats.Conn) js.JetStream {
 	}
 	return j
 }
+
+// TestBackgroundPanic: a background check that panics fails the probe;
+// it does not take the process down with it.
+func TestBackgroundPanic(t *testing.T) {
+	t.Parallel()
+	bad := health.Check{Name: "bad", Func: func(context.Context) error { panic("boom") }}
+	base := serve(t, health.New(0, health.Background(bad, time.Hour)))
+	code, rep := probe(t, base, "/readyz")
+	if code != http.StatusServiceUnavailable || rep.Checks["bad"] != "the check panicked" {
+		t.Errorf("/readyz with a panicking check: %d %+v", code, rep)
+	}
+}

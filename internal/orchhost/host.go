@@ -27,6 +27,7 @@ import (
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/front/mcpfront"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
@@ -57,6 +58,7 @@ type Host struct {
 	ui     *console.Console            // nil without Config.Console
 	poison *dlq.PoisonWatcher          // set by Start, read by Stop's drain
 	tasks  atomic.Pointer[tasks.Store] // opened by Start: the durable tasks (tasks.go)
+	jsOK   []health.Check              // readiness's JetStream checks, run in the background
 }
 
 // New returns a Host for cfg, with defaults applied. It does not touch
@@ -73,6 +75,7 @@ func New(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("orchhost: JetStream context: %w", err)
 	}
 	h := &Host{cfg: cfg, js: j}
+	h.jsOK = []health.Check{health.Background(health.Streams(j), 0), health.Background(health.StoreWritable(j), 0)}
 	if err := h.newMetrics(); err != nil {
 		return nil, err
 	}

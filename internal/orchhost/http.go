@@ -41,7 +41,8 @@ func (h *Host) mcpTools(ctx context.Context) []mcpfront.Tool {
 // the operators' console on /ui with Config.Console,
 // GET /metrics, GET /healthz (503 once the NATS connection is
 // closed for good) and GET /readyz (NATS connected, streams present, the
-// store takes a write, Config.Checks and extra), counting
+// store takes a write, Config.Checks and extra; the streams and the store
+// are checked in the background, see health.Background), counting
 // requests by route. Put it behind an httpapi.Server (NewHTTPServer) for
 // API keys, browser and host checks and limits.
 func (h *Host) Handler(extra ...health.Check) http.Handler {
@@ -64,10 +65,12 @@ func (h *Host) Handler(extra ...health.Check) http.Handler {
 }
 
 // checks are /readyz's checks but for Handler's extra ones: the config's,
-// NATS connected, the streams present, the store writable.
+// NATS connected, the streams present, the store writable. The last two
+// need JetStream's API and run in the background (health.Background): a
+// probe answers from their last results.
 func (h *Host) checks() []health.Check {
-	return append(append([]health.Check(nil), h.cfg.Checks...),
-		health.NATSConnected(h.cfg.Conn), health.Streams(h.js), health.StoreWritable(h.js))
+	checks := append(append([]health.Check(nil), h.cfg.Checks...), health.NATSConnected(h.cfg.Conn))
+	return append(checks, h.jsOK...)
 }
 
 // NewHTTPServer is the HTTP server of Handler: cfg's Handler, Metrics and

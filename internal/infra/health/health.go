@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,10 @@ type Check struct {
 	// of the catalog, retried in the background). It runs even after a
 	// failed check.
 	Detail bool
+	// key, when set, says what the check is about now (ConsumersOf: the
+	// tools served): a Background check's result stands only for the key
+	// it was made with.
+	key func() string
 }
 
 // AsDetails returns checks marked Detail.
@@ -45,7 +50,8 @@ func AsDetails(checks ...Check) []Check {
 // check fails, see WithLiveness) and GET /readyz (200 when every check
 // holds, 503 otherwise). Both answer a JSON object: {"status": "ok" |
 // "not ok" | "ready" | "not ready", "checks": {name: "ok" or what is
-// wrong}}.
+// wrong}}, and for /readyz "age_seconds": {name: seconds} for the
+// Background checks it ran.
 type Handler struct {
 	checks  []Check
 	live    []Check
@@ -83,6 +89,9 @@ func (h *Handler) Register(mux *http.ServeMux) {
 type Report struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks,omitempty"`
+	// Age is, for each Background check the probe ran, how old (in
+	// seconds) the result it reported is.
+	Age map[string]float64 `json:"age_seconds,omitempty"`
 }
 
 // Ready reports whether every check holds.
@@ -114,7 +123,7 @@ func run(ctx context.Context, timeout time.Duration, checks []Check, good, bad s
 			rep.Checks[c.Name] = checkSkipped
 			continue
 		}
-		if err := c.Func(ctx); err != nil {
+		if err := runOne(ctx, c, &rep); err != nil {
 			if c.Detail {
 				rep.Checks[c.Name] = err.Error()
 				continue
@@ -126,6 +135,20 @@ func run(ctx context.Context, timeout time.Duration, checks []Check, good, bad s
 		rep.Checks[c.Name] = checkOK
 	}
 	return rep
+}
+
+// runOne runs c, noting in rep the age of the result when c is a
+// Background check.
+func runOne(ctx context.Context, c Check, rep *Report) error {
+	age := time.Duration(-1)
+	err := c.Func(context.WithValue(ctx, ageKey{}, &age))
+	if age >= 0 {
+		if rep.Age == nil {
+			rep.Age = make(map[string]float64)
+		}
+		rep.Age[c.Name] = age.Round(time.Millisecond).Seconds()
+	}
+	return err
 }
 
 // Live serves /healthz: 200 while the process can answer and its liveness
@@ -240,7 +263,7 @@ func ConsumersOf(j js.JetStream, names func() []string) Check {
 			}
 		}
 		return nil
-	}}
+	}, key: func() string { return strings.Join(names(), "\x00") }}
 }
 
 // Flag holds while set is true: a process sets it once it has started
@@ -259,7 +282,7 @@ func Flag(name string, set *atomic.Bool, notSet string) Check {
 func cleanErr(err error) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return errors.New("JetStream did not answer in time")
+		return errNoAnswer
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, js.ErrJetStreamNotEnabled):
 		return errors.New("JetStream is not available")
 	}

@@ -45,6 +45,7 @@ type Host struct {
 	metrics    *metrics.Worker
 	mcpMetrics mcpback.Metrics // nil without MCP servers
 	mcpChecks  []health.Check
+	jsOK       [2]health.Check // the streams and consumers checks, run in the background
 	ready      atomic.Bool
 	mcp        atomic.Pointer[mcpback.Set] // the catalog's MCP servers, once started
 
@@ -96,6 +97,7 @@ func New(cfg Config) (*Host, error) {
 		h.mcpChecks = mcpChecks(servers, h.mcp.Load)
 	}
 	h.noteServed()
+	h.jsOK = [2]health.Check{health.Background(health.Streams(j), 0), health.Background(health.ConsumersOf(j, h.servedNow), 0)}
 	return h, nil
 }
 
@@ -316,7 +318,8 @@ func (h *Host) Conn() *nats.Conn { return h.cfg.Conn }
 
 // Checks are the Host's readiness checks: the consumers of the tools it
 // serves at the time of the probe exist (not those Unserve withdrew), the
-// workers are started and not draining, and, as details that do not fail
+// workers are started and not draining (the consumers are looked up in
+// the background: health.Background), and, as details that do not fail
 // the probe, the catalog's MCP servers are up. Handler serves them with
 // the connection's; an orchestrator in the same process adds them to its
 // own.
@@ -326,7 +329,7 @@ func (h *Host) Checks() []health.Check {
 
 func (h *Host) ownChecks() []health.Check {
 	return []health.Check{
-		health.ConsumersOf(h.js, h.servedNow),
+		h.jsOK[1],
 		health.Flag("worker", &h.ready, "the worker is starting or draining"),
 	}
 }
@@ -334,11 +337,12 @@ func (h *Host) ownChecks() []health.Check {
 // Handler serves GET /metrics (the Host's registry), GET /healthz (503
 // once the NATS connection is closed for good) and GET /readyz (NATS
 // connected, streams present, the Host's checks, its MCP servers up,
-// Config.Checks).
+// Config.Checks; the streams and consumers are looked up in the
+// background, see health.Background).
 func (h *Host) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(h.cfg.Metrics))
-	checks := append([]health.Check{health.NATSConnected(h.cfg.Conn), health.Streams(h.js)}, h.ownChecks()...)
+	checks := append([]health.Check{health.NATSConnected(h.cfg.Conn), h.jsOK[0]}, h.ownChecks()...)
 	checks = append(append(checks, h.mcpChecks...), h.cfg.Checks...)
 	health.New(0, checks...).WithLiveness(health.NATSNotClosed(h.cfg.Conn)).Register(mux)
 	return mux

@@ -51,11 +51,28 @@ func TestServerReadinessFollowsServedTools(t *testing.T) {
 	if err := srv.Serve(ctx, late); err != nil {
 		t.Fatal(err)
 	}
-	// The pull loop of late ends when its consumer goes; readiness says so.
-	if err := js.DeleteConsumer(ctx, tpjs.StreamCalls, tpjs.ConsumerName("late")); err != nil {
-		t.Fatal(err)
+	// Readiness checks the consumer of a tool served after Start. The
+	// worker makes a deleted consumer again within milliseconds, so the
+	// consumer is deleted over and over until a probe sees it missing.
+	deleting, stopDeleting := context.WithCancel(ctx)
+	deleted := make(chan struct{})
+	go func() {
+		defer close(deleted)
+		for deleting.Err() == nil {
+			_ = js.DeleteConsumer(deleting, tpjs.StreamCalls, tpjs.ConsumerName("late"))
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	var code int
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if code, body = ready(); code == 503 && strings.Contains(body, tpjs.ConsumerName("late")) {
+			break
+		}
 	}
-	if code, body := ready(); code != 503 || !strings.Contains(body, tpjs.ConsumerName("late")) {
+	stopDeleting()
+	<-deleted
+	if code != 503 || !strings.Contains(body, tpjs.ConsumerName("late")) {
 		t.Fatalf("/readyz without the consumer of a served tool: %d %s, want 503 naming %s", code, body, tpjs.ConsumerName("late"))
 	}
 	if err := srv.Unserve(ctx, "late"); err != nil {

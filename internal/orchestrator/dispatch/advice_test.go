@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -243,5 +245,51 @@ func TestAdviceHappyPathAllocs(t *testing.T) {
 	})
 	if n != 0 {
 		t.Errorf("%v allocations per successful turn, want 0", n)
+	}
+}
+
+// BenchmarkAdviceHappyPath is successful turns of one host conversation,
+// per tenant, with a second replica listening: it reports the messages on
+// jetstream.AdviceSubject per turn (publishes/op), and fails if there is
+// any.
+func BenchmarkAdviceHappyPath(b *testing.B) {
+	tb := setup(b, func(c *Config) { c.NoFairness = true })
+	startEchoWorker(b, tb, "echo")
+	other, err := New(Config{JS: tb.js, Catalog: discovery.StaticCatalog("echo"), NoFairness: true, Logger: tb.d.log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := other.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stopNow(other) })
+	counter := natstest.Connect(b, tb.srv.ClientURL())
+	c := countAdvice(b, counter)
+	ctx := WithTenant(context.Background(), "acme")
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		calls := []envelope.ToolUseBlock{use("toolu_"+strconv.Itoa(i), "echo", `{"text":"hello"}`)}
+		res, err := tb.d.Dispatch(ctx, "conversation", calls)
+		if err != nil || res[0].IsError {
+			b.Fatalf("turn %d: %v %+v", i, err, res)
+		}
+	}
+	b.StopTimer()
+	n := c.after(b, tb.nc)
+	b.ReportMetric(float64(n)/float64(b.N), "publishes/op")
+	if n != 0 {
+		b.Fatalf("%d messages on %s for %d successful turns, want 0", n, jetstream.AdviceSubject, b.N)
+	}
+}
+
+// BenchmarkSessionRecord is the tracker's work for a successful turn of
+// one call: the session's key and its lookup.
+func BenchmarkSessionRecord(b *testing.B) {
+	st := newSessionTracker(MaxSessionsDefault, time.Hour)
+	session := "mcp-session-0123456789abcdef0123456789abcdef"
+	outs := []outcome{{tool: "echo"}}
+	now := time.Now()
+	for b.Loop() {
+		st.recordKey(scopeKeyOf("acme", session), now, outs)
 	}
 }

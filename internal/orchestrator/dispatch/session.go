@@ -78,7 +78,8 @@ type outcome struct {
 }
 
 // record applies a turn's outcomes, in order, to session (of no tenant)
-// and fills each outcome's run. An empty session is not tracked: every run stays 0.
+// and fills each outcome's run. An empty session is not tracked: every run
+// stays 0.
 func (t *sessionTracker) record(session string, now time.Time, outs []outcome) {
 	if session == "" {
 		return

@@ -39,7 +39,12 @@ const (
 	// SchedPresenceSubject is the core NATS subject on which orchestrators
 	// announce themselves to each other (so that each knows how many share
 	// the fleet-wide per-key limits).
-	SchedPresenceSubject  = "toolpool.sched.presence"
+	SchedPresenceSubject = "toolpool.sched.presence"
+	// AdviceSubject is the core NATS subject on which orchestrators tell
+	// each other of the is_error results they counted per host
+	// conversation and tool, so that the repeated-failure advice counts
+	// across replicas.
+	AdviceSubject         = "toolpool.advice.streaks"
 	ProgressSubjectPrefix = "tools.progress."
 )
 

@@ -239,6 +239,65 @@ func TestPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("orchestrators share the repeated-failure counts", func(t *testing.T) {
+		// Every orchestrator publishes and subscribes to the advice subject;
+		// a worker may publish on it no more than it may subscribe.
+		connect := func(user, password string) (*nats.Conn, chan error) {
+			violations := make(chan error, 4)
+			nc, err := nats.Connect(c.urls(), nats.UserInfo(user, password),
+				nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+					select {
+					case violations <- err:
+					default:
+					}
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			return nc, violations
+		}
+		listener, lv := connect("orchestrator", orchPassword)
+		got := make(chan *nats.Msg, 4)
+		if _, err := listener.ChanSubscribe(jetstream.AdviceSubject, got); err != nil {
+			t.Fatal(err)
+		}
+		if err := listener.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		teller, tv := connect("orchestrator", orchPassword)
+		if err := teller.Publish(jetstream.AdviceSubject, []byte("orchestrator")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-got:
+			if string(m.Data) != "orchestrator" {
+				t.Errorf("got %q", m.Data)
+			}
+		case err := <-lv:
+			t.Fatalf("orchestrator subscribing to %s: %v", jetstream.AdviceSubject, err)
+		case err := <-tv:
+			t.Fatalf("orchestrator publishing on %s: %v", jetstream.AdviceSubject, err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("an orchestrator's message on the advice subject did not reach another orchestrator")
+		}
+		w, wv := connect("worker", workerPassword)
+		if err := w.Publish(jetstream.AdviceSubject, []byte("worker")); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Flush()
+		select {
+		case err := <-wv:
+			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), jetstream.AdviceSubject) {
+				t.Errorf("async error %q; want a permissions violation naming %s", err, jetstream.AdviceSubject)
+			}
+		case m := <-got:
+			t.Errorf("a worker's message reached the orchestrators: %q", m.Data)
+		case <-time.After(30 * time.Second):
+			t.Error("no permissions violation reported for a worker publishing on the advice subject")
+		}
+	})
+
 	t.Run("worker without consumer permissions fails at start", func(t *testing.T) {
 		// The ops user may read consumers of TOOL_CALLS but not create them.
 		w := startWorkerProc(t, c, "ops", opsPassword, "--demo-tools")

@@ -61,6 +61,7 @@ type Dispatcher struct {
 	watching    sync.Map // call key → struct{}: keys whose result a duplicate watch looks for
 	calls       *callTable
 	sessions    *sessionTracker
+	advice      *fleetAdvice     // the counts shared with the other replicas (advice.go); nil before Start
 	inflight    chan struct{}    // publish slots: MaxPublishInFlight
 	adm         *admission       // admission control: admission.go
 	sched       *sched.Scheduler // fair shares (fair.go); nil with NoFairness
@@ -198,6 +199,11 @@ func (d *Dispatcher) start(ctx, life context.Context) error {
 	}
 	d.feed.sub.Store(s)
 	d.feed.quietSince = time.Now()
+	if d.nc != nil {
+		if err := d.startAdvice(); err != nil { // not fatal: each replica counts alone
+			d.log.Warn("sharing the repeated-failure counts with other replicas failed", slog.Any("error", err))
+		}
+	}
 	if d.acks != nil {
 		d.Go(d.acks.run)
 	}
@@ -257,6 +263,7 @@ func (d *Dispatcher) teardown() {
 	if d.progressSub != nil {
 		_ = d.progressSub.Unsubscribe()
 	}
+	d.advice.stop()
 	if d.sched != nil {
 		d.sched.Close()
 	}

@@ -50,7 +50,8 @@
 // When one tool has failed Config.FailureThreshold (3) times in a row in a
 // session of a tenant, its is_error content gains a sentence telling the
 // model to stop retrying it and use a different approach; a success resets
-// the count.
+// the count. The count is the fleet's: the replicas tell each other of
+// failures on core NATS (advice.go), and successes cost no message.
 //
 // # Fair shares
 //

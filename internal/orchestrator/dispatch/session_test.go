@@ -97,7 +97,7 @@ func TestSessionTrackerBounded(t *testing.T) {
 				sh = &st.shards[i]
 			}
 		}
-		state := sh.m["s"].Value.(*sessionState)
+		state := sh.m[scopeKeyOf("", "s")].Value.(*sessionState)
 		if len(state.fails) != maxToolsPerSession {
 			t.Errorf("%d tools tracked, cap %d", len(state.fails), maxToolsPerSession)
 		}

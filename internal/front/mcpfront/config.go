@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -111,7 +112,7 @@ type Config struct {
 	// runs. Default MaxCallsDefault.
 	MaxCalls int
 	// Name and Version are the server's serverInfo. Default NameDefault
-	// and "".
+	// and the binary's build version (discovery.BuildVersion).
 	Name, Version string
 	// Tasks, when set, is the fleet's task store, where MCP tasks are
 	// kept (tasks.go): a tools/call a client asks a task for is answered
@@ -128,6 +129,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.Name = cmp.Or(c.Name, NameDefault)
+	c.Version = cmp.Or(c.Version, discovery.BuildVersion())
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, SessionTimeoutDefault)
 	c.MaxSessions = cmp.Or(c.MaxSessions, MaxSessionsDefault)
 	c.MaxCalls = cmp.Or(c.MaxCalls, MaxCallsDefault)

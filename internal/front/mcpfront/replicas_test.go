@@ -190,6 +190,9 @@ func TestReplicasRoundRobin(t *testing.T) {
 			if got := cs.InitializeResult().ProtocolVersion; got != want {
 				t.Errorf("negotiated %q, want %q", got, want)
 			}
+			if si := cs.InitializeResult().ServerInfo; si == nil || si.Name != "toolpool" || si.Version == "" {
+				t.Errorf("serverInfo %+v; want toolpool with its build version", si)
+			}
 			ctx := t.Context()
 			for i := range 3 {
 				lt, err := cs.ListTools(ctx, nil)

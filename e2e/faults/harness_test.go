@@ -216,20 +216,7 @@ func (p *pool) waitAnnounced(id string) {
 
 // withJS runs f on a short-lived connection of the test's own (not one of
 // the pool's); it does nothing when the server cannot be reached.
-func (p *pool) withJS(f func(context.Context, js.JetStream)) {
-	nc, err := nats.Connect(p.natsURL, nats.Timeout(2*time.Second), nats.NoReconnect())
-	if err != nil {
-		return
-	}
-	defer nc.Close()
-	j, err := js.New(nc)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	f(ctx, j)
-}
+func (p *pool) withJS(f func(context.Context, js.JetStream)) { natstest.WithJS(p.natsURL, f) }
 
 // natsState describes the streams and the tool's consumer, for a failed
 // test's log.

@@ -471,7 +471,7 @@ func check(t *testing.T, p *pool, name string, out outcome, allowed mayRunAgain)
 		}
 	}
 	r.lost = len(missing)
-	summary.add(r.row())
+	summary.Add(r.row())
 	t.Logf("\n%s%s", tableHeader, r.row())
 	t.Logf("load took %v; longest turn %v; %d messages posted again (%s); %d calls answered \"outcome unknown\"; executions by worker %v; TOOL_CALLS drained: %v",
 		out.elapsed.Round(time.Millisecond), out.longestTurn.Round(time.Millisecond), out.reposts,

@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/testbin"
 )
 
@@ -35,31 +34,11 @@ func run(m *testing.M) int {
 	orchestratorBin = filepath.Join(dir, "orchestrator")
 	workerBin = filepath.Join(dir, "worker")
 	code := m.Run()
-	if t := summary.table(); t != "" {
+	if t := summary.Table(tableHeader); t != "" {
 		fmt.Println("fault suite:\n" + t)
 	}
 	return code
 }
 
 // summary collects every scenario's row for the table TestMain prints.
-var summary reports
-
-type reports struct {
-	mu   sync.Mutex
-	rows []string
-}
-
-func (r *reports) add(row string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rows = append(r.rows, row)
-}
-
-func (r *reports) table() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.rows) == 0 {
-		return ""
-	}
-	return tableHeader + strings.Join(r.rows, "\n")
-}
+var summary proctest.Rows

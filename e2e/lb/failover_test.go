@@ -218,7 +218,7 @@ func runFailover(t *testing.T, loads ...load) {
 		row := fmt.Sprintf("| replica kill -9 (1 of 2) under load: %s | %d | %d | %d | %d | %d | %.1f s after the kill, %.1f s in all |",
 			r.label, r.calls, r.results, r.lost, r.dupRes, r.dupExec, r.afterKill.Seconds(), r.total.Seconds())
 		t.Log(row, fmt.Sprintf("(%d requests sent again)", r.retries))
-		summary.add(row)
+		summary.Add(row)
 		if l.again != nil {
 			s.checkRetrievable(t, l, outcomes)
 		}

@@ -12,11 +12,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
@@ -261,28 +259,11 @@ func findHAProxy(t *testing.T) string {
 // jsAnswers reports whether JetStream answers at url.
 func jsAnswers(url string) bool {
 	ok := false
-	withJS(url, func(ctx context.Context, j js.JetStream) {
+	natstest.WithJS(url, func(ctx context.Context, j js.JetStream) {
 		_, err := j.AccountInfo(ctx)
 		ok = err == nil
 	})
 	return ok
-}
-
-// withJS runs f on a short-lived connection of the test's own; it does
-// nothing when the server cannot be reached.
-func withJS(url string, f func(context.Context, js.JetStream)) {
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.NoReconnect())
-	if err != nil {
-		return
-	}
-	defer nc.Close()
-	j, err := js.New(nc)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	f(ctx, j)
 }
 
 // waitAnnounced waits until worker id has announced the tool.
@@ -290,7 +271,7 @@ func (s *stack) waitAnnounced(id string) {
 	s.t.Helper()
 	natstest.Eventually(s.t, waitLong, "the tool announced by "+id, func() bool {
 		ok := false
-		withJS(s.natsURL, func(ctx context.Context, j js.JetStream) {
+		natstest.WithJS(s.natsURL, func(ctx context.Context, j js.JetStream) {
 			kv, err := j.KeyValue(ctx, discovery.BucketDefault)
 			if err != nil {
 				return
@@ -424,25 +405,8 @@ func (s *stack) executions() map[string][]string {
 }
 
 // summary collects the rows of the table TestMain prints.
-var summary reports
+var summary proctest.Rows
 
-type reports struct {
-	mu   sync.Mutex
-	rows []string
-}
-
-func (r *reports) add(row string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rows = append(r.rows, row)
-}
-
-func (r *reports) table() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.rows) == 0 {
-		return ""
-	}
-	return "| test | calls | results | lost | duplicated results | duplicate executions | time to complete |\n" +
-		"|---|---|---|---|---|---|---|\n" + strings.Join(r.rows, "\n")
-}
+// tableHeader heads summary's table.
+const tableHeader = "| test | calls | results | lost | duplicated results | duplicate executions | time to complete |\n" +
+	"|---|---|---|---|---|---|---|\n"

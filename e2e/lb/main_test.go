@@ -35,7 +35,7 @@ func run(m *testing.M) int {
 	orchestratorBin = filepath.Join(dir, "orchestrator")
 	workerBin = filepath.Join(dir, "worker")
 	code := m.Run()
-	if t := summary.table(); t != "" {
+	if t := summary.Table(tableHeader); t != "" {
 		fmt.Println("load-balancer suite:\n" + t)
 	}
 	if code != 0 {

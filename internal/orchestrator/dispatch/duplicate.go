@@ -71,16 +71,27 @@ func (d *Dispatcher) runDuplicateWatch(key string) {
 	}
 }
 
-// lookupResult delivers the stored result of key, if TOOL_RESULTS has one.
-func (d *Dispatcher) lookupResult(key string) {
+// storedResult returns the last result TOOL_RESULTS holds for key, or
+// nil when it holds none or the look-up failed (logged at debug with
+// what, the look-up's purpose).
+func (d *Dispatcher) storedResult(key, what string) *js.RawStreamMsg {
 	ctx, cancel := context.WithTimeout(d.Life(), d.cfg.PublishTimeout)
 	defer cancel()
 	m, err := jetstream.LastResult(ctx, d.results, key)
 	switch {
 	case errors.Is(err, js.ErrMsgNotFound):
-		return
+		return nil
 	case err != nil:
-		d.log.Debug("looking up the stored result of a call failed", slog.String("call_key", key), slog.Any("error", err))
+		d.log.Debug(what+" failed", slog.String("call_key", key), slog.Any("error", err))
+		return nil
+	}
+	return m
+}
+
+// lookupResult delivers the stored result of key, if TOOL_RESULTS has one.
+func (d *Dispatcher) lookupResult(key string) {
+	m := d.storedResult(key, "looking up the stored result of a call")
+	if m == nil {
 		return
 	}
 	if window := d.results.CachedInfo().Config.Duplicates; m.Time.Before(time.Now().Add(-window)) {

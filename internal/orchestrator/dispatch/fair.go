@@ -155,19 +155,7 @@ func (t *turn) granted(i int) error {
 		return nil // wait expires the turn next
 	}
 	t.markGranted(i)
-	for {
-		select {
-		case dl := <-t.ch:
-			if dl.res != nil {
-				t.answer(dl)
-			} else {
-				t.markGranted(dl.idx)
-			}
-			continue
-		default:
-		}
-		break
-	}
+	t.takeDelivered()
 	t.lookUpStored(true) // recovery.go
 	if err := t.publish(); err != nil {
 		if !errors.Is(err, errPublishDeadline) {
@@ -286,4 +274,21 @@ func (d *Dispatcher) SchedSnapshot() sched.Snapshot {
 		return sched.Snapshot{Instance: d.cfg.Instance, At: time.Now(), Replicas: 1}
 	}
 	return d.sched.Snapshot(d.cfg.Instance)
+}
+
+// takeDelivered takes what the turn's channel already holds, without
+// waiting: results are answered, grants marked.
+func (t *turn) takeDelivered() {
+	for {
+		select {
+		case dl := <-t.ch:
+			if dl.res != nil {
+				t.answer(dl)
+			} else {
+				t.markGranted(dl.idx)
+			}
+		default:
+			return
+		}
+	}
 }

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -155,34 +153,15 @@ func (t *turn) lookUpStored(granted bool) {
 		close(next)
 		wg.Wait()
 	}
-	for {
-		select {
-		case dl := <-t.ch:
-			if dl.res != nil {
-				t.answer(dl)
-			} else {
-				t.markGranted(dl.idx)
-			}
-			continue
-		default:
-		}
-		return
-	}
+	t.takeDelivered()
 }
 
 // deliverStored delivers the stored result of key to its waiters, unless
 // there is none or it is a transient error (the call is then run again,
 // as a retry).
 func (d *Dispatcher) deliverStored(key string) {
-	ctx, cancel := context.WithTimeout(d.Life(), d.cfg.PublishTimeout)
-	defer cancel()
-	m, err := jetstream.LastResult(ctx, d.results, key)
-	switch {
-	case errors.Is(err, js.ErrMsgNotFound):
-		return
-	case err != nil:
-		d.log.Debug("looking up the stored result of a call before publishing it failed; publishing it",
-			slog.String("call_key", key), slog.Any("error", err))
+	m := d.storedResult(key, "looking up the stored result of a call before publishing it (it is published)")
+	if m == nil {
 		return
 	}
 	if res, err := envelope.DecodeResult(m.Data); err != nil || res.Class == envelope.ClassTransient {

@@ -23,6 +23,17 @@ type ToolInfo struct {
 	Fairness string
 	// PerKey are the tool's limits per fairness key (tools.Tool.PerKey).
 	PerKey tools.KeyLimits
+	// Cost, Cache and Approval are the tool's (tools.Tool's): what a call
+	// spends of a budget (0 means 1), its result cache and its approval
+	// rule (nil: none). The orchestrator's policy gate applies them before
+	// the dispatcher sees the call.
+	Cost     int
+	Cache    *tools.CachePolicy
+	Approval *tools.ApprovalRule
+	// Version identifies the tool's implementation as its workers announce
+	// it (their build and the tool's definition): a cached result is only
+	// shared between calls of the same version.
+	Version string
 }
 
 // Catalog says which tools exist right now.

@@ -60,6 +60,18 @@ type Tool struct {
 	// PerKey limits each fairness key of the tool, fleet-wide; zero fields
 	// set no limit.
 	PerKey KeyLimits
+	// Cost is how many cost units one call of the tool spends of a budget
+	// counted in cost units (docs/operations.md, "Budgets"). Default 1
+	// (for 0).
+	Cost int
+	// Cache, when set, lets the orchestrators answer a call from a shared
+	// result cache, and run identical calls in flight once (see
+	// CachePolicy). Only a tool that is Idempotent or read-only
+	// (Hints.ReadOnly) may set it.
+	Cache *CachePolicy
+	// Approval, when set, holds the tool's calls (or those whose input
+	// matches its rule) until a person approves them (see ApprovalRule).
+	Approval *ApprovalRule
 }
 
 // Fairness keys of Tool.Fairness.

@@ -37,6 +37,10 @@ type Report struct {
 	// Cache is the cache's outcome per call, in the calls' order; nil when
 	// no call's tool caches.
 	Cache []CacheOutcome
+	// Approvals is the approval id per call, in the calls' order ("" for a
+	// call that needs none); nil when no call needs approval. A front door
+	// that asked WithoutApprovalWait decides these on its host's answer.
+	Approvals []string
 }
 
 type reportKey struct{}

@@ -115,3 +115,19 @@ const (
 	// TimedOut: no decision within the tool's timeout.
 	TimedOut
 )
+
+// ExhaustedError is Gate.Dispatch's error when every call of a turn was
+// refused by a spent budget: the HTTP API answers it with 429 and a
+// Retry-After.
+type ExhaustedError struct {
+	// RetryAfter is when the first of the refusing budgets has room again.
+	RetryAfter time.Duration
+	// Results are the calls' is_error results (classify.CodeBudgetExhausted),
+	// in the calls' order.
+	Results []envelope.Result
+}
+
+// Error says the turn was over budget.
+func (e *ExhaustedError) Error() string {
+	return "policy: every call is over budget; room again in " + classify.FormatDuration(e.RetryAfter)
+}

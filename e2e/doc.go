@@ -9,6 +9,8 @@
 //
 //	go test -race -count=1 ./e2e/
 //
-// TestMain builds cmd/orchestrator and cmd/worker once per run for the
-// process-level tests (SIGTERM drain, the CLI).
+// TestMain builds cmd/orchestrator, cmd/worker and the pinned nats-server
+// once per run for the process-level tests (SIGTERM drain, the CLI, and
+// the budgets, result cache and approvals across two replicas of
+// policy_test.go, which run every part as a process of its own).
 package e2e

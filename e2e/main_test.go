@@ -16,6 +16,7 @@ import (
 var (
 	orchestratorBin string
 	workerBin       string
+	natsServerBin   string // for the stacks of separate processes (policy_harness_test.go)
 )
 
 func TestMain(m *testing.M) {
@@ -44,10 +45,11 @@ func run(m *testing.M) int {
 	return 0
 }
 
-// buildBinaries builds cmd/orchestrator and cmd/worker into dir with one go
-// build (the packages share most of their dependencies).
+// buildBinaries builds cmd/orchestrator, cmd/worker and the pinned
+// nats-server into dir with one go build (the packages share most of their
+// dependencies).
 func buildBinaries(dir string) error {
-	if err := testbin.Build(dir, "./cmd/orchestrator", "./cmd/worker"); err != nil {
+	if err := testbin.Build(dir, "./cmd/orchestrator", "./cmd/worker", testbin.NATSServer); err != nil {
 		return err
 	}
 	exe := ""
@@ -56,5 +58,6 @@ func buildBinaries(dir string) error {
 	}
 	orchestratorBin = filepath.Join(dir, "orchestrator"+exe)
 	workerBin = filepath.Join(dir, "worker"+exe)
+	natsServerBin = filepath.Join(dir, "nats-server"+exe)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,8 @@ const (
 	keyReuse   = "policy-reuse-key-52a8f1c3d6e0"   // tenant reuse: the result cache
 	keyOther   = "policy-other-key-0f9e8d7c6b5a"   // tenant other: the cache's tenant scope
 	keyConsent = "policy-consent-key-3b4c5d6e7f80" // tenant consent: approvals
+	keyNightly = "policy-nightly-key-9a8b7c6d5e4f" // tenant batch, key named nightly: a budget on one key
+	keyAdhoc   = "policy-adhoc-key-1e2d3c4b5a69"   // tenant batch, another key
 )
 
 // policyKeys is the API key file both replicas read.
@@ -39,11 +42,13 @@ const policyKeys = `keys:
   - {tenant: reuse, key: ` + keyReuse + `}
   - {tenant: other, key: ` + keyOther + `}
   - {tenant: consent, key: ` + keyConsent + `}
+  - {tenant: batch, name: nightly, key: ` + keyNightly + `}
+  - {tenant: batch, name: adhoc, key: ` + keyAdhoc + `}
 `
 
 // policyTools are the tools of policyCatalog, each a webhook to the
 // test's toolHook.
-var policyTools = []string{"metered", "probe", "plain", "lookup", "slowlookup", "brief", "deploy", "release"}
+var policyTools = []string{"metered", "costly", "probe", "plain", "lookup", "slowlookup", "brief", "deploy", "release"}
 
 // policyCatalog is the worker's catalog: webhook tools served by the hook
 // at base, with the cost, cache and approval entries of issue 24 as an
@@ -51,7 +56,7 @@ var policyTools = []string{"metered", "probe", "plain", "lookup", "slowlookup", 
 func policyCatalog(base string) string {
 	entry := func(name, desc, extra string) string {
 		return fmt.Sprintf(`  - name: %s
-    description: %s
+    description: %q
     input_schema: {type: object}
     timeout: 1m
     backend: webhook
@@ -60,6 +65,7 @@ func policyCatalog(base string) string {
 	}
 	return "version: 1\ntools:\n" +
 		entry("metered", "Counts one execution per call; spent from a budget.", "") +
+		entry("costly", "Counts one execution per call; each call costs 3 units.", "    cost: 3\n") +
 		entry("probe", "Counts one execution per call; its budget tells when a replica knows the budgets.", "") +
 		entry("plain", "Counts one execution per call; not cached.", "") +
 		entry("lookup", "A read that may be answered from the cache for ten minutes.",
@@ -84,6 +90,7 @@ type policyStack struct {
 	dir      string
 	natsURL  string
 	replicas []*policyReplica
+	worker   *proctest.Proc
 	hook     *toolHook
 	client   *http.Client
 }
@@ -141,7 +148,7 @@ func startPolicyStack(t *testing.T) *policyStack {
 		r.proc.WaitHTTP(r.url("/readyz"), waitLong)
 		s.replicas = append(s.replicas, r)
 	}
-	proctest.Command{
+	s.worker = proctest.Command{
 		Name: "worker", Path: workerBin, LogTail: 8000,
 		Args: []string{"--nats-url", s.natsURL, "--tools", cat, "--builtin-tools=none", "--id", "w1", "--concurrency", "64"},
 	}.Start(t)
@@ -155,11 +162,16 @@ func startPolicyStack(t *testing.T) *policyStack {
 func (r *policyReplica) url(path string) string { return "http://" + r.addr + path }
 
 // restart kills replica r with SIGKILL and starts it again with the same
-// flags, waiting until it is ready.
+// flags but another --instance, as a supervisor does with the default (a
+// random id), and waits until it is ready. (The same --instance at once
+// is refused until the dead one's result consumer lapses, 5 minutes.)
 func (s *policyStack) restart(t *testing.T, r *policyReplica) {
 	t.Helper()
 	r.proc.Kill()
 	s.client.CloseIdleConnections()
+	r.cmd.Args = slices.Clone(r.cmd.Args)
+	i := slices.Index(r.cmd.Args, "--instance")
+	r.cmd.Args[i+1] += "-again"
 	r.proc = r.cmd.Start(t)
 	r.proc.WaitHTTP(r.url("/readyz"), waitLong)
 	s.waitTools(r)
@@ -170,6 +182,9 @@ func (s *policyStack) restart(t *testing.T, r *policyReplica) {
 func (s *policyStack) waitTools(r *policyReplica) {
 	s.t.Helper()
 	r.proc.Eventually(waitLong, "the catalog's tools listed by "+r.name, func() bool {
+		if s.worker.Exited() {
+			s.t.Fatalf("the worker exited (%s):\n%s", s.worker.Status(), s.worker.Output())
+		}
 		req, _ := http.NewRequest(http.MethodGet, r.url("/v1/tools"), nil)
 		req.Header.Set("Authorization", "Bearer "+keyReuse)
 		resp, err := s.client.Do(req)

@@ -38,6 +38,7 @@ func TestPolicyAcrossReplicas(t *testing.T) {
 	t.Run("cache across replicas", func(t *testing.T) { t.Parallel(); testCacheAcrossReplicas(t, s) })
 	t.Run("coalescing", func(t *testing.T) { t.Parallel(); testCoalescing(t, s) })
 	t.Run("cache ttl", func(t *testing.T) { t.Parallel(); testCacheTTL(t, s) })
+	t.Run("key budget in cost units", func(t *testing.T) { t.Parallel(); testKeyBudget(t, s) })
 	t.Run("bad budgets", func(t *testing.T) { t.Parallel(); testBadBudgets(t, s) })
 }
 
@@ -71,18 +72,18 @@ func checkRetryAfter(t *testing.T, what string, got reply, maxReset time.Duratio
 	}
 }
 
-// waitBudgetKnown waits until every replica refuses calls of probe: the
-// budget probe1 (1 call of probe) is spent, and the replica knows it and
-// every budget set before it.
-func waitBudgetKnown(t *testing.T, s *policyStack) {
+// waitBudgetKnown waits until every replica refuses the key's calls of
+// probe: the budget probe (1 call of probe) is spent, and the replica
+// knows it and every budget set before it.
+func waitBudgetKnown(t *testing.T, s *policyStack, key, probe string) {
 	t.Helper()
 	for _, r := range s.replicas {
 		pollEvery(t, 50*time.Millisecond, "replica "+r.name+" to know the budgets", func() bool {
-			got, err := s.post(t.Context(), r, keySpend, nil, "?timeout=1m", use("probe", `{}`))
+			got, err := s.post(t.Context(), r, key, nil, "?timeout=1m", use("probe", `{}`))
 			if err != nil || (got.status != http.StatusOK && got.status != http.StatusTooManyRequests) {
 				t.Fatalf("a call of probe on %s: %v %d %s", r.name, err, got.status, got.body)
 			}
-			return got.results[0].IsError && strings.Contains(got.results[0].text(), `the budget "probe1"`)
+			return got.results[0].IsError && strings.Contains(got.results[0].text(), `the budget "`+probe+`"`)
 		})
 	}
 }
@@ -97,7 +98,7 @@ func testSharedBudget(t *testing.T, s *policyStack) {
 	period, words, maxReset, wantReset := budgetPeriod()
 	s.mustCLI(t, append([]string{"budgets", "set", "spend100", "--tenant", "spend", "--tools", "metered", "--limit", "100"}, period...)...)
 	s.mustCLI(t, append([]string{"budgets", "set", "probe1", "--tenant", "spend", "--tools", "probe", "--limit", "1"}, period...)...)
-	waitBudgetKnown(t, s)
+	waitBudgetKnown(t, s, keySpend, "probe1")
 
 	const requests, per = 60, 3
 	replies := make([]reply, requests)
@@ -205,6 +206,36 @@ func testSharedBudget(t *testing.T, s *policyStack) {
 		t.Errorf("%d executions after the reset and 3 calls; want 103", n)
 	}
 	checkBudgetSpent(t, s, "spend100", 3)
+}
+
+// testKeyBudget: a budget on one API key (its name), in cost units, of a
+// tool that costs 3 per call: 10 units admit 3 calls (9 units), never a
+// fourth (12); another key of the same tenant is not held by it.
+func testKeyBudget(t *testing.T, s *policyStack) {
+	period, words, maxReset, wantReset := budgetPeriod()
+	s.mustCLI(t, append([]string{"budgets", "set", "nightly10", "--key", "nightly", "--tools", "costly", "--limit", "10", "--cost"}, period...)...)
+	s.mustCLI(t, append([]string{"budgets", "set", "nightly-probe", "--key", "nightly", "--tools", "probe", "--limit", "1"}, period...)...)
+	waitBudgetKnown(t, s, keyNightly, "nightly-probe")
+	for i := range 3 {
+		got := s.mustPost(t, s.replicas[i%2], keyNightly, nil, http.StatusOK, use("costly", fmt.Sprintf(`{"i":%d}`, i)))
+		if res := got.results[0]; res.IsError || !strings.HasPrefix(res.text(), "costly run ") {
+			t.Errorf("call %d of 3 (9 of 10 units): is_error %v, %q; want a run", i, res.IsError, res.text())
+		}
+	}
+	got := s.mustPost(t, s.replicas[1], keyNightly, nil, http.StatusTooManyRequests, use("costly", `{"i":3}`))
+	checkRetryAfter(t, "the fourth call (12 of 10 units)", got, maxReset, wantReset)
+	want := `The call to costly was not run: the budget "nightly10" allows 10 cost units ` + words
+	if res := got.results[0]; !res.IsError || !strings.HasPrefix(res.text(), want) {
+		t.Errorf("the fourth call: is_error %v, %q; want %q…", res.IsError, res.text(), want)
+	}
+	other := s.mustPost(t, s.replicas[0], keyAdhoc, nil, http.StatusOK, use("costly", `{"i":4}`))
+	if res := other.results[0]; res.IsError {
+		t.Errorf("a call with another key of the tenant: %q; want a run (the budget is on the key nightly)", res.text())
+	}
+	if n := s.hook.count("costly"); n != 4 {
+		t.Errorf("costly ran %d times; want 4 (3 with nightly, 1 with adhoc)", n)
+	}
+	checkBudgetSpent(t, s, "nightly10", 9)
 }
 
 // checkBudgetSpent checks `budgets ls --json` and `budgets ls` for the

@@ -68,7 +68,7 @@ func cmpLogger(l *slog.Logger) *slog.Logger {
 type noMetrics struct{}
 
 func (noMetrics) CacheOutcome(string, CacheOutcome) {}
-func (noMetrics) Refused(string, string)           {}
+func (noMetrics) Refused(string, string)            {}
 
 // Dispatch runs calls as the dispatcher does (dispatch.Dispatcher.Dispatch),
 // after the cache, the approval gates and the budgets had their say: see

@@ -637,8 +637,8 @@ func pollAsync(t *testing.T, s *policyStack, r *policyReplica, loc string) reply
 }
 
 // TestPolicyBadCatalog: a catalog whose cost, cache or approval entry is
-// wrong stops the worker (and serve) at start, exit 2, with a message
-// naming the file, the tool and the field.
+// wrong stops the worker at start, exit 2, with a message naming the file,
+// the line, the tool and the field; and serve with in-process workers.
 func TestPolicyBadCatalog(t *testing.T) {
 	t.Parallel()
 	head := "version: 1\ntools:\n  - name: search\n    description: d\n    input_schema: {type: object}\n" +
@@ -684,9 +684,13 @@ func TestPolicyBadCatalog(t *testing.T) {
 		if err := os.WriteFile(cat, []byte(head+"    cache: {ttl: 10m}\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		p := proctestRun(t, orchestratorBin, "serve", "--nats-url", "nats://127.0.0.1:1", "--workers", "1", "--tools", cat, "--http", "")
-		if p.code != 2 || !strings.Contains(p.stderr, "cache") || !strings.Contains(p.stderr, "idempotent") {
-			t.Errorf("serve with the catalog: exit %d, %q; want 2 and a message naming cache and idempotent", p.code, p.stderr)
+		// serve reads the catalog once its embedded server runs, and stops
+		// with exit 1 (the worker, which reads it first, exits 2); the
+		// message is in its log line, quotes escaped.
+		p := proctestRun(t, orchestratorBin, "serve", "--data-dir", filepath.Join(t.TempDir(), "data"),
+			"--nats-listen", "127.0.0.1:0", "--tools", cat, "--http", "")
+		if p.code == 0 || !regexp.MustCompile(`tools\.yaml:\d+: tool \\?"search\\?": cache: needs idempotent: true`).MatchString(p.stderr) {
+			t.Errorf("serve with the catalog: exit %d, %q; want a failure naming the file, its line, the tool and cache", p.code, p.stderr)
 		}
 	})
 }

@@ -322,9 +322,9 @@ func TestValidate(t *testing.T) {
 		{func(d *budget.Def) { d.Period = "week" }, `period: "week": want minute, hour, day or month`},
 		{func(d *budget.Def) { d.Period = "" }, "period:"},
 		{func(d *budget.Def) { d.Window = time.Hour }, "period: give a period or a rolling window, not both"},
-		{func(d *budget.Def) { d.Period, d.Window = "", 30 * time.Second }, "window:"},
-		{func(d *budget.Def) { d.Period, d.Window = "", 32 * 24 * time.Hour }, "window:"},
-		{func(d *budget.Def) { d.Period, d.Window = "", 90*time.Second + time.Millisecond }, "window:"},
+		{func(d *budget.Def) { d.Period, d.Window = "", 30*time.Second }, "window:"},
+		{func(d *budget.Def) { d.Period, d.Window = "", 32*24*time.Hour }, "window:"},
+		{func(d *budget.Def) { d.Period, d.Window = "", 90*time.Second+time.Millisecond }, "window:"},
 		{func(d *budget.Def) { d.Tools = []string{"ok", "bad tool"} }, `tools: "bad tool"`},
 	} {
 		d := ok

@@ -116,7 +116,7 @@ func (d Def) Validate() error {
 	case d.Period == "" && d.Window == 0:
 		return invalid("period", "give a period (minute, hour, day, month) or a rolling window")
 	case d.Window != 0 && (d.Window < MinWindow || d.Window > MaxWindow):
-		return invalid("window", "must be from %s to %s, got %s", classify.FormatDuration(MinWindow), classify.FormatDuration(MaxWindow), d.Window)
+		return invalid("window", "must be from 1m to 31d, got %s", classify.FormatDuration(d.Window))
 	case d.Window != 0 && d.Window%time.Second != 0:
 		return invalid("window", "must be whole seconds, got %s", d.Window)
 	case d.Window == 0 && !d.Period.valid():

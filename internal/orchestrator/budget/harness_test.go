@@ -10,6 +10,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/budget"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
@@ -146,3 +147,6 @@ func (m *fakeMetrics) refusedOf(b string) int {
 	defer m.mu.Unlock()
 	return m.refused[b]
 }
+
+// the Prometheus implementation the orchestrator registers
+var _ budget.Metrics = (*metrics.Budget)(nil)

@@ -217,6 +217,7 @@ func (s *store) status(ctx context.Context, d Def, now time.Time) (Status, error
 		st.Spent = slots.sum()
 		st.ResetIn = slots.oldestLeaves(now)
 	}
+	st.Spent = max(st.Spent, 0) // a refund may land after a reset
 	st.Left = max(d.Limit-st.Spent, 0)
 	return st, nil
 }

@@ -78,7 +78,7 @@ func (s *Store) chargeOne(ctx context.Context, e *entry, tool string, units int6
 	if err != nil {
 		return err
 	}
-	sp.charges = append(sp.charges, spent{subj: subj, units: units})
+	sp.charges = append(sp.charges, spent{subj: subj, units: units, e: e})
 	total = n
 	if d.Window != 0 {
 		w.vals[w.cur] = n
@@ -152,6 +152,7 @@ type spend struct {
 type spent struct {
 	subj  string
 	units int64
+	e     *entry // the budget as it was defined when charged
 }
 
 // noSpend is the Spend of a call no budget applies to.
@@ -167,6 +168,9 @@ func (sp *spend) Refund(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
 	defer cancel()
 	for _, c := range sp.charges {
+		if sp.s.resetSince(c.e) {
+			continue // the counter was purged: a subtraction would give room twice
+		}
 		if _, err := sp.s.st.incr(ctx, c.subj, -c.units); err != nil {
 			sp.s.log.Warn("budget: a refund failed: the units stay spent", "subject", c.subj, "units", c.units, "error", err)
 		}
@@ -180,4 +184,16 @@ func (sp *spend) Nearly() []classify.Budget {
 		return nil
 	}
 	return sp.nearly
+}
+
+// resetSince reports whether the budget of e was reset (or removed) since
+// e was its definition.
+func (s *Store) resetSince(e *entry) bool {
+	ix := s.index.Load()
+	for _, cur := range ix.all {
+		if cur.tok == e.tok {
+			return !cur.def.ResetAt.Equal(e.def.ResetAt)
+		}
+	}
+	return true
 }

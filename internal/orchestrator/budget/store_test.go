@@ -344,3 +344,31 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("Set of a negative limit: %v", err)
 	}
 }
+
+func TestRefundAfterResetGivesNoExtraRoom(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	a := f.replica(t, nil)
+	f.set(t, budget.Def{Name: "r", Tenant: "acme", Period: budget.Day, Limit: 2}, a)
+	c := call("acme", "", "echo", 1)
+	sp, err := a.Charge(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := budget.Reset(t.Context(), f.js, "r", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 5*time.Second, "the replica sees the reset", func() bool {
+		d := a.Defs()
+		return len(d) == 1 && !d[0].ResetAt.IsZero()
+	})
+	sp.Refund(t.Context()) // its turn failed after the reset: nothing to give back
+	for i := range 2 {
+		if _, err := a.Charge(t.Context(), c); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if _, err := a.Charge(t.Context(), c); err == nil {
+		t.Fatal("a refund after the reset gave a third call room")
+	}
+}

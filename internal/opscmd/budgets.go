@@ -13,7 +13,6 @@ import (
 
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/orchestrator/budget"
-	"github.com/toolpool/toolpool/pkg/classify"
 )
 
 // Budgets is "orchestrator budgets": a group, one file per subcommand
@@ -81,26 +80,10 @@ func parseWindow(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// windowWords is a rolling window as the commands print it: "7d", "90m".
-func windowWords(w time.Duration) string {
-	for _, u := range []struct {
-		d      time.Duration
-		suffix string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}} {
-		if w >= u.d && w%u.d == 0 {
-			return strconv.FormatInt(int64(w/u.d), 10) + u.suffix
-		}
-	}
-	return classify.FormatDuration(w)
-}
-
 // periodFlag is a budget's period as the commands print it: "day",
 // "rolling 90m".
 func periodFlag(d budget.Def) string {
-	if d.Window != 0 {
-		return "rolling " + windowWords(d.Window)
-	}
-	return string(d.Period)
+	return strings.TrimPrefix(d.PeriodWords(), "per ")
 }
 
 // budgetJS is the JetStream context the admin functions take.

@@ -41,7 +41,7 @@ func toBudgetJSON(st budget.Status) budgetJSON {
 		out.Soft = budget.SoftDefault
 	}
 	if st.Window != 0 {
-		out.Window = windowWords(st.Window)
+		out.Window = strings.TrimPrefix(st.PeriodWords(), "per rolling ")
 	}
 	return out
 }

@@ -27,7 +27,7 @@ func TestBudgetsCommands(t *testing.T) {
 	}
 	code, out, errOut = orch(t, "budgets", "set", "bot-search", "--nats-url", url, "--key", "bot", "--tools", "search, fetch",
 		"--window", "90m", "--limit", "500", "--cost", "--soft", "0.5")
-	if code != 0 || !strings.Contains(out, "key bot, search, fetch, 500 cost units per rolling 1h30m") {
+	if code != 0 || !strings.Contains(out, "key bot, search, fetch, 500 cost units per rolling 90m") {
 		t.Fatalf("set --window: exit %d: %s %s", code, out, errOut)
 	}
 

@@ -150,9 +150,23 @@ func (d Def) Who() string {
 // "per rolling 90m".
 func (d Def) PeriodWords() string {
 	if d.Window != 0 {
-		return "per rolling " + classify.FormatDuration(d.Window)
+		return "per rolling " + windowWords(d.Window)
 	}
 	return "per " + string(d.Period)
+}
+
+// windowWords is a rolling window as operators write it: "7d", "36h",
+// "90m", else as classify.FormatDuration writes it.
+func windowWords(w time.Duration) string {
+	for _, u := range []struct {
+		d      time.Duration
+		suffix string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}} {
+		if w >= u.d && w%u.d == 0 {
+			return strconv.FormatInt(int64(w/u.d), 10) + u.suffix
+		}
+	}
+	return classify.FormatDuration(w)
 }
 
 // Unit is what the budget counts: "calls" or "cost units".

@@ -372,3 +372,27 @@ func TestRefundAfterResetGivesNoExtraRoom(t *testing.T) {
 		t.Fatal("a refund after the reset gave a third call room")
 	}
 }
+
+func TestWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d    budget.Def
+		want string
+	}{
+		{budget.Def{Period: budget.Day}, "per day"},
+		{budget.Def{Window: 90 * time.Minute}, "per rolling 90m"},
+		{budget.Def{Window: 36 * time.Hour}, "per rolling 36h"},
+		{budget.Def{Window: 7 * 24 * time.Hour}, "per rolling 7d"},
+		{budget.Def{Window: 90 * time.Second}, "per rolling 1m30s"},
+	} {
+		if got := tc.d.PeriodWords(); got != tc.want {
+			t.Errorf("PeriodWords(%v) = %q, want %q", tc.d.Window, got, tc.want)
+		}
+	}
+	if w := (budget.Def{Key: "bot"}).Who(); w != "key bot" {
+		t.Error(w)
+	}
+	if w := (budget.Def{Tenant: "acme", Cost: true}); w.Who() != "tenant acme" || w.Unit() != "cost units" {
+		t.Error(w)
+	}
+}

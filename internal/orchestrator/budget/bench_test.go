@@ -2,6 +2,8 @@ package budget_test
 
 import (
 	"context"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,4 +92,43 @@ func BenchmarkChargeNone(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkKVCompareAndSet is the alternative to the counter stream that
+// docs/decisions.md compares: a read and a compare-and-set write of a KV
+// key per charge, again on a conflict. Parallel, as BenchmarkChargeParallel.
+func BenchmarkKVCompareAndSet(b *testing.B) {
+	srv := natstest.Start(b)
+	j, err := js.New(natstest.Connect(b, srv.ClientURL()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv, err := j.CreateKeyValue(context.Background(), js.KeyValueConfig{Bucket: "cas"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := kv.Put(context.Background(), "b", []byte("0")); err != nil {
+		b.Fatal(err)
+	}
+	var conflicts atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			for {
+				e, err := kv.Get(ctx, "b")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				n, _ := strconv.ParseInt(string(e.Value()), 10, 64)
+				if _, err := kv.Update(ctx, "b", strconv.AppendInt(nil, n+1, 10), e.Revision()); err == nil {
+					break
+				}
+				conflicts.Add(1)
+			}
+		}
+	})
+	b.ReportMetric(float64(conflicts.Load())/float64(b.N), "conflicts/op")
 }

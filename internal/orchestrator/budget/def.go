@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -50,7 +51,7 @@ type Def struct {
 	// Period is a calendar period; Window a rolling one (1m to 31d):
 	// exactly one of them.
 	Period Period        `json:"period,omitempty"`
-	Window time.Duration `json:"window,omitempty"`
+	Window time.Duration `json:"-"`
 	// Limit is what the budget allows per period, at least 1.
 	Limit int64 `json:"limit"`
 	// Cost says it counts the tools' cost units (catalog cost:), not calls.
@@ -243,4 +244,47 @@ func slotIndex(g time.Duration, t time.Time) int64 {
 // slotStart is the start of the sub-period idx of size g.
 func slotStart(g time.Duration, idx int64) time.Time {
 	return time.Unix(0, idx*int64(g)).UTC()
+}
+
+// defJSON is Def as the bucket stores it: the window as a Go duration
+// ("1h30m0s"), readable with `nats kv get`.
+type defJSON struct {
+	Name    string    `json:"name"`
+	Tenant  string    `json:"tenant,omitempty"`
+	Key     string    `json:"key,omitempty"`
+	Tools   []string  `json:"tools,omitempty"`
+	Period  Period    `json:"period,omitempty"`
+	Window  string    `json:"window,omitempty"`
+	Limit   int64     `json:"limit"`
+	Cost    bool      `json:"cost,omitempty"`
+	Soft    float64   `json:"soft,omitempty"`
+	ResetAt time.Time `json:"reset_at,omitzero"`
+}
+
+// MarshalJSON writes d with its window as a duration string.
+func (d Def) MarshalJSON() ([]byte, error) {
+	j := defJSON{Name: d.Name, Tenant: d.Tenant, Key: d.Key, Tools: d.Tools, Period: d.Period, Limit: d.Limit,
+		Cost: d.Cost, Soft: d.Soft, ResetAt: d.ResetAt}
+	if d.Window != 0 {
+		j.Window = d.Window.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *Def) UnmarshalJSON(b []byte) error {
+	var j defJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*d = Def{Name: j.Name, Tenant: j.Tenant, Key: j.Key, Tools: j.Tools, Period: j.Period, Limit: j.Limit,
+		Cost: j.Cost, Soft: j.Soft, ResetAt: j.ResetAt}
+	if j.Window != "" {
+		w, err := time.ParseDuration(j.Window)
+		if err != nil {
+			return invalid("window", "%q is not a duration", j.Window)
+		}
+		d.Window = w
+	}
+	return nil
 }

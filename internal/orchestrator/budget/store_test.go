@@ -2,6 +2,7 @@ package budget_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -394,5 +395,22 @@ func TestWords(t *testing.T) {
 	}
 	if w := (budget.Def{Tenant: "acme", Cost: true}); w.Who() != "tenant acme" || w.Unit() != "cost units" {
 		t.Error(w)
+	}
+}
+
+func TestDefJSON(t *testing.T) {
+	t.Parallel()
+	d := budget.Def{Name: "a", Key: "k", Tools: []string{"x"}, Window: 90 * time.Minute, Limit: 5, Cost: true, Soft: 0.5,
+		ResetAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	b, err := json.Marshal(d)
+	if err != nil || !strings.Contains(string(b), `"window":"1h30m0s"`) {
+		t.Fatalf("%s, %v", b, err)
+	}
+	var back budget.Def
+	if err := json.Unmarshal(b, &back); err != nil || back.Window != d.Window || back.Limit != 5 || !back.ResetAt.Equal(d.ResetAt) || back.Tools[0] != "x" {
+		t.Fatalf("%+v, %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"a","window":"soon"}`), &back); err == nil || !strings.Contains(err.Error(), "window") {
+		t.Fatalf("a bad window: %v", err)
 	}
 }

@@ -44,6 +44,7 @@ func orchestratorCommand() *cli.Command {
 			toolsCommand(),
 			opscmd.DLQ(),
 			opscmd.Status(),
+			opscmd.Budgets(),
 			opscmd.Bench(),
 			mcpCommand(),
 		},

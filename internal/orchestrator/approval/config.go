@@ -55,8 +55,8 @@ type Metrics interface {
 	// Held counts a call newly held for approval.
 	Held()
 	// Decided counts an approval this process decided or timed out:
-	// StateApproved, StateDenied or StateTimedOut.
-	Decided(state State)
+	// "approved", "denied" or "timed_out" (a State).
+	Decided(outcome string)
 	// Pending is the number of pending approvals fleet-wide, as this
 	// replica's watch of the bucket sees them.
 	Pending(n int)
@@ -64,9 +64,9 @@ type Metrics interface {
 
 type noMetrics struct{}
 
-func (noMetrics) Held()         {}
-func (noMetrics) Decided(State) {}
-func (noMetrics) Pending(int)   {}
+func (noMetrics) Held()          {}
+func (noMetrics) Decided(string) {}
+func (noMetrics) Pending(int)    {}
 
 // withDefaults returns c with the defaults applied.
 func (c Config) withDefaults() Config {

@@ -100,7 +100,7 @@ func (s *Store) Decide(ctx context.Context, id string, approve bool, by, reason,
 			return Record{}, fmt.Errorf("approval %s: write the decision: %w", id, err)
 		}
 		d.Revision = rev
-		s.cfg.Metrics.Decided(state)
+		s.cfg.Metrics.Decided(string(state))
 		s.log.Info("approval decided", "approval", id, "tool", d.Tool, "tenant", d.Tenant, "session", d.Session,
 			"decision", string(state), "by", by, "via", via, "reason", reason, "waited", d.Waited(now))
 		return d, nil

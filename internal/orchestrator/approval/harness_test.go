@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolpool/toolpool/internal/infra/embedded"
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/approval"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
@@ -37,14 +38,14 @@ func ctxFor(t *testing.T) context.Context {
 type counts struct {
 	held    atomic.Int64
 	mu      sync.Mutex
-	decided map[approval.State]int
+	decided map[string]int
 	pending atomic.Int64
 }
 
-func newCounts() *counts { return &counts{decided: map[approval.State]int{}} }
+func newCounts() *counts { return &counts{decided: map[string]int{}} }
 
 func (c *counts) Held() { c.held.Add(1) }
-func (c *counts) Decided(s approval.State) {
+func (c *counts) Decided(s string) {
 	c.mu.Lock()
 	c.decided[s]++
 	c.mu.Unlock()
@@ -53,7 +54,7 @@ func (c *counts) Pending(n int) { c.pending.Store(int64(n)) }
 func (c *counts) decidedOf(s approval.State) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.decided[s]
+	return c.decided[string(s)]
 }
 
 // replica is one process's Store on a connection of its own, with its
@@ -149,3 +150,6 @@ func await(t *testing.T, ch <-chan waitResult) waitResult {
 		return waitResult{}
 	}
 }
+
+// The metrics package's Approvals is the store's Metrics.
+var _ approval.Metrics = (*metrics.Approvals)(nil)

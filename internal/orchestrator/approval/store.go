@@ -256,7 +256,7 @@ func (s *Store) settle(ctx context.Context, r Record) Record {
 	switch {
 	case err == nil:
 		t.Revision = rev
-		s.cfg.Metrics.Decided(StateTimedOut)
+		s.cfg.Metrics.Decided(string(StateTimedOut))
 		s.log.Info("approval timed out", "approval", r.ID, "tool", r.Tool, "tenant", r.Tenant, "session", r.Session,
 			"timeout", r.Timeout, "deadline", r.Deadline())
 		return t

@@ -119,8 +119,8 @@ func checkDecision(by, reason, via string) error {
 		return fmt.Errorf("%w: by: %q has control characters", ErrInvalid, by)
 	case utf8.RuneCountInString(reason) > maxReason:
 		return fmt.Errorf("%w: reason: at most %d characters, got %d", ErrInvalid, maxReason, utf8.RuneCountInString(reason))
-	case !utf8.ValidString(reason):
-		return fmt.Errorf("%w: reason: not valid UTF-8", ErrInvalid)
+	case !printable(strings.NewReplacer("\n", " ", "\t", " ").Replace(reason)):
+		return fmt.Errorf("%w: reason: control characters other than new lines and tabs", ErrInvalid)
 	}
 	switch via {
 	case ViaCLI, ViaConsole, ViaMCP:

@@ -33,6 +33,7 @@ func TestDecideBadInput(t *testing.T) {
 		{"control by", d.ID, "al\x1bice", "", approval.ViaCLI, "by: \"al\\x1bice\" has control characters", approval.ErrInvalid},
 		{"long by", d.ID, strings.Repeat("a", 129), "", approval.ViaCLI, "by: at most 128", approval.ErrInvalid},
 		{"long reason", d.ID, "alice", strings.Repeat("r", 1001), approval.ViaCLI, "reason: at most 1000 characters, got 1001", approval.ErrInvalid},
+		{"control reason", d.ID, "alice", "ok\nbut \x1b[2J", approval.ViaCLI, "reason: control characters", approval.ErrInvalid},
 		{"bad via", d.ID, "alice", "", "email", `via: "email"; want cli, console or mcp`, approval.ErrInvalid},
 		{"bad id", "ap-*", "alice", "", approval.ViaCLI, `approval "ap-*": no such approval`, approval.ErrNotFound},
 		{"wildcard", ">", "alice", "", approval.ViaCLI, "no such approval", approval.ErrNotFound},

@@ -153,3 +153,6 @@ func await(t *testing.T, ch <-chan waitResult) waitResult {
 
 // The metrics package's Approvals is the store's Metrics.
 var _ approval.Metrics = (*metrics.Approvals)(nil)
+
+// jsNew is js.New.
+var jsNew = js.New

@@ -92,7 +92,7 @@ func (s *Store) Decide(ctx context.Context, id string, approve bool, by, reason,
 		if err != nil {
 			return Record{}, fmt.Errorf("approval %s: encode: %w", id, err)
 		}
-		rev, err := s.kv.Update(ctx, id, data, r.Revision)
+		rev, err := s.kv.Load().Update(ctx, id, data, r.Revision) // r was read: the bucket is bound
 		if conflict(err) {
 			continue
 		}

@@ -183,3 +183,34 @@ func TestList(t *testing.T) {
 		t.Fatalf("List(all) = %v, want %v", got, want)
 	}
 }
+
+// A Store used before Start says so, instead of failing obscurely.
+func TestNotStarted(t *testing.T) {
+	srv := natstest.Start(t)
+	s, err := approval.New(approval.Config{JS: jsOn(t, srv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t)
+	if _, err := s.Hold(ctx, call(`{}`, 0)); !errors.Is(err, approval.ErrNotStarted) {
+		t.Errorf("Hold: %v", err)
+	}
+	if _, err := s.Get(ctx, "ap-0123456789abcdef0123"); !errors.Is(err, approval.ErrNotStarted) {
+		t.Errorf("Get: %v", err)
+	}
+	if _, err := s.List(ctx, true); !errors.Is(err, approval.ErrNotStarted) {
+		t.Errorf("List: %v", err)
+	}
+	if _, err := s.Decide(ctx, "ap-0123456789abcdef0123", true, "a", "", approval.ViaCLI); !errors.Is(err, approval.ErrNotStarted) {
+		t.Errorf("Decide: %v", err)
+	}
+	if _, err := approval.Open(ctx, approval.Config{JS: jsOn(t, srv)}); !errors.Is(err, approval.ErrNoBucket) {
+		t.Errorf("Open before any bucket: %v", err)
+	}
+	if _, err := approval.New(approval.Config{}); err == nil || !strings.Contains(err.Error(), "Config.JS is required") {
+		t.Errorf("New without JS: %v", err)
+	}
+	if _, err := approval.New(approval.Config{JS: jsOn(t, srv), Retention: time.Second}); err == nil || !strings.Contains(err.Error(), "Config.Retention") {
+		t.Errorf("New with a second's retention: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
@@ -33,6 +34,25 @@ var (
 	ErrNotWatching = errors.New("approval: Wait needs a started store (Start), not one opened with Open")
 )
 
+// bound is the bucket a Store is bound to, and the largest record it
+// takes.
+type bound struct {
+	js.KeyValue
+	maxRec int
+}
+
+// ErrNotStarted is the error of a Store's methods before Start (or Open)
+// bound its bucket.
+var ErrNotStarted = errors.New("approval: store not started")
+
+// bucket is the bucket s is bound to.
+func (s *Store) bucket() (*bound, error) {
+	if b := s.kv.Load(); b != nil {
+		return b, nil
+	}
+	return nil, ErrNotStarted
+}
+
 // recordHeadroom is what a record may not use of the server's maximum
 // message size: room for the subject and headers.
 const recordHeadroom = 4 << 10
@@ -40,11 +60,10 @@ const recordHeadroom = 4 << 10
 // Store is one process's view of the approvals bucket. It is safe for
 // concurrent use.
 type Store struct {
-	base   startstop.Base
-	cfg    Config
-	log    *slog.Logger
-	kv     js.KeyValue
-	maxRec int
+	base startstop.Base
+	cfg  Config
+	log  *slog.Logger
+	kv   atomic.Pointer[bound] // set by Start or Open
 
 	mu       sync.Mutex
 	watching bool
@@ -91,7 +110,7 @@ func (s *Store) Start(ctx context.Context) error {
 		if err := s.bind(ctx); err != nil {
 			return err
 		}
-		w, err := s.kv.WatchAll(life)
+		w, err := s.kv.Load().WatchAll(life)
 		if err != nil {
 			return fmt.Errorf("approval: watch bucket %s: %w", s.cfg.Bucket, err)
 		}
@@ -135,8 +154,7 @@ func (s *Store) bind(ctx context.Context) error {
 }
 
 func (s *Store) setKV(kv js.KeyValue) {
-	s.kv = kv
-	s.maxRec = int(s.cfg.JS.Conn().MaxPayload()) - recordHeadroom
+	s.kv.Store(&bound{KeyValue: kv, maxRec: int(s.cfg.JS.Conn().MaxPayload()) - recordHeadroom})
 }
 
 // Required reports whether c needs approval: its tool has a rule that
@@ -156,10 +174,14 @@ func (s *Store) Required(c *policy.Call) bool {
 // Hold records c as waiting for approval, or finds the record of the same
 // call held before (by any replica), and returns its decision so far.
 func (s *Store) Hold(ctx context.Context, c *policy.Call) (policy.Decision, error) {
+	kv, err := s.bucket()
+	if err != nil {
+		return policy.Decision{}, err
+	}
 	now := s.cfg.Now()
 	timeout := tools.ApprovalTimeoutDefault
 	if c.Info.Approval != nil {
-		timeout = c.Info.Approval.TimeoutOrDefault()
+		timeout = min(c.Info.Approval.TimeoutOrDefault(), tools.ApprovalTimeoutMax) // never outlives the bucket
 	}
 	id := ID(c.Tenant, c.Session, c.ID, c.Tool, c.Input)
 	rec := Record{
@@ -170,10 +192,10 @@ func (s *Store) Hold(ctx context.Context, c *policy.Call) (policy.Decision, erro
 	if err != nil {
 		return policy.Decision{ID: id}, fmt.Errorf("approval: the input of call %s to %s is not JSON: %w", c.ID, c.Tool, err)
 	}
-	if len(data) > s.maxRec {
-		return policy.Decision{ID: id}, fmt.Errorf("approval: the call %s to %s is too large to hold for approval: its record is %d bytes, the bucket takes %d", c.ID, c.Tool, len(data), s.maxRec)
+	if len(data) > kv.maxRec {
+		return policy.Decision{ID: id}, fmt.Errorf("approval: the call %s to %s is too large to hold for approval: its record is %d bytes, the bucket takes %d", c.ID, c.Tool, len(data), kv.maxRec)
 	}
-	if _, err := s.kv.Create(ctx, id, data); err == nil {
+	if _, err := kv.Create(ctx, id, data); err == nil {
 		s.cfg.Metrics.Held()
 		s.log.Info("call held for approval", "approval", id, "tool", c.Tool, "tenant", c.Tenant, "session", c.Session,
 			"call", c.ID, "key", c.Key, "timeout", timeout)
@@ -207,7 +229,11 @@ func (s *Store) read(ctx context.Context, id string) (Record, error) {
 	if !ValidID(id) {
 		return Record{}, fmt.Errorf("approval %q: %w (an approval id is ap- and 20 hex characters)", id, ErrNotFound)
 	}
-	e, err := s.kv.Get(ctx, id)
+	kv, err := s.bucket()
+	if err != nil {
+		return Record{}, err
+	}
+	e, err := kv.Get(ctx, id)
 	if errors.Is(err, js.ErrKeyNotFound) || errors.Is(err, js.ErrKeyDeleted) {
 		return Record{}, fmt.Errorf("approval %s: %w (decided ones are kept %s)", id, ErrNotFound, s.retention(ctx))
 	}
@@ -220,7 +246,7 @@ func (s *Store) read(ctx context.Context, id string) (Record, error) {
 // retention is the bucket's TTL less the longest timeout: how long a
 // decided record is kept at least.
 func (s *Store) retention(ctx context.Context) string {
-	if st, err := s.kv.Status(ctx); err == nil && st.TTL() > tools.ApprovalTimeoutMax {
+	if st, err := s.kv.Load().Status(ctx); err == nil && st.TTL() > tools.ApprovalTimeoutMax {
 		return (st.TTL() - tools.ApprovalTimeoutMax).String()
 	}
 	return s.cfg.Retention.String()
@@ -252,7 +278,7 @@ func (s *Store) settle(ctx context.Context, r Record) Record {
 	if err != nil {
 		return t
 	}
-	rev, err := s.kv.Update(ctx, r.ID, data, r.Revision)
+	rev, err := s.kv.Load().Update(ctx, r.ID, data, r.Revision) // r was read: the bucket is bound
 	switch {
 	case err == nil:
 		t.Revision = rev
@@ -272,7 +298,11 @@ func (s *Store) settle(ctx context.Context, r Record) Record {
 // all, then the decided ones kept, the newest decision first. States are
 // effective (a pending record past its deadline is listed timed out).
 func (s *Store) List(ctx context.Context, all bool) ([]Record, error) {
-	w, err := s.kv.WatchAll(ctx, js.IgnoreDeletes())
+	kv, err := s.bucket()
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchAll(ctx, js.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("approval: list %s: %w", s.cfg.Bucket, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -275,5 +276,62 @@ func TestWaitCtxEnds(t *testing.T) {
 	rec, err := a.s.Get(ctx, d.ID)
 	if err != nil || rec.State != approval.StatePending {
 		t.Fatalf("Get = %+v, %v", rec, err)
+	}
+}
+
+// Deciders racing on two replicas: exactly one decision stands, and every
+// other decider is told whose.
+func TestConcurrentDecisions(t *testing.T) {
+	srv := natstest.Start(t)
+	a, b := start(t, srv), start(t, srv)
+	ctx := ctxFor(t)
+	d, err := a.s.Hold(ctx, call(`{"path": "/etc/race"}`, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	type outcome struct {
+		by  string
+		rec approval.Record
+		err error
+	}
+	outs := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		s := a.s
+		if i%2 == 1 {
+			s = b.s
+		}
+		wg.Go(func() {
+			by := fmt.Sprintf("person-%d", i)
+			rec, err := s.Decide(ctx, d.ID, i%3 == 0, by, "", approval.ViaConsole)
+			outs[i] = outcome{by, rec, err}
+		})
+	}
+	wg.Wait()
+	var winner string
+	for _, o := range outs {
+		if o.err == nil {
+			if winner != "" {
+				t.Fatalf("two decisions stood: %s and %s", winner, o.by)
+			}
+			winner = o.by
+		}
+	}
+	if winner == "" {
+		t.Fatalf("no decision stood: %+v", outs)
+	}
+	for _, o := range outs {
+		if o.err != nil && (!errors.Is(o.err, approval.ErrAlreadyDecided) || !strings.Contains(o.err.Error(), " by "+winner+" at ")) {
+			t.Errorf("%s: %v; want the decision of %s named", o.by, o.err, winner)
+		}
+	}
+	rec, err := b.s.Get(ctx, d.ID)
+	if err != nil || rec.DecidedBy != winner {
+		t.Fatalf("Get = %+v, %v; want %s's decision", rec, err, winner)
+	}
+	if got := a.m.decidedOf(approval.StateApproved) + a.m.decidedOf(approval.StateDenied) +
+		b.m.decidedOf(approval.StateApproved) + b.m.decidedOf(approval.StateDenied); got != 1 {
+		t.Fatalf("decisions counted: %d, want 1", got)
 	}
 }

@@ -43,6 +43,7 @@ func orchestratorCommand() *cli.Command {
 			opscmd.Run(&servePool{}),
 			toolsCommand(),
 			opscmd.DLQ(),
+			opscmd.Approvals(),
 			opscmd.Status(),
 			opscmd.Budgets(),
 			opscmd.Bench(),

@@ -51,6 +51,7 @@ type Host struct {
 	js     js.JetStream
 	d      *dispatch.Dispatcher
 	gate   *policy.Gate // in front of d: the result cache, approvals, budgets (policy.go)
+	pol    policyParts  // the gate's stores
 	api    *httpapi.Handler
 	m      *metrics.Dispatch
 	httpM  *metrics.HTTP
@@ -233,6 +234,9 @@ func (h *Host) startServing(ctx context.Context) error {
 	if err := h.d.Start(ctx); err != nil {
 		return err
 	}
+	if err := h.startPolicy(ctx); err != nil {
+		return err
+	}
 	if err := h.openTasks(ctx); err != nil {
 		return err
 	}
@@ -261,7 +265,7 @@ func (h *Host) stopAll(ctx context.Context) error {
 	if t := h.tasks.Load(); t != nil { // before the dispatcher: its tasks are handed over
 		err = errors.Join(err, t.Stop(ctx))
 	}
-	err = errors.Join(err, h.d.Stop(ctx))
+	err = errors.Join(err, h.d.Stop(ctx), h.stopPolicy(ctx))
 	if h.live != nil {
 		_ = h.live.Stop(context.WithoutCancel(ctx))
 	}

@@ -26,6 +26,8 @@ func testCatalog() memCatalog {
 		"write": {Name: "write", Approval: &tools.ApprovalRule{When: []tools.ApprovalMatch{
 			{Field: "input.path", Pattern: "/etc/**"}}}},
 		"pricey": {Name: "pricey", Cost: 5},
+		"read": {Name: "read", Cache: &tools.CachePolicy{TTL: time.Minute}, Approval: &tools.ApprovalRule{When: []tools.ApprovalMatch{
+			{Field: "input.path", Pattern: "/secret/**"}}}},
 	}
 }
 
@@ -269,6 +271,30 @@ func TestGateApprovals(t *testing.T) {
 	}()
 	if _, err := p.g.Dispatch(cctx, "s", []envelope.ToolUseBlock{use("d5", "deploy", `{}`)}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+func TestGateNeverAnswersAnApprovalFromTheCache(t *testing.T) {
+	t.Parallel()
+	p := newGate(t, &countingNext{}, 0)
+	ctx := acme(t.Context())
+	p.a.decide("ap-r1", Decision{State: Approved, By: "alice"})
+	if got, err := p.g.Dispatch(ctx, "s", []envelope.ToolUseBlock{use("r1", "read", `{"path":"/secret/key"}`)}); err != nil || got[0].IsError {
+		t.Fatalf("approved: %+v %v", got, err)
+	}
+	p.a.decide("ap-r2", Decision{State: Denied, By: "bob"})
+	got, err := p.g.Dispatch(ctx, "s", []envelope.ToolUseBlock{use("r2", "read", `{"path":"/secret/key"}`)})
+	if err != nil || got[0].Code != classify.CodeNotApproved {
+		t.Fatalf("the same input, denied this time, must not be answered from the cache: %+v %v", got, err)
+	}
+	// An input the rule does not name is cached as usual.
+	for _, id := range []string{"r3", "r4"} {
+		if _, err := p.g.Dispatch(ctx, "s", []envelope.ToolUseBlock{use(id, "read", `{"path":"/pub/x"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.next.count("read"); n != 2 {
+		t.Fatalf("read ran %d times, want 2 (the approved call and the first public one)", n)
 	}
 }
 

@@ -106,8 +106,8 @@ func (t *gateTurn) lookUpCache() {
 	bypass := noCache(t.ctx)
 	for i := range t.calls {
 		c := &t.calls[i]
-		if c.Info.Cache == nil {
-			continue
+		if c.Info.Cache == nil || t.needsApproval(i) {
+			continue // a call that needs approval is never answered without it
 		}
 		key, ok := cache.Key(c)
 		if !ok {

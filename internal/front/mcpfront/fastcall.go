@@ -42,7 +42,7 @@ var legacyVersions = map[string]bool{"2025-11-25": true, "2025-06-18": true, "20
 type fastParams struct {
 	name     string
 	args     json.RawMessage
-	progress any // the progressToken; nil: none
+	progress any  // the progressToken; nil: none
 	noCache  bool // _meta asks for a fresh run (MetaCache)
 }
 

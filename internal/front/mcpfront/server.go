@@ -287,7 +287,7 @@ type callIn struct {
 	session  string          // the pool session
 	progress any             // the client's progressToken; nil: none
 	// notify sends a notifications/progress on the request's stream.
-	notify func(context.Context, *mcp.ProgressNotificationParams) error
+	notify  func(context.Context, *mcp.ProgressNotificationParams) error
 	noCache bool      // _meta asks for a fresh run (MetaCache)
 	host    *hostCall // a 2026-07-28 host that declares elicitation; nil otherwise
 	callID  string    // the pool call id (run sets it)

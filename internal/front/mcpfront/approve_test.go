@@ -35,6 +35,7 @@ type heldGate struct {
 	decided   []string // "id approve by reason", in order
 	waits     []bool   // per call: did the gate wait
 	held      []string // per call: its approval id
+	keys      []string // per call: the key name the gate was given
 	changed   chan struct{}
 }
 
@@ -80,6 +81,7 @@ func (g *heldGate) Dispatch(ctx context.Context, session string, calls []envelop
 	g.mu.Lock()
 	g.waits = append(g.waits, wait)
 	g.held = append(g.held, id)
+	g.keys = append(g.keys, policy.KeyNameFrom(ctx))
 	d, ok := g.decisions[id]
 	g.mu.Unlock()
 	if !ok && wait {
@@ -196,6 +198,10 @@ func TestHostDecidesApproval(t *testing.T) {
 	if len(waits) != 2 || waits[0] || waits[1] {
 		t.Errorf("the gate waited %v; a host that is asked never makes it wait", waits)
 	}
+	if g.mu.Lock(); len(g.keys) != 2 || g.keys[0] != "ci-bot" || g.keys[1] != "ci-bot" {
+		t.Errorf("key names given to the gate: %q", g.keys)
+	}
+	g.mu.Unlock()
 
 	// Denied, with a reason the model reads.
 	answer = map[string]any{"approve": false, "reason": "not /etc"}

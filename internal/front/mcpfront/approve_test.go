@@ -477,3 +477,22 @@ func TestInputRequiredFastAsTheSDK(t *testing.T) {
 		t.Errorf("answer %v", fast)
 	}
 }
+
+// Over stdio, a 2026-07-28 host that declares elicitation is asked too:
+// the round trip needs no HTTP.
+func TestStdioHostDecidesApproval(t *testing.T) {
+	g := newHeldGate()
+	c := newStdioClient(t, Config{Dispatcher: g, Tools: staticTools, HostApprovals: g})
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"cli","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
+	a := c.call("tools/call", `{"name":"held","arguments":{"n":1},`+meta+`}`)
+	var ir inputRequiredAnswer
+	if a.Error != nil || json.Unmarshal(a.Result, &ir) != nil || ir.ResultType != "input_required" || ir.RequestState == "" {
+		t.Fatalf("first round: %s %+v", a.Result, a.Error)
+	}
+	a = c.call("tools/call", `{"name":"held","arguments":{"n":1},`+meta+`,"requestState":"`+ir.RequestState+`",`+
+		`"inputResponses":{"toolpool_approval":{"action":"accept","content":{"approve":true}}}}`)
+	if a.Error != nil || !strings.Contains(string(a.Result), `ran held {\"n\":1} approved by an MCP host via cli`) {
+		t.Fatalf("retry: %s %+v", a.Result, a.Error)
+	}
+}

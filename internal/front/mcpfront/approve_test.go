@@ -137,7 +137,11 @@ func (g *heldGate) snapshot() (decided []string, waits []bool) {
 // with the key token; elicit, when set, is its elicitation handler.
 func dial26(t *testing.T, url, token string, elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession {
 	t.Helper()
-	hc := &http.Client{Transport: withBearer{token: token, next: http.DefaultTransport.(*http.Transport).Clone()}}
+	var rt http.RoundTripper = http.DefaultTransport.(*http.Transport).Clone()
+	if token != "" {
+		rt = withBearer{token: token, next: rt}
+	}
+	hc := &http.Client{Transport: rt}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-host", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: elicit})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

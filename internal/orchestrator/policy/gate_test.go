@@ -229,16 +229,24 @@ func TestGateApprovals(t *testing.T) {
 		t.Fatal("a denied call must not run; one the rule does not name runs")
 	}
 
-	// Waiting: the call runs when approved.
+	// Waiting: the call runs when approved; a durable task's creator is
+	// told the turn was taken while it waits.
 	done := make(chan []envelope.Result)
+	admitted := make(chan struct{})
 	go func() {
-		got, err := p.g.Dispatch(ctx, "s", []envelope.ToolUseBlock{use("w2", "write", `{"path":"/etc/passwd"}`)})
+		actx := dispatch.WithAdmitted(ctx, func() { close(admitted) })
+		got, err := p.g.Dispatch(actx, "s", []envelope.ToolUseBlock{use("w2", "write", `{"path":"/etc/passwd"}`)})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- got
 	}()
 	natstest.Eventually(t, 5*time.Second, "the call is held", func() bool { return p.a.isHeld("ap-w2") })
+	select {
+	case <-admitted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a turn held for approval must signal its admission (a durable task's POST waits for it)")
+	}
 	p.a.decide("ap-w2", Decision{State: Approved, By: "bob"})
 	if got := <-done; got[0].IsError || p.next.count("write") != 2 {
 		t.Fatalf("approved: %+v", got)

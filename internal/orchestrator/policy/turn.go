@@ -141,6 +141,7 @@ func (t *gateTurn) needsApproval(i int) bool {
 // runs the approved ones.
 func (t *gateTurn) approveThenRun(idx []int) error {
 	a := t.g.cfg.Approvals
+	dispatch.SignalAdmitted(t.ctx) // a durable task's creator is answered while its calls wait
 	var approved []int
 	var mu sync.Mutex
 	var wg sync.WaitGroup

@@ -142,24 +142,3 @@ func fieldValue(obj map[string]any, field string) (string, bool) {
 		return string(b), true
 	}
 }
-
-// globMatch matches s against a glob: path.Match's syntax, where "*" does
-// not cross a "/", plus "**", which does.
-func globMatch(pattern, s string) bool {
-	if !strings.Contains(pattern, "**") {
-		ok, _ := path.Match(pattern, s)
-		return ok
-	}
-	head, rest, _ := strings.Cut(pattern, "**")
-	for i := 0; i <= len(s); i++ {
-		if ok, _ := path.Match(head, s[:i]); !ok {
-			continue
-		}
-		for j := i; j <= len(s); j++ { // "**" takes s[i:j]
-			if globMatch(rest, s[j:]) {
-				return true
-			}
-		}
-	}
-	return false
-}

@@ -30,6 +30,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
+	"github.com/toolpool/toolpool/internal/orchestrator/approval"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/worker/settle"
@@ -150,6 +151,12 @@ func (h *Host) newFronts() (err error) {
 	}
 	if h.live != nil {
 		mc.Subscribe = h.live.Subscribe
+	}
+	if h.cfg.MCPAskHosts && mc.HostApprovals == nil {
+		mc.HostApprovals = mcpfront.HostApprovalsFunc(func(ctx context.Context, id string, ok bool, by, reason string) error {
+			_, err := h.pol.approvals.Decide(ctx, id, ok, by, reason, approval.ViaMCP)
+			return err
+		})
 	}
 	if mc.LoadSessionKey == nil && len(mc.SessionKey) == 0 {
 		mc.LoadSessionKey = func(ctx context.Context) ([]byte, error) { return mcpSessionKeyFrom(ctx, h.js, h.cfg.Replicas) }

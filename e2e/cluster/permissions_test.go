@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
+	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
 	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -226,6 +229,23 @@ func TestPermissions(t *testing.T) {
 			t.Fatalf("orchestrator opens the tasks bucket: %v", err)
 		}
 		defer func() { _ = store.Stop(context.Background()) }()
+		// The result cache (toolpool_cache): created, stored to and read
+		// by the orchestrator.
+		cache, err := rescache.New(rescache.Config{JS: oj, Replicas: 3})
+		if err == nil {
+			err = cache.Start(ctx)
+		}
+		if err != nil {
+			t.Fatalf("orchestrator opens the result cache: %v", err)
+		}
+		defer func() { _ = cache.Stop(context.Background()) }()
+		key, _ := cache.Key(&policy.Call{Tool: "echo", Input: json.RawMessage(`{"text":"perm"}`)})
+		if err := cache.Put(ctx, key, &envelope.Result{CallID: "c1", Tool: "echo", Content: envelope.Text("perm")}, time.Minute); err != nil {
+			t.Fatalf("orchestrator stores a result: %v", err)
+		}
+		if _, found, err := cache.Get(ctx, key); !found || err != nil {
+			t.Fatalf("orchestrator reads a cached result: %v, %v", found, err)
+		}
 		wj, err := js.New(c.connect(t, "worker", workerPassword))
 		if err != nil {
 			t.Fatal(err)
@@ -235,6 +255,11 @@ func TestPermissions(t *testing.T) {
 		if wkv, err := wj.KeyValue(short, "toolpool_mcp"); err == nil {
 			if _, err := wkv.Get(short, "session_key"); err == nil {
 				t.Error("a worker read the MCP session key")
+			}
+		}
+		if wkv, err := wj.KeyValue(short, "toolpool_cache"); err == nil {
+			if _, err := wkv.Get(short, key); err == nil {
+				t.Error("a worker read the result cache")
 			}
 		}
 	})

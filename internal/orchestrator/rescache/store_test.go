@@ -11,6 +11,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
@@ -18,6 +19,9 @@ import (
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
+
+// The Prometheus metrics are the store's.
+var _ rescache.Metrics = (*metrics.Cache)(nil)
 
 // replica is a Store on a connection of its own, as another orchestrator
 // would have.

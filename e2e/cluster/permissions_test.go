@@ -246,6 +246,27 @@ func TestPermissions(t *testing.T) {
 		if _, found, err := cache.Get(ctx, key); !found || err != nil {
 			t.Fatalf("orchestrator reads a cached result: %v, %v", found, err)
 		}
+		// coalescing: a claim, released after its result is stored, and
+		// a caller awaiting it
+		key2, _ := cache.Key(&policy.Call{Tool: "echo", Input: json.RawMessage(`{"text":"claimed"}`)})
+		if ok, err := cache.Claim(ctx, key2, time.Minute); !ok || err != nil {
+			t.Fatalf("orchestrator claims a run: %v, %v", ok, err)
+		}
+		awaited := make(chan error, 1)
+		go func() {
+			_, ok, err := cache.Await(ctx, key2)
+			if err == nil && !ok {
+				err = errors.New("no result")
+			}
+			awaited <- err
+		}()
+		if err := cache.Put(ctx, key2, &envelope.Result{CallID: "c2", Tool: "echo", Content: envelope.Text("claimed")}, time.Minute); err != nil {
+			t.Fatalf("orchestrator stores a claimed run's result: %v", err)
+		}
+		cache.Release(ctx, key2)
+		if err := <-awaited; err != nil {
+			t.Fatalf("orchestrator awaits a claimed run: %v", err)
+		}
 		wj, err := js.New(c.connect(t, "worker", workerPassword))
 		if err != nil {
 			t.Fatal(err)

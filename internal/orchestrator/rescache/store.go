@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -116,6 +117,8 @@ type Store struct {
 	prefix    string // "$KV.<bucket>."
 	maxValue  int    // the largest value the server takes
 	serverTTL bool   // the server removes entries at their TTL
+
+	claims sync.Map // key → the sequence of this Store's claim on it
 }
 
 var _ policy.Cache = (*Store)(nil)
@@ -237,15 +240,25 @@ func (s *Store) get(ctx context.Context, key string) (envelope.Result, bool, err
 // expired reports whether m is past the TTL it was written with, by this
 // process's clock: on a server that does not remove it itself.
 func (s *Store) expired(m *js.RawStreamMsg) bool {
-	ttl, err := time.ParseDuration(m.Header.Get(js.MsgTTLHeader))
-	if err != nil {
-		secs, err := strconv.ParseInt(m.Header.Get(js.MsgTTLHeader), 10, 64)
-		if err != nil {
-			return false // written by someone else: the bucket's age limit applies
-		}
-		ttl = time.Duration(secs) * time.Second
+	ttl, ok := msgTTL(m)
+	if !ok {
+		return false // written by someone else: the bucket's age limit applies
 	}
 	return !s.cfg.Now().Before(m.Time.Add(ttl))
+}
+
+// msgTTL is the TTL m was written with (a duration, or whole seconds, as
+// the server takes them).
+func msgTTL(m *js.RawStreamMsg) (time.Duration, bool) {
+	h := m.Header.Get(js.MsgTTLHeader)
+	if ttl, err := time.ParseDuration(h); err == nil {
+		return ttl, true
+	}
+	secs, err := strconv.ParseInt(h, 10, 64)
+	if err != nil || secs < 0 {
+		return 0, false
+	}
+	return time.Duration(secs) * time.Second, true
 }
 
 // Put stores res, a successful result, under key for ttl (rounded up to
@@ -266,9 +279,7 @@ func (s *Store) Put(ctx context.Context, key string, res *envelope.Result, ttl t
 	case ttl <= 0 || ttl > TTLMax:
 		return fmt.Errorf("%w: the ttl %v is outside 1s..%v", ErrNotCacheable, ttl, TTLMax)
 	}
-	if part := ttl % time.Second; part != 0 {
-		ttl += time.Second - part // JetStream counts whole seconds
-	}
+	ttl = wholeSeconds(ttl)
 	r := *res // EncodeResult sets V: the caller's result may be read meanwhile
 	data, err := envelope.EncodeResult(&r)
 	if err != nil {

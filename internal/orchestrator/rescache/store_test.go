@@ -350,12 +350,12 @@ func TestConcurrent(t *testing.T) {
 
 // countMetrics counts what the store reports.
 type countMetrics struct {
-	mu       sync.Mutex
-	stored   map[string]int
-	stores   int
-	failed   map[string]int
-	lookups  int
-	hits     int
+	mu      sync.Mutex
+	stored  map[string]int
+	stores  int
+	failed  map[string]int
+	lookups int
+	hits    int
 }
 
 func (m *countMetrics) Stored(tool string, size int) {

@@ -1,12 +1,16 @@
 package rescache_test
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
+	"github.com/toolpool/toolpool/internal/pooltype"
+	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -50,4 +54,34 @@ func BenchmarkKey(b *testing.B) {
 			b.Fatal("no key")
 		}
 	}
+}
+
+// BenchmarkGateHit measures a turn of one call answered from the cache
+// through the policy gate: catalog look-up, key, one direct get.
+func BenchmarkGateHit(b *testing.B) {
+	srv := natstest.Start(b)
+	s := replica(b, srv.ClientURL(), rescache.Config{})
+	g, err := policy.New(policy.Config{Next: &slowTool{open: make(chan struct{})}, Catalog: catalog{}, Cache: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := ctxT(b)
+	k, _ := s.Key(&policy.Call{Tool: "search", Input: json.RawMessage(`{"q":"hit"}`), Info: pooltype.ToolInfo{Version: "v1", Cache: &tools.CachePolicy{TTL: time.Minute}}})
+	if err := s.Put(ctx, k, result("cached"), time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	calls := []envelope.ToolUseBlock{{Type: "tool_use", ID: "toolu_1", Name: "search", Input: json.RawMessage(`{"q":"hit"}`)}}
+	took := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		res, err := g.Dispatch(ctx, "s", calls)
+		if err != nil || res[0].IsError || res[0].Content.Text() != "cached" {
+			b.Fatalf("%+v, %v", res, err)
+		}
+		took = append(took, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
 	"github.com/toolpool/toolpool/internal/pooltype"
-	"github.com/toolpool/toolpool/pkg/tools"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // BenchmarkGetHit measures a hit: one direct get of a stored result of

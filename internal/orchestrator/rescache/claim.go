@@ -139,6 +139,8 @@ func (s *Store) Await(ctx context.Context, key string) (res envelope.Result, ok 
 		select {
 		case <-ctx.Done():
 			return envelope.Result{}, false, ctx.Err()
+		case <-s.base.Stopping():
+			return envelope.Result{}, false, ErrNotRunning
 		case <-notice:
 		case <-timer.C:
 		}

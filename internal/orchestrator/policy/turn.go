@@ -94,9 +94,6 @@ func cmpErr(a, b error) error {
 // answer gives call i its result, written by the gate.
 func (t *gateTurn) answer(i int, r envelope.Result) {
 	t.results[i], t.answered[i] = r, true
-	if r.IsError {
-		t.g.cfg.Metrics.Refused(t.calls[i].Tool, r.Code)
-	}
 }
 
 // lookUpCache answers the calls whose results are cached, and gives the

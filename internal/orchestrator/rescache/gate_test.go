@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
@@ -64,8 +65,15 @@ func TestGateCoalescesOnTwoReplicas(t *testing.T) {
 	srv := natstest.Start(t)
 	tool := &slowTool{open: make(chan struct{})}
 	gates := make([]*policy.Gate, 2)
+	m, err := metrics.NewCache(metrics.NewRegistry(), metrics.CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range gates {
-		g, err := policy.New(policy.Config{Next: tool, Catalog: catalog{}, Cache: replica(t, srv.ClientURL(), rescache.Config{}), Logger: natstest.Logger(t)})
+		g, err := policy.New(policy.Config{
+			Next: tool, Catalog: catalog{}, Cache: replica(t, srv.ClientURL(), rescache.Config{Metrics: m}),
+			Metrics: rescache.GateMetrics(m), Logger: natstest.Logger(t),
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,5 +128,9 @@ func TestGateCoalescesOnTwoReplicas(t *testing.T) {
 	}
 	if runs := tool.count(); runs != 1 {
 		t.Fatalf("the tool ran %d times; want 1", runs)
+	}
+	tot := m.Totals()
+	if tot.Misses != 1 || tot.Hits+tot.Coalesced != n+1 || tot.Stored != 1 || tot.Errors != 0 {
+		t.Fatalf("metrics totals %+v: want 1 miss, %d hits or coalesced, 1 stored", tot, n+1)
 	}
 }

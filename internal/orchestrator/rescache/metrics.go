@@ -1,6 +1,10 @@
 package rescache
 
-import "time"
+import (
+	"time"
+
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
+)
 
 // Metrics receives the cache's measurements. Implementations must be safe
 // for concurrent use and must not block; metrics.Cache is the Prometheus
@@ -20,5 +24,24 @@ type Metrics interface {
 func (s *Store) failed(op string) {
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.Failed(op)
+	}
+}
+
+// Outcomes counts what the cache did for each call (metrics.Cache's
+// Outcome): "hit", "miss", "coalesced", "bypass".
+type Outcomes interface {
+	Outcome(tool, outcome string)
+}
+
+// GateMetrics returns the policy gate's Metrics (policy.Config.Metrics)
+// counting each cacheable call's outcome with o.
+func GateMetrics(o Outcomes) policy.Metrics { return gateMetrics{o} }
+
+type gateMetrics struct{ o Outcomes }
+
+// CacheOutcome counts one call's outcome (nothing for policy.CacheNone).
+func (g gateMetrics) CacheOutcome(tool string, o policy.CacheOutcome) {
+	if s := o.String(); s != "" {
+		g.o.Outcome(tool, s)
 	}
 }

@@ -263,6 +263,8 @@ func msgTTL(m *js.RawStreamMsg) (time.Duration, bool) {
 
 // Put stores res, a successful result, under key for ttl (rounded up to
 // whole seconds, at least TTLMin), replacing what key held: one publish.
+// The stored copy has no call key (Result.Key): it answers other calls;
+// the gate gives each its own call id.
 // A nil or is_error result, a ttl out of range, a malformed key or a
 // result too large for the server is refused with ErrNotCacheable.
 func (s *Store) Put(ctx context.Context, key string, res *envelope.Result, ttl time.Duration) error {
@@ -281,6 +283,7 @@ func (s *Store) Put(ctx context.Context, key string, res *envelope.Result, ttl t
 	}
 	ttl = wholeSeconds(ttl)
 	r := *res // EncodeResult sets V: the caller's result may be read meanwhile
+	r.Key = "" // it will answer other calls than the one whose key it has
 	data, err := envelope.EncodeResult(&r)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotCacheable, err)

@@ -82,7 +82,9 @@ func TestAnotherReplicaReads(t *testing.T) {
 	if _, found, err := b.Get(ctx, k); found || err != nil {
 		t.Fatalf("before Put: found %v, %v", found, err)
 	}
-	if err := a.Put(ctx, k, result("3 hits"), time.Minute); err != nil {
+	stored := result("3 hits")
+	stored.Key = envelope.CallKey("acme", "s1", "toolu_1", "search", []byte(`{"q":"nats","limit":5}`))
+	if err := a.Put(ctx, k, stored, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	k2, _ := b.Key(searchCall("acme", "{ \"limit\": 5,\n \"q\": \"nats\" }"))
@@ -93,7 +95,7 @@ func TestAnotherReplicaReads(t *testing.T) {
 	if err != nil || !found {
 		t.Fatalf("Get on the other replica: found %v, %v", found, err)
 	}
-	if got.Content.Text() != "3 hits" || got.IsError || got.Tool != "search" || got.CallID != "toolu_1" || got.WorkerID != "w1" {
+	if got.Content.Text() != "3 hits" || got.IsError || got.Tool != "search" || got.CallID != "toolu_1" || got.WorkerID != "w1" || got.Key != "" {
 		t.Fatalf("got %+v", got)
 	}
 	// another tenant does not see it
@@ -109,6 +111,9 @@ func TestAnotherReplicaReads(t *testing.T) {
 	}
 	if _, found, _ := a.Get(ctx, k); !found {
 		t.Fatal("the storing replica does not find it")
+	}
+	if stored.Key == "" || stored.V != 0 {
+		t.Fatal("Put changed the caller's result")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -282,7 +282,7 @@ func (s *Store) Put(ctx context.Context, key string, res *envelope.Result, ttl t
 		return fmt.Errorf("%w: the ttl %v is outside 1s..%v", ErrNotCacheable, ttl, TTLMax)
 	}
 	ttl = wholeSeconds(ttl)
-	r := *res // EncodeResult sets V: the caller's result may be read meanwhile
+	r := *res  // EncodeResult sets V: the caller's result may be read meanwhile
 	r.Key = "" // it will answer other calls than the one whose key it has
 	data, err := envelope.EncodeResult(&r)
 	if err != nil {

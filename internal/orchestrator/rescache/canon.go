@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -79,7 +78,7 @@ var errNotObject = errors.New("the input is not a JSON object")
 // only in key order, whitespace or string escapes have the same form;
 // any other difference gives another. It refuses anything but one JSON
 // object, an object that holds a key twice (the tool's parser would pick
-// one) and invalid UTF-8.
+// one), invalid UTF-8 and escaped UTF-16 surrogates.
 func Canonical(input []byte) ([]byte, error) {
 	if !utf8.Valid(input) {
 		return nil, errors.New("the input is not valid UTF-8")
@@ -88,23 +87,15 @@ func Canonical(input []byte) ([]byte, error) {
 		// a lone surrogate decodes to U+FFFD: two inputs would share a form
 		return nil, errors.New("the input escapes a UTF-16 surrogate")
 	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
+	if !json.Valid(input) { // one value, nested at most 10000 deep
+		return nil, errors.New("the input is not valid JSON")
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	i := skipSpace(input, 0)
+	if input[i] != '{' {
 		return nil, errNotObject
 	}
-	out, err := canonObject(dec, make([]byte, 0, len(input)))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errNotObject // something after the object
-	}
-	return out, nil
+	out, _, err := appendCanon(make([]byte, 0, len(input)), input, i)
+	return out, err
 }
 
 // surrogateEscape reports whether input may hold an escaped UTF-16
@@ -124,83 +115,140 @@ func surrogateEscape(input []byte) bool {
 	return false
 }
 
-// member is one member of an object in canonical form.
+// member is one member of an object: its key (the string's bytes) and
+// where its value is in the input.
 type member struct {
-	key string
-	val []byte
+	key        []byte
+	start, end int
 }
 
-// canonObject appends the canonical form of the object whose '{' dec
-// just read.
-func canonObject(dec *json.Decoder, dst []byte) ([]byte, error) {
-	var ms []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := tok.(string) // the decoder gives only strings as keys
-		v, err := canonValue(dec, nil)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{k, v})
-	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return nil, err
-	}
-	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
-	dst = append(dst, '{')
-	for i, m := range ms {
-		if i > 0 {
-			if ms[i-1].key == m.key {
-				return nil, errors.New("the input holds the key " + quote(m.key) + " twice")
+// appendCanon appends the canonical form of the value of valid JSON d at
+// i, and returns where the value ends.
+func appendCanon(dst, d []byte, i int) ([]byte, int, error) {
+	switch d[i] {
+	case '{':
+		var stack [8]member
+		ms := stack[:0]
+		for i = skipSpace(d, i+1); d[i] != '}'; {
+			end := skipString(d, i)
+			key, err := stringBytes(d[i:end])
+			if err != nil {
+				return nil, 0, err
 			}
-			dst = append(dst, ',')
+			vs := skipSpace(d, skipSpace(d, end)+1) // past the colon
+			ve := skipValue(d, vs)
+			ms = append(ms, member{key, vs, ve})
+			if i = skipSpace(d, ve); d[i] == ',' {
+				i = skipSpace(d, i+1)
+			}
 		}
-		dst = appendString(dst, m.key)
-		dst = append(dst, ':')
-		dst = append(dst, m.val...)
-	}
-	return append(dst, '}'), nil
-}
-
-// canonValue appends the canonical form of the next value of dec.
-func canonValue(dec *json.Decoder, dst []byte) ([]byte, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '{' {
-			return canonObject(dec, dst)
-		}
-		// '[': the decoder gives no other opening delimiter here
-		dst = append(dst, '[')
-		for n := 0; dec.More(); n++ {
+		slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+		dst = append(dst, '{')
+		for n, m := range ms {
 			if n > 0 {
+				if bytes.Equal(ms[n-1].key, m.key) {
+					return nil, 0, errors.New("the input holds the key " + quote(string(m.key)) + " twice")
+				}
 				dst = append(dst, ',')
 			}
-			if dst, err = canonValue(dec, dst); err != nil {
-				return nil, err
+			dst = appendString(dst, string(m.key))
+			dst = append(dst, ':')
+			var err error
+			if dst, _, err = appendCanon(dst, d, m.start); err != nil {
+				return nil, 0, err
 			}
 		}
-		if _, err := dec.Token(); err != nil { // ']'
-			return nil, err
+		return append(dst, '}'), i + 1, nil
+	case '[':
+		dst = append(dst, '[')
+		for i = skipSpace(d, i+1); d[i] != ']'; {
+			if dst[len(dst)-1] != '[' {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, i, err = appendCanon(dst, d, i); err != nil {
+				return nil, 0, err
+			}
+			if i = skipSpace(d, i); d[i] == ',' {
+				i = skipSpace(d, i+1)
+			}
 		}
-		return append(dst, ']'), nil
-	case string:
-		return appendString(dst, v), nil
-	case json.Number:
-		return append(dst, v...), nil
-	case bool:
-		if v {
-			return append(dst, "true"...), nil
+		return append(dst, ']'), i + 1, nil
+	case '"':
+		end := skipString(d, i)
+		if bytes.IndexByte(d[i:end], '\\') < 0 {
+			return append(dst, d[i:end]...), end, nil // already in its canonical form
 		}
-		return append(dst, "false"...), nil
-	default: // nil
-		return append(dst, "null"...), nil
+		s, err := stringBytes(d[i:end])
+		if err != nil {
+			return nil, 0, err
+		}
+		return appendString(dst, string(s)), end, nil
+	default: // a number, true, false, null: as written
+		end := skipValue(d, i)
+		return append(dst, d[i:end]...), end, nil
+	}
+}
+
+// stringBytes is the content of the JSON string raw (quotes included).
+func stringBytes(raw []byte) ([]byte, error) {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1], nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
+}
+
+// skipSpace returns the index of the first byte of d at or after i that
+// is not JSON whitespace.
+func skipSpace(d []byte, i int) int {
+	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string of valid JSON d at i.
+func skipString(d []byte, i int) int {
+	for i++; i < len(d); i++ {
+		switch d[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index after the value of valid JSON d at i.
+func skipValue(d []byte, i int) int {
+	switch d[i] {
+	case '"':
+		return skipString(d, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(d); i++ {
+			switch d[i] {
+			case '"':
+				i = skipString(d, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	default:
+		for i < len(d) && !strings.ContainsRune(",}] \t\n\r", rune(d[i])) {
+			i++
+		}
+		return i
 	}
 }
 

@@ -124,11 +124,16 @@ func TestValidKey(t *testing.T) {
 // FuzzCanonical checks that the canonical form is a fixed point, valid
 // JSON, and equal for any two inputs that decode to the same value.
 func FuzzCanonical(f *testing.F) {
-	for _, s := range []string{`{}`, `{"b":1,"a":[true,null,{"d":"x","c":-1.5e3}]}`, `{"s":"\u00e9\n"}`, ` {"a" : {"b" : {}} } `} {
+	for _, s := range []string{`{}`, `{"b":1,"a":[true,null,{"d":"x","c":-1.5e3}]}`, `{"s":"\u00e9\n"}`, ` {"a" : {"b" : {}} } `,
+		`{"k\"":[[],[{}],"\\",-0.0e-1]}`, `{"a":1,"a":2}`, `{"x":[1,2,]}`, `[]`, `{"\u0041":1,"A":2}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		got, err := Canonical([]byte(in))
+		ref, refErr := canonicalRef([]byte(in))
+		if (err == nil) != (refErr == nil) || string(got) != string(ref) {
+			t.Fatalf("Canonical(%q) = %s, %v; the token-based reference: %s, %v", in, got, err, ref, refErr)
+		}
 		if err != nil {
 			return
 		}

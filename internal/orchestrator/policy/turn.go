@@ -106,8 +106,8 @@ func (t *gateTurn) lookUpCache() {
 	bypass := noCache(t.ctx)
 	for i := range t.calls {
 		c := &t.calls[i]
-		if c.Info.Cache == nil {
-			continue
+		if c.Info.Cache == nil || t.needsApproval(i) {
+			continue // a call that needs approval is never answered without it
 		}
 		key, ok := cache.Key(c)
 		if !ok {
@@ -141,6 +141,7 @@ func (t *gateTurn) needsApproval(i int) bool {
 // runs the approved ones.
 func (t *gateTurn) approveThenRun(idx []int) error {
 	a := t.g.cfg.Approvals
+	dispatch.SignalAdmitted(t.ctx) // a durable task's creator is answered while its calls wait
 	var approved []int
 	var mu sync.Mutex
 	var wg sync.WaitGroup

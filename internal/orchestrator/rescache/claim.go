@@ -32,9 +32,9 @@ const pollEvery = time.Second
 // Claim records, fleet-wide, that the caller runs key's call now, for at
 // most hold (rounded up to whole seconds, TTLMin to TTLMax): one publish
 // that succeeds only when the key has no live claim. claimed is false
-// when another caller holds one, and also when a result is stored by now
-// (a run that ended between the caller's Get and its Claim): the caller's
-// Await then returns it at once, rather than the call running twice.
+// when another caller holds one. A run may have ended between the
+// caller's Get and its Claim: the caller looks again before it runs the
+// call (the gate does), and Releases the claim when the result is there.
 func (s *Store) Claim(ctx context.Context, key string, hold time.Duration) (claimed bool, err error) {
 	if !s.base.Running() {
 		return false, ErrNotRunning
@@ -50,10 +50,6 @@ func (s *Store) Claim(ctx context.Context, key string, hold time.Duration) (clai
 			js.WithExpectLastSequencePerSubject(expect), js.WithMsgTTL(hold))
 		if err == nil {
 			s.claims.Store(key, ack.Sequence)
-			if _, found, err := s.get(ctx, key); err == nil && found {
-				s.Release(ctx, key)
-				return false, nil
-			}
 			return true, nil
 		}
 		if !wrongLastSequence(err) {

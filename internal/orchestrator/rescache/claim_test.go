@@ -116,9 +116,9 @@ func TestAwaitResult(t *testing.T) {
 	}
 }
 
-// TestClaimAfterResult: a claim made once the result is stored (a run
-// that ended between the caller's Get and its Claim) is refused, and
-// Await returns the result: the call does not run twice.
+// TestClaimAfterResult: a run that ended between a caller's Get and its
+// Claim: the claim is granted (the caller looks again, as the gate does,
+// and releases it), and Await, had it waited, returns the result.
 func TestClaimAfterResult(t *testing.T) {
 	srv := natstest.Start(t)
 	a := replica(t, srv.ClientURL(), rescache.Config{})
@@ -132,14 +132,18 @@ func TestClaimAfterResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Release(ctx, k)
-	if ok, err := b.Claim(ctx, k, time.Minute); ok || err != nil {
-		t.Fatalf("Claim with a result stored: %v, %v", ok, err)
-	}
 	if res, ok, err := b.Await(ctx, k); !ok || err != nil || res.Content.Text() != "done" {
 		t.Fatalf("Await: %+v, %v, %v", res, ok, err)
 	}
-	if ok, _ := a.Claim(ctx, k, time.Minute); ok {
-		t.Fatal("claimed with a result stored")
+	if ok, err := b.Claim(ctx, k, time.Minute); !ok || err != nil {
+		t.Fatalf("Claim after the release: %v, %v", ok, err)
+	}
+	if _, found, _ := b.Get(ctx, k); !found {
+		t.Fatal("the result is gone")
+	}
+	b.Release(ctx, k)
+	if ok, _ := a.Claim(ctx, k, time.Minute); !ok {
+		t.Fatal("a released claim still holds")
 	}
 }
 

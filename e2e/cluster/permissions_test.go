@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/budget"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
+	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
 	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -228,6 +230,44 @@ func TestPermissions(t *testing.T) {
 			t.Fatalf("orchestrator opens the tasks bucket: %v", err)
 		}
 		defer func() { _ = store.Stop(context.Background()) }()
+		// The result cache (toolpool_cache): created, stored to and read
+		// by the orchestrator.
+		cache, err := rescache.New(rescache.Config{JS: oj, Replicas: 3})
+		if err == nil {
+			err = cache.Start(ctx)
+		}
+		if err != nil {
+			t.Fatalf("orchestrator opens the result cache: %v", err)
+		}
+		defer func() { _ = cache.Stop(context.Background()) }()
+		key, _ := cache.Key(&policy.Call{Tool: "echo", Input: json.RawMessage(`{"text":"perm"}`)})
+		if err := cache.Put(ctx, key, &envelope.Result{CallID: "c1", Tool: "echo", Content: envelope.Text("perm")}, time.Minute); err != nil {
+			t.Fatalf("orchestrator stores a result: %v", err)
+		}
+		if _, found, err := cache.Get(ctx, key); !found || err != nil {
+			t.Fatalf("orchestrator reads a cached result: %v, %v", found, err)
+		}
+		// coalescing: a claim, released after its result is stored, and
+		// a caller awaiting it
+		key2, _ := cache.Key(&policy.Call{Tool: "echo", Input: json.RawMessage(`{"text":"claimed"}`)})
+		if ok, err := cache.Claim(ctx, key2, time.Minute); !ok || err != nil {
+			t.Fatalf("orchestrator claims a run: %v, %v", ok, err)
+		}
+		awaited := make(chan error, 1)
+		go func() {
+			_, ok, err := cache.Await(ctx, key2)
+			if err == nil && !ok {
+				err = errors.New("no result")
+			}
+			awaited <- err
+		}()
+		if err := cache.Put(ctx, key2, &envelope.Result{CallID: "c2", Tool: "echo", Content: envelope.Text("claimed")}, time.Minute); err != nil {
+			t.Fatalf("orchestrator stores a claimed run's result: %v", err)
+		}
+		cache.Release(ctx, key2)
+		if err := <-awaited; err != nil {
+			t.Fatalf("orchestrator awaits a claimed run: %v", err)
+		}
 		wj, err := js.New(c.connect(t, "worker", workerPassword))
 		if err != nil {
 			t.Fatal(err)
@@ -237,6 +277,11 @@ func TestPermissions(t *testing.T) {
 		if wkv, err := wj.KeyValue(short, "toolpool_mcp"); err == nil {
 			if _, err := wkv.Get(short, "session_key"); err == nil {
 				t.Error("a worker read the MCP session key")
+			}
+		}
+		if wkv, err := wj.KeyValue(short, "toolpool_cache"); err == nil {
+			if _, err := wkv.Get(short, key); err == nil {
+				t.Error("a worker read the result cache")
 			}
 		}
 	})

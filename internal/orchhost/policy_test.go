@@ -174,3 +174,64 @@ func TestApprovalHeldOnOneReplicaDecidedOnAnother(t *testing.T) {
 		t.Fatalf("a second decision: %v", err)
 	}
 }
+
+func TestCacheAnsweredByAnotherReplica(t *testing.T) {
+	p, _ := startPolicyPool(t)
+	ctx := dispatch.WithTenant(t.Context(), "acme")
+	var rep policy.Report
+	got, err := p.a.Dispatch(policy.WithReport(ctx, &rep), "s1", call("c1", "search", `{"q":"nats","n":1}`))
+	if err != nil || got[0].IsError || rep.Cache[0] != policy.CacheMiss {
+		t.Fatalf("first: %v %+v %v", err, got, rep.Cache)
+	}
+	rep = policy.Report{}
+	got2, err := p.b.Dispatch(policy.WithReport(ctx, &rep), "s2", call("c2", "search", "{ \"n\": 1,\n \"q\": \"nats\" }"))
+	if err != nil || rep.Cache[0] != policy.CacheHit || got2[0].CallID != "c2" || got2[0].Content.Text() != got[0].Content.Text() {
+		t.Fatalf("the same input, keys reordered, on the other replica: %v %+v %v", err, got2, rep.Cache)
+	}
+	if n := p.ran["search"].Load(); n != 1 {
+		t.Fatalf("search ran %d times, want 1", n)
+	}
+	// Bypass runs it again.
+	if _, err := p.b.Dispatch(policy.WithNoCache(ctx), "s2", call("c3", "search", `{"q":"nats","n":1}`)); err != nil || p.ran["search"].Load() != 2 {
+		t.Fatalf("bypass: %v, ran %d", err, p.ran["search"].Load())
+	}
+	// Another tenant does not share it.
+	if _, err := p.b.Dispatch(dispatch.WithTenant(t.Context(), "other"), "s", call("c4", "search", `{"q":"nats","n":1}`)); err != nil || p.ran["search"].Load() != 3 {
+		t.Fatalf("another tenant: %v, ran %d", err, p.ran["search"].Load())
+	}
+}
+
+func TestCoalescingFiftyIdenticalCallsRunsOnce(t *testing.T) {
+	p, _ := startPolicyPool(t)
+	ctx := dispatch.WithTenant(t.Context(), "acme")
+	const n = 50
+	var wg sync.WaitGroup
+	results := make([]envelope.Result, n)
+	for i := range n {
+		o := p.a
+		if i%2 == 1 {
+			o = p.b
+		}
+		wg.Go(func() {
+			got, err := o.Dispatch(ctx, fmt.Sprintf("s%d", i), call(fmt.Sprintf("c%d", i), "slow", `{"q":"same"}`))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[i] = got[0]
+		})
+	}
+	natstest.Eventually(t, 10*time.Second, "the first run started", func() bool { return p.ran["slow"].Load() == 1 })
+	// The others wait for it (coalesced), or, arriving after it ended,
+	// find its result in the cache: either way the tool runs once.
+	close(p.gate)
+	wg.Wait()
+	if ran := p.ran["slow"].Load(); ran != 1 {
+		t.Fatalf("%d identical calls at once ran the tool %d times, want 1", n, ran)
+	}
+	for i, r := range results {
+		if r.IsError || r.CallID != fmt.Sprintf("c%d", i) || r.Content.Text() != `slow ran with {"q":"same"}` {
+			t.Fatalf("call %d: %+v", i, r)
+		}
+	}
+}

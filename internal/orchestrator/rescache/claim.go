@@ -74,9 +74,12 @@ func (s *Store) Claim(ctx context.Context, key string, hold time.Duration) (clai
 
 // Release ends the caller's claim on key (made by this Store), unless it
 // already expired and another caller claimed the key since: one publish
-// of a marker, which Await's subscribers see. Its failure is logged: the
-// claim then ends at its hold.
-func (s *Store) Release(ctx context.Context, key string) {
+// of a marker, which Await's subscribers see. The marker carries failed,
+// the run's is_error result, when given: the run's waiters take it rather
+// than each running the call in turn (it is not cached: a caller that
+// comes later claims and runs). Its failure is logged: the claim then
+// ends at its hold.
+func (s *Store) Release(ctx context.Context, key string, failed *envelope.Result) {
 	v, ok := s.claims.LoadAndDelete(key)
 	if !ok || !s.base.Running() {
 		return
@@ -84,12 +87,21 @@ func (s *Store) Release(ctx context.Context, key string) {
 	m := &nats.Msg{Subject: s.prefix + key + claimSuffix, Header: nats.Header{}}
 	m.Header.Set("KV-Operation", "PURGE")
 	m.Header.Set(js.MsgRollup, js.MsgRollupSubject)
+	if failed != nil && failed.IsError {
+		if data, err := envelope.EncodeResult(failed); err == nil && len(data) <= maxFailureBytes {
+			m.Data = data
+		}
+	}
 	_, err := s.cfg.JS.PublishMsg(ctx, m, js.WithExpectLastSequencePerSubject(v.(uint64)), js.WithMsgTTL(releaseMarkerTTL))
 	if err != nil && !wrongLastSequence(err) {
 		s.failed("release")
 		s.log.Debug("releasing a cache claim failed; it ends at its hold", slog.String("key", key), slog.Any("error", err))
 	}
 }
+
+// maxFailureBytes bounds the failure a release marker carries: a larger
+// one is left out (the waiters then run the call themselves).
+const maxFailureBytes = 64 << 10
 
 // Await waits for key's result while another caller's claim on it lasts:
 // ok is false when the claim ended (released, or past its hold) without a
@@ -158,8 +170,26 @@ func (s *Store) look(ctx context.Context, key string) (res envelope.Result, ok b
 	case err == nil && s.live(m):
 		return envelope.Result{}, false, max(s.until(m), 0), nil
 	}
-	res, ok, err = s.get(ctx, key) // the claim ended: stored meanwhile?
-	return res, ok, -1, err
+	if res, ok, err = s.get(ctx, key); ok || err != nil { // the claim ended: stored meanwhile?
+		return res, ok, -1, err
+	}
+	if m != nil {
+		res, ok = releasedFailure(m)
+	}
+	return res, ok, -1, nil
+}
+
+// releasedFailure is the is_error result a run released its claim with
+// (Release's failed), if m is such a release marker.
+func releasedFailure(m *js.RawStreamMsg) (envelope.Result, bool) {
+	if len(m.Data) == 0 || m.Header.Get("KV-Operation") != "PURGE" {
+		return envelope.Result{}, false
+	}
+	res, err := envelope.DecodeResult(m.Data)
+	if err != nil || !res.IsError {
+		return envelope.Result{}, false
+	}
+	return *res, true
 }
 
 // live reports whether m is a claim in force: not a marker, and not past

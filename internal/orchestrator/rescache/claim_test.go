@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // TestClaimOnce: of 50 callers on two replicas claiming the same key at
@@ -44,7 +45,7 @@ func TestClaimOnce(t *testing.T) {
 		t.Fatalf("%d callers claimed the key; want 1", n)
 	}
 	w := winner.Load()
-	w.Release(ctx, k)
+	w.Release(ctx, k, nil)
 	if ok, err := b.Claim(ctx, k, time.Minute); !ok || err != nil { // over the release's marker
 		t.Fatalf("claiming a released key: %v, %v", ok, err)
 	}
@@ -82,7 +83,7 @@ func TestAwaitResult(t *testing.T) {
 	if err := a.Put(ctx, k, result("awaited"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	a.Release(ctx, k)
+	a.Release(ctx, k, nil)
 	for range 3 {
 		if err := <-got; err != nil {
 			t.Fatal(err)
@@ -102,13 +103,39 @@ func TestAwaitResult(t *testing.T) {
 		}
 		done <- ok
 	}()
-	a.Release(ctx, k2)
+	a.Release(ctx, k2, nil)
 	if ok := <-done; ok {
 		t.Fatal("a result for a run that stored none")
 	}
 	if ok, err := b.Claim(ctx, k2, time.Minute); !ok || err != nil {
 		t.Fatalf("claiming a released key: %v, %v", ok, err)
 	}
+	// released with the run's failure: its waiters get the failure, not
+	// a run each; a caller that comes later claims and runs
+	k4, _ := b.Key(searchCall("acme", `{"q":"failing"}`))
+	if ok, _ := b.Claim(ctx, k4, time.Minute); !ok {
+		t.Fatal("no claim")
+	}
+	failure := make(chan envelope.Result, 1)
+	go func() {
+		res, ok, err := a.Await(ctx, k4)
+		if err != nil || !ok {
+			t.Errorf("awaiting a failed run: %v, %v", ok, err)
+		}
+		failure <- res
+	}()
+	failed := &envelope.Result{V: envelope.Version, CallID: "x", Tool: "search", IsError: true, Code: "http_503", Content: envelope.Text("search failed: 503")}
+	b.Release(ctx, k4, failed)
+	if res := <-failure; !res.IsError || res.Code != "http_503" {
+		t.Fatalf("the waiter got %+v, want the run's failure", res)
+	}
+	if _, hit, _ := a.Get(ctx, k4); hit {
+		t.Fatal("a failure must not be cached")
+	}
+	if ok, err := a.Claim(ctx, k4, time.Minute); !ok || err != nil {
+		t.Fatalf("a later caller claims a key released with a failure: %v, %v", ok, err)
+	}
+
 	// with no claim at all, Await returns at once
 	k3, _ := a.Key(searchCall("acme", `{"q":"nobody"}`))
 	if _, ok, err := a.Await(ctx, k3); ok || err != nil {
@@ -131,7 +158,7 @@ func TestClaimAfterResult(t *testing.T) {
 	if err := a.Put(ctx, k, result("done"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	a.Release(ctx, k)
+	a.Release(ctx, k, nil)
 	if res, ok, err := b.Await(ctx, k); !ok || err != nil || res.Content.Text() != "done" {
 		t.Fatalf("Await: %+v, %v, %v", res, ok, err)
 	}
@@ -141,7 +168,7 @@ func TestClaimAfterResult(t *testing.T) {
 	if _, found, _ := b.Get(ctx, k); !found {
 		t.Fatal("the result is gone")
 	}
-	b.Release(ctx, k)
+	b.Release(ctx, k, nil)
 	if ok, _ := a.Claim(ctx, k, time.Minute); !ok {
 		t.Fatal("a released claim still holds")
 	}
@@ -169,7 +196,7 @@ func TestClaimExpires(t *testing.T) {
 	if ok, err := b.Claim(ctx, k, time.Minute); !ok || err != nil {
 		t.Fatalf("claiming a lapsed key: %v, %v", ok, err)
 	}
-	a.Release(ctx, k) // a's claim lapsed: b's stays
+	a.Release(ctx, k, nil) // a's claim lapsed: b's stays
 	if ok, _ := a.Claim(ctx, k, time.Minute); ok {
 		t.Fatal("a late Release ended another replica's claim")
 	}

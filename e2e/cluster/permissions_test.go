@@ -264,7 +264,7 @@ func TestPermissions(t *testing.T) {
 		if err := cache.Put(ctx, key2, &envelope.Result{CallID: "c2", Tool: "echo", Content: envelope.Text("claimed")}, time.Minute); err != nil {
 			t.Fatalf("orchestrator stores a claimed run's result: %v", err)
 		}
-		cache.Release(ctx, key2)
+		cache.Release(ctx, key2, nil)
 		if err := <-awaited; err != nil {
 			t.Fatalf("orchestrator awaits a claimed run: %v", err)
 		}

@@ -84,7 +84,7 @@ func (c *memCache) Put(_ context.Context, key string, res *envelope.Result, _ ti
 }
 
 func (c *memCache) Claim(context.Context, string, time.Duration) (bool, error) { return true, nil }
-func (c *memCache) Release(context.Context, string)                            {}
+func (c *memCache) Release(context.Context, string, *envelope.Result)          {}
 func (c *memCache) Await(context.Context, string) (envelope.Result, bool, error) {
 	return envelope.Result{}, false, nil
 }

@@ -325,3 +325,42 @@ func TestGateApprovalDoesNotHoldTheOtherCalls(t *testing.T) {
 }
 
 var _ pooltype.Catalog = memCatalog{}
+
+func TestGateShareAFailedRunWithItsWaiters(t *testing.T) {
+	t.Parallel()
+	next := &countingNext{release: make(chan struct{}), started: make(chan struct{}, 100)}
+	p := newGate(t, next, 0)
+	const n = 10
+	var wg sync.WaitGroup
+	results := make([]envelope.Result, n)
+	for i := range n {
+		wg.Go(func() {
+			got, err := p.g.Dispatch(acme(t.Context()), "s", []envelope.ToolUseBlock{use(string(rune('a'+i)), "fail", `{}`)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[i] = got[0]
+		})
+	}
+	<-next.started
+	natstest.Eventually(t, 5*time.Second, "the others wait on the claim", func() bool {
+		p.c.mu.Lock()
+		defer p.c.mu.Unlock()
+		return p.c.claims[`fail|acme|{}`] && p.c.waiting == n-1
+	})
+	close(next.release)
+	wg.Wait()
+	if ran := next.count("fail"); ran != 1 {
+		t.Fatalf("a failing call awaited by %d ran %d times, want 1 (its failure is shared, not run again in turn)", n, ran)
+	}
+	for i, r := range results {
+		if !r.IsError || r.CallID != string(rune('a'+i)) {
+			t.Fatalf("call %d: %+v", i, r)
+		}
+	}
+	// A call that comes later runs again: failures are not cached.
+	if _, err := p.g.Dispatch(acme(t.Context()), "s", []envelope.ToolUseBlock{use("later", "fail", `{}`)}); err != nil || next.count("fail") != 2 {
+		t.Fatalf("later: %v, ran %d", err, next.count("fail"))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -77,7 +78,7 @@ func (t *gateTurn) claim(idx []int) (run, wait []int, dups map[int]int) {
 		case !claimed:
 			wait = append(wait, i)
 		case t.storedMeanwhile(i):
-			cache.Release(context.WithoutCancel(t.ctx), key)
+			cache.Release(context.WithoutCancel(t.ctx), key, nil)
 		default:
 			run = append(run, i)
 		}
@@ -140,13 +141,16 @@ func (t *gateTurn) store(idx []int, ok bool) {
 		if key == "" {
 			continue
 		}
+		var failed *envelope.Result
 		if r := &t.results[i]; ok && !r.IsError {
 			if err := cache.Put(ctx, key, r, t.calls[i].Info.Cache.TTL); err != nil {
 				t.g.log.Warn("policy: a result could not be cached", "tool", t.calls[i].Tool, "err", err)
 			}
+		} else if ok {
+			failed = r // the waiters of this run get its failure, not a run each in turn
 		}
 		if t.outcome[i] != CacheBypass {
-			cache.Release(ctx, key)
+			cache.Release(ctx, key, failed)
 		}
 	}
 }
@@ -156,6 +160,7 @@ func (t *gateTurn) store(idx []int, ok bool) {
 func (t *gateTurn) awaitOther(i int) error {
 	cache, key, c := t.g.cfg.Cache, t.cacheKey[i], &t.calls[i]
 	start := time.Now()
+	dispatch.SignalAdmitted(t.ctx) // a durable task's creator is answered while the call waits
 	for {
 		res, ok, err := cache.Await(t.ctx, key)
 		switch {
@@ -179,7 +184,7 @@ func (t *gateTurn) awaitOther(i int) error {
 		case err != nil:
 			return t.runCalls([]int{i})
 		case claimed && t.storedMeanwhile(i):
-			cache.Release(context.WithoutCancel(t.ctx), key)
+			cache.Release(context.WithoutCancel(t.ctx), key, nil)
 			return nil
 		case claimed:
 			return t.runCalls([]int{i})

@@ -88,6 +88,16 @@ type Config struct {
 	// Logger receives the audit log (every replay, purge, pause and
 	// resume, with the operator) and errors. Default slog.Default().
 	Logger *slog.Logger
+	// Approvals is the approval store: the Approvals page lists the
+	// held calls and decides them through it. Nil: the page says
+	// approvals are not enabled.
+	Approvals Approvals
+	// Budgets lists the budgets with their spending, shown on the
+	// overview. Nil: no budgets there.
+	Budgets Budgets
+	// CacheCounts returns this orchestrator's result-cache outcomes per
+	// tool since it started, shown on the overview. Nil: no cache column.
+	CacheCounts func() []CacheCount
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.

@@ -31,6 +31,7 @@ type toolRow struct {
 	PausedUntil *time.Time
 	Workers     []workerRow
 	Slots       int
+	Cache       *CacheCount // this orchestrator's cache outcomes; nil: none
 }
 
 // classCount is the results of one error class.
@@ -60,6 +61,10 @@ type overview struct {
 	Watching time.Time // results watched since (zero: just started)
 	Letters  uint64
 	Workers  int
+	Caching  bool // the cache column is shown
+	Budgets  []budgetRow
+	// BudgetErr is why the budgets could not be read.
+	BudgetErr string
 }
 
 // overviewCache reads the state at most once per Refresh, whoever asks.
@@ -161,6 +166,9 @@ func (c *Console) readOverview(ctx context.Context, now time.Time) *overview {
 			r.Errors = append(r.Errors, classCount{class, rt.ByClass[class]})
 		}
 	}
+	c.addCacheCounts(byTool)
+	ov.Caching = c.cfg.CacheCounts != nil
+	ov.Budgets, ov.BudgetErr = c.readBudgets(ctx)
 	if c.cfg.Snapshot != nil {
 		for _, ts := range c.cfg.Snapshot().Tools {
 			if r := byTool[ts.Tool]; r != nil {

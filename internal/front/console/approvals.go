@@ -1,0 +1,217 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolpool/toolpool/internal/fleet/ops"
+)
+
+// Bounds of the Approvals page.
+const (
+	decidedShown = 100      // decided approvals listed below the pending ones
+	inputShown   = 64 << 10 // bytes of an input shown (pretty-printed)
+	reasonMax    = 1000     // characters of a decision's reason
+)
+
+// approvalRow is one approval as the page shows it, through an
+// allow-list of its record's fields.
+type approvalRow struct {
+	ID, Tool, Tenant, Session, CallID, KeyName, Binding string
+	Input                                               string // pretty-printed, cut at inputShown
+	Created, Deadline, DecidedAt                        time.Time
+	State                                               string
+	Pending                                             bool
+	DecidedBy, Reason, Via                              string
+}
+
+func approvalRowOf(r *ApprovalRecord) approvalRow {
+	return approvalRow{
+		ID: r.ID, Tool: r.Tool, Tenant: r.Tenant, Session: r.Session, CallID: r.CallID, KeyName: r.KeyName,
+		Binding: r.Binding, Input: prettyInput(r.Input), Created: r.CreatedAt, Deadline: r.Deadline(),
+		DecidedAt: r.DecidedAt, State: string(r.State), Pending: r.State == ApprovalPending,
+		DecidedBy: r.DecidedBy, Reason: r.Reason, Via: r.Via,
+	}
+}
+
+// prettyInput is an input indented when it is JSON, as text otherwise,
+// cut at inputShown bytes.
+func prettyInput(raw []byte) string {
+	var b bytes.Buffer
+	s := string(raw)
+	if json.Indent(&b, raw, "", "  ") == nil {
+		s = b.String()
+	}
+	if len(s) > inputShown {
+		cut := inputShown
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "\n… (" + strconv.Itoa(len(s)-cut) + " more bytes)"
+	}
+	return strings.ToValidUTF8(s, "�")
+}
+
+// approvalsView is the Approvals page's data: the list, or one approval
+// (One).
+type approvalsView struct {
+	Off     bool // no approval store: the page says how to get one
+	Err     string
+	Msg     string // what the last decision did
+	Pending []approvalRow
+	Decided []approvalRow
+	More    int // decided approvals not listed
+	One     *approvalRow
+}
+
+// approvalCard is what the "card" template gets: one pending or decided
+// approval with the page's CSRF token and where a decision returns to.
+type approvalCard struct {
+	approvalRow
+	CSRF, Back string
+}
+
+func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, ss *session) {
+	v := &approvalsView{}
+	if c.cfg.Approvals == nil {
+		v.Off = true
+		c.render(w, "approvals", newView(ss, "Approvals", "approvals", v))
+		return
+	}
+	recs, err := c.cfg.Approvals.List(r.Context(), true)
+	if err != nil {
+		c.log.Warn("console: listing approvals failed", "operator", ss.operator, "err", err)
+		v.Err = "The approvals cannot be read: " + err.Error()
+	}
+	for i := range recs {
+		row := approvalRowOf(&recs[i])
+		switch {
+		case row.Pending:
+			v.Pending = append(v.Pending, row)
+		case len(v.Decided) < decidedShown:
+			v.Decided = append(v.Decided, row)
+		default:
+			v.More++
+		}
+	}
+	if id := r.URL.Query().Get("decided"); validApprovalID(id) {
+		for _, row := range v.Decided {
+			if row.ID == id {
+				v.Msg = "Approval " + id + " (" + row.Tool + ") " + row.State + "."
+			}
+		}
+	}
+	c.render(w, "approvals", newView(ss, "Approvals", "approvals", v))
+}
+
+// approvalRoute answers 404 for an {id} that is not an approval's id,
+// before h sees it.
+func approvalRoute(h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
+	return func(w http.ResponseWriter, r *http.Request, ss *session) {
+		if !validApprovalID(r.PathValue("id")) {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r, ss)
+	}
+}
+
+func (c *Console) approvalPage(w http.ResponseWriter, r *http.Request, ss *session) {
+	id := r.PathValue("id")
+	if c.cfg.Approvals == nil {
+		c.render(w, "approvals", newView(ss, "Approvals", "approvals", &approvalsView{Off: true}))
+		return
+	}
+	rec, err := c.cfg.Approvals.Get(r.Context(), id)
+	if errors.Is(err, ErrApprovalNotFound) {
+		c.fail(w, ss, http.StatusNotFound, "There is no approval "+id+" (or its record has expired).")
+		return
+	}
+	if err != nil {
+		c.fail(w, ss, http.StatusBadGateway, "Approval "+id+" cannot be read: "+err.Error())
+		return
+	}
+	row := approvalRowOf(&rec)
+	c.render(w, "approvals", newView(ss, "Approval "+id, "approvals", &approvalsView{One: &row}))
+}
+
+// decide approves or denies an approval: the operator is "by", the
+// console "via". A decision is logged with the operator, as every action.
+func (c *Console) decide(w http.ResponseWriter, r *http.Request, ss *session) {
+	id := r.PathValue("id")
+	if c.cfg.Approvals == nil {
+		c.fail(w, ss, http.StatusNotFound, "Approvals are not enabled on this orchestrator.")
+		return
+	}
+	var approve bool
+	switch d := r.PostFormValue("decision"); d {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		c.fail(w, ss, http.StatusBadRequest, "decision: want approve or deny, got "+quoteShort(d))
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if !utf8.ValidString(reason) || strings.ContainsFunc(reason, isControl) {
+		c.fail(w, ss, http.StatusBadRequest, "reason: must be text on one line")
+		return
+	}
+	if n := utf8.RuneCountInString(reason); n > reasonMax {
+		c.fail(w, ss, http.StatusBadRequest, "reason: at most "+strconv.Itoa(reasonMax)+" characters, got "+strconv.Itoa(n))
+		return
+	}
+	decision := "denied"
+	if approve {
+		decision = "approved"
+	}
+	rec, err := c.cfg.Approvals.Decide(r.Context(), id, approve, ss.operator, reason, ApprovalViaConsole)
+	if err != nil {
+		c.log.Warn("console: approval decision refused", "operator", ss.operator, "approval", id, "decision", decision, "err", err)
+		status := http.StatusBadGateway
+		switch {
+		case errors.Is(err, ErrApprovalNotFound):
+			status = http.StatusNotFound
+		case errors.Is(err, ErrAlreadyDecided), errors.Is(err, ErrApprovalTimedOut):
+			status = http.StatusConflict
+		case errors.Is(err, ErrApprovalInvalid):
+			status = http.StatusBadRequest
+		}
+		c.fail(w, ss, status, "The decision was not recorded: "+err.Error())
+		return
+	}
+	c.log.Info("console: approval decided", "operator", ss.operator, "approval", id, "tool", rec.Tool,
+		"tenant", rec.Tenant, "decision", decision, "reason", reason)
+	if r.PostFormValue("back") == "one" {
+		http.Redirect(w, r, Path+"approvals/"+id, http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, Path+"approvals?"+url.Values{"decided": {id}}.Encode(), http.StatusSeeOther)
+}
+
+// timeLeft is the time until t, "due" once passed.
+func timeLeft(t time.Time) string {
+	d := time.Until(t)
+	if d <= 0 {
+		return "due"
+	}
+	return ops.Age(d)
+}
+
+// isControl reports a control character (a reason is one line of text).
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+// quoteShort quotes s, cut to 40 characters.
+func quoteShort(s string) string {
+	if utf8.RuneCountInString(s) > 40 {
+		s = string([]rune(s)[:40]) + "…"
+	}
+	return strconv.Quote(s)
+}

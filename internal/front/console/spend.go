@@ -1,0 +1,93 @@
+package console
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/toolpool/toolpool/pkg/classify"
+)
+
+// CacheCount is one tool's result-cache outcomes (policy.CacheOutcome):
+// answered from the cache, run and stored, waited for an identical call in
+// flight, run afresh at the caller's request.
+type CacheCount struct {
+	Tool                         string
+	Hit, Miss, Coalesced, Bypass uint64
+}
+
+// softDefault is a budget's soft threshold when it sets none.
+const softDefault = 0.8
+
+// budgetRow is one budget on the overview.
+type budgetRow struct {
+	Name, Who, Tools, Period string
+	Spent, Limit, Left       int64
+	Unit                     string // "calls" or "cost units"
+	ResetIn                  string
+	// Level is "exhausted" (no room left: red), "nearly" (past the soft
+	// threshold: amber) or "".
+	Level string
+}
+
+func budgetRowOf(s *BudgetStatus) budgetRow {
+	r := budgetRow{Name: s.Name, Who: s.Who(), Tools: "every tool", Period: s.PeriodWords(),
+		Spent: s.Spent, Limit: s.Limit, Left: s.Left, Unit: "calls", ResetIn: classify.FormatDuration(s.ResetIn)}
+	if len(s.Tools) > 0 {
+		r.Tools = strings.Join(s.Tools, ", ")
+	}
+	if s.Cost {
+		r.Unit = "cost units"
+	}
+	soft := s.Soft
+	if soft <= 0 {
+		soft = softDefault
+	}
+	switch {
+	case s.Limit > 0 && s.Left <= 0:
+		r.Level = "exhausted"
+	case soft < 1 && float64(s.Spent) >= soft*float64(s.Limit):
+		r.Level = "nearly"
+	}
+	return r
+}
+
+// budgetsReadTimeout bounds one read of the budgets' spending.
+const budgetsReadTimeout = 2 * time.Second
+
+// readBudgets returns the budgets' rows, or what went wrong reading them.
+func (c *Console) readBudgets(ctx context.Context) ([]budgetRow, string) {
+	if c.cfg.Budgets == nil {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, budgetsReadTimeout)
+	defer cancel()
+	list, err := c.cfg.Budgets.List(ctx)
+	if err != nil {
+		return nil, "The budgets cannot be read: " + err.Error()
+	}
+	rows := make([]budgetRow, 0, len(list))
+	for i := range list {
+		rows = append(rows, budgetRowOf(&list[i]))
+	}
+	return rows, ""
+}
+
+// addCacheCounts puts the cache's counts on the tools' rows (a tool with
+// counts only gets a row of its own).
+func (c *Console) addCacheCounts(byTool map[string]*toolRow) {
+	if c.cfg.CacheCounts == nil {
+		return
+	}
+	for _, cc := range c.cfg.CacheCounts() {
+		if cc.Hit+cc.Miss+cc.Coalesced+cc.Bypass == 0 {
+			continue
+		}
+		r := byTool[cc.Tool]
+		if r == nil {
+			r = &toolRow{Tool: cc.Tool}
+			byTool[cc.Tool] = r
+		}
+		r.Cache = &cc
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -49,6 +50,7 @@ type Host struct {
 	cfg    Config
 	js     js.JetStream
 	d      *dispatch.Dispatcher
+	gate   *policy.Gate // in front of d: the result cache, approvals, budgets (policy.go)
 	api    *httpapi.Handler
 	m      *metrics.Dispatch
 	httpM  *metrics.HTTP
@@ -119,6 +121,9 @@ func (h *Host) newDispatcher() (err error) {
 	if h.d, err = dispatch.New(dc); err != nil {
 		return err
 	}
+	if err := h.newGate(dc.Catalog); err != nil {
+		return err
+	}
 	// Tenants labelled by the API keys' (the rest summed as "other").
 	sc := metrics.NewSchedCollector(h.d.SchedSnapshot, metrics.SchedOptions{Tenants: h.cfg.API.Keys.Tenants()})
 	return h.cfg.Metrics.Register(sc)
@@ -128,7 +133,7 @@ func (h *Host) newDispatcher() (err error) {
 // console.
 func (h *Host) newFronts() (err error) {
 	ac := h.cfg.API
-	ac.Dispatcher, ac.Metrics, ac.Logger = h.d, h.front, h.cfg.Logger
+	ac.Dispatcher, ac.Metrics, ac.Logger = h.gate, h.front, h.cfg.Logger
 	ac.Tasks = hostTasks{h}
 	ac.Definitions = httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
 		return h.Definitions(ctx), nil
@@ -267,9 +272,11 @@ func (h *Host) stopAll(ctx context.Context) error {
 }
 
 // Dispatch publishes the tool calls of one assistant turn and returns
-// their results in the calls' order (see dispatch.Dispatcher.Dispatch).
+// their results in the calls' order (see dispatch.Dispatcher.Dispatch),
+// after the result cache, the approval gates and the budgets had their
+// say (policy.Gate).
 func (h *Host) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
-	return h.d.Dispatch(ctx, session, calls)
+	return h.gate.Dispatch(ctx, session, calls)
 }
 
 // MCP is the Host's MCP server: Handler serves it on /mcp; ServeStdio

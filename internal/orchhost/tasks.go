@@ -10,7 +10,7 @@ import (
 // openTasks opens the durable tasks' store on the started dispatcher.
 func (h *Host) openTasks(ctx context.Context) error {
 	tc := h.cfg.Tasks
-	tc.Dispatcher, tc.Instance, tc.Logger = h.d, h.d.Instance(), h.cfg.Logger
+	tc.Dispatcher, tc.Instance, tc.Logger = h.gate, h.d.Instance(), h.cfg.Logger
 	s, err := tasks.Open(ctx, h.js, tc)
 	if err != nil {
 		return err

@@ -69,6 +69,18 @@ type Cache interface {
 	Get(ctx context.Context, key string) (envelope.Result, bool, error)
 	// Put stores a successful result under key for ttl.
 	Put(ctx context.Context, key string, res *envelope.Result, ttl time.Duration) error
+	// Claim records, fleet-wide, that the caller runs key's call now, for
+	// at most hold: claimed is false when another caller (on any replica)
+	// already does, and the caller then Awaits its result instead of
+	// running the call again (in-flight coalescing).
+	Claim(ctx context.Context, key string, hold time.Duration) (claimed bool, err error)
+	// Release ends the caller's claim on key, after Put (the waiters take
+	// the stored result) or without one (a waiter claims and runs it).
+	Release(ctx context.Context, key string)
+	// Await waits for key's result while another caller's claim on it
+	// lasts: ok is false when the claim ended (released, or its hold
+	// passed) without a result stored, and err is ctx's when it ended first.
+	Await(ctx context.Context, key string) (res envelope.Result, ok bool, err error)
 }
 
 // Approvals holds calls until a person decides (package approval).

@@ -34,8 +34,10 @@ type RegisterError struct {
 	Tool string
 	// Field is the tool's field in snake case: "name", "handler",
 	// "timeout", "concurrency", "fairness", "per_key.concurrency",
-	// "per_key.rate", "per_key.per", "per_key.burst", "input_schema" or
-	// "retry".
+	// "per_key.rate", "per_key.per", "per_key.burst", "cost", "cache",
+	// "cache.ttl", "cache.scope", "approval.timeout",
+	// "approval.when[i].field", "approval.when[i].pattern",
+	// "input_schema" or "retry".
 	Field string
 	// Reason says what is wrong with the field, without naming it
 	// ("must be >= 0, got -1s").
@@ -137,7 +139,9 @@ func NewRegistryWith(c Compiler) *Registry {
 // Checks: the name matches NamePattern; the handler is set; the input schema
 // is a JSON object with "type": "object" at the root that the engine
 // compiles; Timeout and Concurrency are not negative; Fairness passes
-// CheckFairness and PerKey KeyLimits.Check; the retry policy, with
+// CheckFairness and PerKey KeyLimits.Check; Cost is between 0 and
+// CostMax; Cache passes CachePolicy.Check and the tool is Cacheable;
+// Approval passes ApprovalRule.Check; the retry policy, with
 // classify's defaults applied, passes Policy.Validate; the name is not
 // taken (ErrDuplicateTool). Defaults applied: Timeout TimeoutDefault,
 // Concurrency ConcurrencyDefault, Retry Policy.WithDefaults, PerKey
@@ -182,6 +186,10 @@ func (r *Registry) prepare(t Tool) (*Registered, *RegisterError) {
 	if e := checkFairShares(&t); e != nil {
 		return nil, e
 	}
+	if e := checkPolicy(&t); e != nil {
+		return nil, e
+	}
+	ownPolicy(&t)
 	schema, reason, err := checkSchema(t.InputSchema)
 	if reason != "" {
 		e := fieldError("input_schema", "input schema", reason)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,6 +146,13 @@ type Announcement struct {
 	Idempotent bool `json:"idempotent,omitempty"`
 	// Hints are tools.Tool's Hints: the MCP front door's other annotations.
 	Hints *tools.Hints `json:"hints,omitempty"`
+	// Cost, Cache and Approval are tools.Tool's: what one call spends of
+	// a budget counted in cost units (0: 1), its result cache and its
+	// approval rule (nil: none). The orchestrators' policy gate applies
+	// them (see Catalog.Lookup).
+	Cost     int                 `json:"cost,omitempty"`
+	Cache    *tools.CachePolicy  `json:"cache,omitempty"`
+	Approval *tools.ApprovalRule `json:"approval,omitempty"`
 	// StartedAt is when the worker started announcing.
 	StartedAt time.Time `json:"started_at"`
 	// Liveness is the subject the worker subscribes to on its NATS
@@ -187,6 +195,16 @@ func AnnouncementOf(rt *tools.Registered, workerID string, startedAt time.Time) 
 	if !rt.PerKey.IsZero() {
 		limits := rt.PerKey
 		a.PerKey = &limits
+	}
+	a.Cost = rt.Cost
+	if rt.Cache != nil {
+		c := *rt.Cache
+		a.Cache = &c
+	}
+	if rt.Approval != nil {
+		r := *rt.Approval
+		r.When = slices.Clone(r.When)
+		a.Approval = &r
 	}
 	return a
 }

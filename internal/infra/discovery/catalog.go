@@ -102,6 +102,9 @@ var _ pooltype.Catalog = (*Catalog)(nil)
 type entry struct {
 	ann  Announcement
 	seen time.Time
+	// version is the tool's version as ann tells it (toolVersion), made
+	// once here so that Lookup only copies it.
+	version string
 }
 
 // NewCatalog returns a Catalog for cfg, with defaults applied. It does not
@@ -242,13 +245,16 @@ func (c *Catalog) apply(e js.KeyValueEntry) {
 		c.cfg.Logger.Warn("ignoring a malformed tool announcement", "key", e.Key(), "err", err)
 		return
 	}
+	if problem := checkPolicy(&ann); problem != "" {
+		c.cfg.Logger.Warn("a tool announcement's policy is not valid; applying a safe one", "key", e.Key(), "problem", problem)
+	}
 	byKey := c.live[tool]
 	if byKey == nil {
 		byKey = map[string]entry{}
 		c.live[tool] = byKey
 	}
 	now := c.now()
-	byKey[e.Key()] = entry{ann: ann, seen: now}
+	byKey[e.Key()] = entry{ann: ann, seen: now, version: toolVersion(ann.Version, ann.Tool)}
 	c.known[tool] = struct{}{}
 	c.infos[tool] = c.summarize(tool, now)
 }

@@ -25,21 +25,25 @@ const catalogListTimeout = 2 * time.Second
 
 // RegistryCatalog is the Catalog of the tools registered in reg, for a pool
 // whose workers serve exactly those tools (the in-process setup). A tool's
-// pooltype.ToolInfo carries its fairness key and per-key limits, and its
-// Concurrency as its Slots (see RegistryCatalogWithSlots).
-func RegistryCatalog(reg *tools.Registry) pooltype.Catalog { return registryCatalog{reg: reg} }
+// pooltype.ToolInfo carries its fairness key, per-key limits, cost, cache
+// and approval rule, and its Concurrency as its Slots (see
+// RegistryCatalogWithSlots); a tool with a cache also its Version (this
+// binary's build and the tool's definition, as the discovery Catalog
+// answers it), made once per registered tool.
+func RegistryCatalog(reg *tools.Registry) pooltype.Catalog { return RegistryCatalogWithSlots(reg, 0) }
 
 // RegistryCatalogWithSlots is RegistryCatalog for a pool whose workers run
 // slots calls at once in all (the sum of their worker.Config.Concurrency):
 // a tool's Slots are the lesser of its Concurrency and slots. slots <= 0
 // is RegistryCatalog.
 func RegistryCatalogWithSlots(reg *tools.Registry, slots int) pooltype.Catalog {
-	return registryCatalog{reg: reg, slots: max(slots, 0)}
+	return registryCatalog{reg: reg, slots: max(slots, 0), versions: new(sync.Map)}
 }
 
 type registryCatalog struct {
-	reg   *tools.Registry
-	slots int // the workers' slots in all; 0: not known
+	reg      *tools.Registry
+	slots    int       // the workers' slots in all; 0: not known
+	versions *sync.Map // *tools.Registered → its toolVersion
 }
 
 func (c registryCatalog) Lookup(_ context.Context, name string) (pooltype.ToolInfo, bool) {
@@ -51,7 +55,25 @@ func (c registryCatalog) Lookup(_ context.Context, name string) (pooltype.ToolIn
 	if c.slots > 0 {
 		slots = min(slots, c.slots)
 	}
-	return pooltype.ToolInfo{Name: name, Slots: slots, Fairness: rt.Fairness, PerKey: rt.PerKey}, true
+	info := pooltype.ToolInfo{
+		Name: name, Slots: slots, Fairness: rt.Fairness, PerKey: rt.PerKey,
+		Cost: rt.Cost, Cache: rt.Cache, Approval: rt.Approval,
+	}
+	if rt.Cache != nil {
+		info.Version = c.version(rt)
+	}
+	return info, true
+}
+
+// version is rt's toolVersion under this binary's build, made on its first
+// look-up.
+func (c registryCatalog) version(rt *tools.Registered) string {
+	if v, ok := c.versions.Load(rt); ok {
+		return v.(string)
+	}
+	v := toolVersion(BuildVersion(), rt.Definition())
+	c.versions.Store(rt, v)
+	return v
 }
 
 func (c registryCatalog) Names(context.Context) []string { return c.reg.Names() }

@@ -19,14 +19,15 @@ type toolSummary struct {
 }
 
 // summarize sums up the live workers of tool at now; c.mu is held. The
-// tool's settings (concurrency, fairness, per-key limits) are those of
-// its most recently started worker, as in Tools; its slots are the sum of
+// tool's settings (concurrency, fairness, per-key limits, cost, cache,
+// approval) and version are those of its most recently started worker, as
+// in Tools; its slots are the sum of
 // its live workers' (Announcement.Slots), capped by its concurrency, or 0
 // (not known) when a worker announced none.
 func (c *Catalog) summarize(tool string, now time.Time) toolSummary {
 	var (
 		s      = toolSummary{info: pooltype.ToolInfo{Name: tool}}
-		newest Announcement
+		newest entry
 		slots  int
 		noSlot bool
 	)
@@ -34,9 +35,8 @@ func (c *Catalog) summarize(tool string, now time.Time) toolSummary {
 		if !c.alive(e, now) {
 			continue
 		}
-		if s.workers == 0 || e.ann.StartedAt.After(newest.StartedAt) ||
-			e.ann.StartedAt.Equal(newest.StartedAt) && e.ann.WorkerID > newest.WorkerID {
-			newest = e.ann
+		if s.workers == 0 || newer(e.ann, newest.ann) {
+			newest = e
 		}
 		if exp := e.seen.Add(c.ttl); s.workers == 0 || exp.Before(s.until) {
 			s.until = exp
@@ -48,17 +48,27 @@ func (c *Catalog) summarize(tool string, now time.Time) toolSummary {
 	if s.workers == 0 {
 		return s
 	}
+	ann := &newest.ann
 	if !noSlot {
 		s.info.Slots = slots
-		if newest.Concurrency > 0 {
-			s.info.Slots = min(slots, newest.Concurrency)
+		if ann.Concurrency > 0 {
+			s.info.Slots = min(slots, ann.Concurrency)
 		}
 	}
-	s.info.Fairness = newest.Fairness
-	if newest.PerKey != nil {
-		s.info.PerKey = *newest.PerKey
+	s.info.Fairness = ann.Fairness
+	if ann.PerKey != nil {
+		s.info.PerKey = *ann.PerKey
 	}
+	s.info.Cost, s.info.Cache, s.info.Approval = ann.Cost, ann.Cache, ann.Approval
+	s.info.Version = newest.version
 	return s
+}
+
+// newer reports whether a was announced by a more recently started worker
+// than b: the one whose settings and definition count (Lookup, Tools). Of
+// two started at the same instant, the greater worker id wins.
+func newer(a, b Announcement) bool {
+	return a.StartedAt.After(b.StartedAt) || a.StartedAt.Equal(b.StartedAt) && a.WorkerID > b.WorkerID
 }
 
 // alive reports whether e is still live: its worker refreshes it every
@@ -96,8 +106,11 @@ func (c *Catalog) liveWorkers(tool string, now time.Time) []Announcement {
 // Lookup reports whether at least one live worker serves name, with the
 // tool's fleet slots (the sum of its live workers' Announcement.Slots,
 // capped by its concurrency; 0 when a worker did not announce its slots),
-// fairness key and per-key limits, as its most recently started worker
-// announced them. When no worker serves it but the tool is known (see
+// fairness key, per-key limits, cost, cache and approval rule, as its most
+// recently started worker announced them, and its Version: a digest of
+// that worker's build and of the tool's definition it announced (the one
+// Tools and Definitions give). The Cache and Approval it answers are
+// shared: read them, never change them. When no worker serves it but the tool is known (see
 // CatalogConfig.Known), it answers false with ToolInfo.NoWorker set.
 func (c *Catalog) Lookup(ctx context.Context, name string) (pooltype.ToolInfo, bool) {
 	now := c.now()
@@ -166,7 +179,7 @@ func (c *Catalog) Tools(context.Context) []Announcement {
 		}
 		newest := ws[0]
 		for _, a := range ws[1:] {
-			if a.StartedAt.After(newest.StartedAt) {
+			if newer(a, newest) {
 				newest = a
 			}
 		}

@@ -97,10 +97,12 @@ func (c *Catalog) closeSubscribers() {
 }
 
 // sameTools reports whether a and b describe the same tools (what the
-// model sees of them, and their hints), whichever workers announced them.
+// model sees of them, their idempotency, cost, cache and approval rule),
+// whichever workers announced them.
 func sameTools(a, b []Announcement) bool {
 	return slices.EqualFunc(a, b, func(x, y Announcement) bool {
 		return x.Tool.Name == y.Tool.Name && x.Tool.Description == y.Tool.Description &&
-			bytes.Equal(x.Tool.InputSchema, y.Tool.InputSchema) && x.Idempotent == y.Idempotent
+			bytes.Equal(x.Tool.InputSchema, y.Tool.InputSchema) && x.Idempotent == y.Idempotent &&
+			samePolicy(x, y)
 	})
 }

@@ -52,7 +52,8 @@ func TestLookupSlots(t *testing.T) {
 	}
 	eventually(t, "both workers counted", func() bool { return lookup().Slots == 24 })
 	want := pooltype.ToolInfo{Name: "review", Slots: 24, Fairness: "input.repo",
-		PerKey: tools.KeyLimits{Concurrency: 4, Rate: 50, Per: time.Second, Burst: 50}}
+		PerKey:  tools.KeyLimits{Concurrency: 4, Rate: 50, Per: time.Second, Burst: 50},
+		Version: toolVersion(BuildVersion(), c.Definitions(ctx)[0])}
 	if got := lookup(); got != want {
 		t.Errorf("Lookup = %+v, want %+v", got, want)
 	}

@@ -23,6 +23,9 @@ func (e *Entry) tool(opts Options) (tools.Tool, error) {
 		Concurrency: e.Concurrency,
 		Fairness:    e.Fairness,
 		PerKey:      e.PerKey,
+		Cost:        e.Cost,
+		Cache:       e.Cache,
+		Approval:    e.Approval,
 
 		PauseOn429Above: e.PauseOn429Above,
 	}
@@ -57,6 +60,15 @@ func (e *Entry) overlay(t tools.Tool) tools.Tool {
 	}
 	if !e.PerKey.IsZero() {
 		t.PerKey = e.PerKey
+	}
+	if e.Cost > 0 {
+		t.Cost = e.Cost
+	}
+	if e.Cache != nil {
+		t.Cache = e.Cache
+	}
+	if e.Approval != nil {
+		t.Approval = e.Approval
 	}
 	t.Hints = overlayHints(t.Hints, e.Hints)
 	r := e.Retry
@@ -100,6 +112,10 @@ func (f *File) Tools(builtins map[string]tools.Tool) ([]tools.Tool, error) {
 			t = e.overlay(t)
 			if field, err := overlayRetryError(e, t); err != nil {
 				return nil, &Error{File: f.Path, Line: e.Line, Tool: e.Name, Field: field, Err: err}
+			}
+			if e.Cache != nil && !tools.Cacheable(t.Idempotent, t.Hints) {
+				return nil, &Error{File: f.Path, Line: e.cacheLine, Tool: e.Name, Field: "cache",
+					Err: fmt.Errorf("%w; the built-in tool is neither (give hints: {read_only: true} only if it changes nothing)", errNotCacheable)}
 			}
 			out = append(out, t)
 			continue

@@ -99,6 +99,18 @@ type Entry struct {
 	// per_key's concurrency, rate, per and burst), as the file gives
 	// them; zero fields are not set.
 	PerKey tools.KeyLimits
+
+	// Cost is what one call spends of a budget counted in cost units
+	// (tools.Tool.Cost); 0 when not set (1).
+	Cost int
+	// Cache is the tool's result cache (tools.Tool.Cache: cache's ttl and
+	// scope); nil when not set.
+	Cache *tools.CachePolicy
+	// Approval is the tool's approval rule (tools.Tool.Approval: approval:
+	// always, or its when and timeout); nil when not set.
+	Approval *tools.ApprovalRule
+
+	cacheLine int // the line of cache, for the checks Tools makes
 }
 
 // WebhookConfig is the settings of a webhook tool.

@@ -188,7 +188,7 @@ func TestLoadErrors(t *testing.T) {
 		{"concurrency", "concurrency: 5", "concurrency: 0",
 			`tools.yaml:9: tool "weather": concurrency: must be at least 1, got 0`},
 		{"name missing", "  - name: weather\n", "  - backend_x: 1\n",
-			`tools.yaml:2: tool #1: backend_x: unknown key (known keys: name, description, input_schema, timeout, retry, idempotent, hints, concurrency, pause_on_rate_limit_above, fairness, per_key, backend, webhook, exec, mcp)`},
+			`tools.yaml:2: tool #1: backend_x: unknown key (known keys: name, description, input_schema, timeout, retry, idempotent, hints, concurrency, pause_on_rate_limit_above, fairness, per_key, cost, cache, approval, backend, webhook, exec, mcp)`},
 		{"name bad", "name: weather", "name: get weather",
 			`tools.yaml:2: tool "get weather": name: must be 1 to 64 letters, digits, '_' or '-' (^[a-zA-Z0-9_-]{1,64}$), as the Messages API requires`},
 		{"description missing", "    description: Current weather.\n", "",

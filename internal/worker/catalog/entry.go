@@ -53,6 +53,9 @@ func (p *parser) entry(i int, s *toolSpec) (*Entry, error) {
 	if err := c.sharing(e, s); err != nil {
 		return nil, err
 	}
+	if err := c.policy(e, s, rules); err != nil {
+		return nil, err
+	}
 	if rules.check != nil {
 		if field, err := rules.check(p, e, s); err != nil {
 			return nil, c.bad(field, "%v", err)

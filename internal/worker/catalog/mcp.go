@@ -47,8 +47,9 @@ type MCPConfig struct {
 
 // MCPBackend is the configuration of the mcpback.Backend that serves e,
 // an mcp entry: its server, and the entry's timeout, retry policy,
-// concurrency, idempotency, pause_on_rate_limit_above, fairness and
-// per_key for every tool of the server. The caller adds Logger, Metrics and OnChange.
+// concurrency, idempotency, pause_on_rate_limit_above, fairness, per_key,
+// cost, cache and approval for every tool of the server (cache for those
+// that are idempotent or read-only). The caller adds Logger, Metrics and OnChange.
 func (e *Entry) MCPBackend() (mcpback.Config, error) {
 	m := e.MCP
 	if e.Backend != BackendMCP || m == nil {
@@ -62,6 +63,7 @@ func (e *Entry) MCPBackend() (mcpback.Config, error) {
 		Template: tools.Tool{
 			Timeout: e.Timeout, Retry: e.Retry, Concurrency: e.Concurrency, PauseOn429Above: e.PauseOn429Above,
 			Hints: e.Hints, Fairness: e.Fairness, PerKey: e.PerKey,
+			Cost: e.Cost, Cache: e.Cache, Approval: e.Approval,
 		},
 		Idempotent: m.idempotent,
 	}, nil

@@ -33,6 +33,9 @@ type toolSpec struct {
 	PauseAbove  *string      `yaml:"pause_on_rate_limit_above"`
 	Fairness    *string      `yaml:"fairness"`
 	PerKey      *perKeySpec  `yaml:"per_key"`
+	Cost        *int         `yaml:"cost"`
+	Cache       *cacheSpec   `yaml:"cache"`
+	Approval    yaml.Node    `yaml:"approval"` // always, or {when, timeout}: checkApproval
 	Backend     string       `yaml:"backend"`
 	Webhook     *webhookSpec `yaml:"webhook"`
 	Exec        *execSpec    `yaml:"exec"`
@@ -52,6 +55,11 @@ type perKeySpec struct {
 	Rate        *int    `yaml:"rate"`
 	Per         *string `yaml:"per"`
 	Burst       *int    `yaml:"burst"`
+}
+
+type cacheSpec struct {
+	TTL   *string `yaml:"ttl"`
+	Scope *string `yaml:"scope"`
 }
 
 type retrySpec struct {

@@ -72,6 +72,10 @@ var (
 		fieldShape{"per", stringShape},
 		fieldShape{"burst", intShape},
 	)
+	cacheShape = mappingShape(
+		fieldShape{"ttl", stringShape},
+		fieldShape{"scope", stringShape},
+	)
 	webhookShape = mappingShape(
 		fieldShape{"url", stringShape},
 		fieldShape{"headers", &shape{kind: shapeStringMap, words: "a mapping of names to strings", elem: stringShape}},
@@ -107,6 +111,9 @@ var (
 		fieldShape{"pause_on_rate_limit_above", stringShape},
 		fieldShape{"fairness", stringShape},
 		fieldShape{"per_key", perKeyShape},
+		fieldShape{"cost", intShape},
+		fieldShape{"cache", cacheShape},
+		fieldShape{"approval", &shape{kind: shapeAny}}, // always, or a mapping: checkApproval
 		fieldShape{"backend", stringShape},
 		fieldShape{"webhook", webhookShape},
 		fieldShape{"exec", execShape},

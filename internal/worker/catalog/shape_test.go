@@ -21,6 +21,7 @@ func TestShapesMatchSpec(t *testing.T) {
 		{"retry", retryShape, reflect.TypeFor[retrySpec]()},
 		{"per_key", perKeyShape, reflect.TypeFor[perKeySpec]()},
 		{"hints", hintsShape, reflect.TypeFor[hintsSpec]()},
+		{"cache", cacheShape, reflect.TypeFor[cacheSpec]()},
 		{"webhook", webhookShape, reflect.TypeFor[webhookSpec]()},
 		{"exec", execShape, reflect.TypeFor[execSpec]()},
 		{"mcp", mcpShape, reflect.TypeFor[mcpSpec]()},

@@ -65,7 +65,9 @@ type Config struct {
 	// SessionsDefault.
 	Sessions int
 	// Template holds the settings every tool of the server gets: Timeout,
-	// Retry, Concurrency, PauseOn429Above, Idempotent. Its Name,
+	// Retry, Concurrency, PauseOn429Above, Idempotent, Hints (over the
+	// server's), Fairness, PerKey, Cost, Cache (only for a tool that is
+	// idempotent or read-only: tools.Cacheable) and Approval. Its Name,
 	// Description, InputSchema and Handler are ignored.
 	Template tools.Tool
 	// Idempotent, when set, is every tool's idempotency; otherwise a tool

@@ -114,6 +114,13 @@ func (b *Backend) poolTool(mt *mcp.Tool) (tools.Tool, error) {
 		t.Hints.Destructive = cmp.Or(t.Hints.Destructive, a.DestructiveHint)
 		t.Hints.OpenWorld = cmp.Or(t.Hints.OpenWorld, a.OpenWorldHint)
 	}
+	if t.Cache != nil && !tools.Cacheable(t.Idempotent, t.Hints) {
+		// The entry's cache is for the server's tools that may be served
+		// again without running: not this one.
+		b.cfg.Logger.Warn("an MCP server's tool is neither idempotent nor read-only: its results are not cached",
+			"server", b.cfg.Name, "tool", mt.Name)
+		t.Cache = nil
+	}
 	t.Handler = b.handler(t.Name)
 	return t, nil
 }

@@ -69,8 +69,8 @@ func TestConsoleApprovals(t *testing.T) {
 
 	p.login(t, ctx)
 	const pending = `#pending article[data-state="pending"]`
-	eventually(t, "the held call on the Approvals page", func() bool {
-		browse(t, ctx, "open Approvals", chromedp.Navigate(p.url("/ui/approvals")), chromedp.WaitVisible(css("#decided")))
+	eventually(t, "the held call on the Approvals page (the page must not say approvals are not enabled)", func() bool {
+		browse(t, ctx, "open Approvals", chromedp.Navigate(p.url("/ui/approvals")), chromedp.WaitVisible(css("main h1")))
 		return eval[int](t, ctx, `document.querySelectorAll(`+strconv.Quote(pending)+`).length`) == 1
 	})
 	id := value(t, ctx, "the approval's id", chromedp.AttributeValue(css(pending), "data-approval")).Value

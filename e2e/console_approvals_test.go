@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -103,8 +104,16 @@ func TestConsoleApprovals(t *testing.T) {
 		t.Errorf("%d calls still pending after the denial", n)
 	}
 	out := <-answer
-	if !strings.HasPrefix(out, "200 ") || !strings.Contains(out, classify.CodeNotApproved) || !strings.Contains(out, reason) {
-		t.Errorf("the agent's call was answered %s; want is_error %s with the reason", out, classify.CodeNotApproved)
+	var turn struct {
+		Content []struct {
+			IsError bool `json:"is_error"`
+			Content []struct{ Text string }
+		}
+	}
+	status, body, _ := strings.Cut(out, " ")
+	if err := json.Unmarshal([]byte(body), &turn); err != nil || status != "200" || len(turn.Content) != 1 || !turn.Content[0].IsError ||
+		len(turn.Content[0].Content) != 1 || turn.Content[0].Content[0].Text != classify.NotApprovedMessage("deploy", reason) {
+		t.Errorf("the agent's call was answered %s; want is_error with the words of %s and the reason", out, classify.CodeNotApproved)
 	}
 
 	// Decided once: the approval's own page shows the decision and no

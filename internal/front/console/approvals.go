@@ -47,7 +47,7 @@ func prettyInput(raw []byte) string {
 	var b bytes.Buffer
 	s := string(raw)
 	if json.Indent(&b, raw, "", "  ") == nil {
-		s = b.String()
+		s = string(unescapeHTML(b.Bytes()))
 	}
 	if len(s) > inputShown {
 		cut := inputShown
@@ -57,6 +57,38 @@ func prettyInput(raw []byte) string {
 		s = s[:cut] + "\n… (" + strconv.Itoa(len(s)-cut) + " more bytes)"
 	}
 	return strings.ToValidUTF8(s, "�")
+}
+
+// unescapeHTML turns the escapes \u003c, \u003e and \u0026 of JSON
+// strings back into <, > and & (Go's encoder writes them so; the page
+// escapes for HTML itself), so that an approver reads the input as the
+// agent sent it. Other escapes are kept.
+func unescapeHTML(js []byte) []byte {
+	if !bytes.Contains(js, []byte(`\u00`)) {
+		return js
+	}
+	out := make([]byte, 0, len(js))
+	for i := 0; i < len(js); i++ {
+		if js[i] != '\\' || i+1 == len(js) {
+			out = append(out, js[i])
+			continue
+		}
+		if js[i+1] == 'u' && i+6 <= len(js) {
+			switch string(js[i+2 : i+6]) {
+			case "003c", "003C":
+				out, i = append(out, '<'), i+5
+				continue
+			case "003e", "003E":
+				out, i = append(out, '>'), i+5
+				continue
+			case "0026":
+				out, i = append(out, '&'), i+5
+				continue
+			}
+		}
+		out, i = append(out, js[i], js[i+1]), i+1 // an escape pair, kept
+	}
+	return out
 }
 
 // approvalsView is the Approvals page's data: the list, or one approval

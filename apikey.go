@@ -46,6 +46,11 @@ type APIKey struct {
 	// sessions, labels the tenant's metrics and is the unit of fair
 	// shares. 1 to 64 letters, digits, '_', '-' and '.'. Required.
 	Tenant string `json:"tenant" yaml:"tenant"`
+	// Name names the key itself, for a budget on this one key
+	// (orchestrator budgets set --key NAME) and as who decided an approval
+	// asked of an MCP host. Optional; unique among the keys; the rule of
+	// Tenant.
+	Name string `json:"name,omitempty" yaml:"name"`
 	// Key is the secret, at least APIKeyMinBytes, without spaces. Give
 	// Key or SHA256.
 	Key string `json:"key,omitempty" yaml:"key"`
@@ -91,6 +96,7 @@ func apiKeys(keys []APIKey, source string) (*apikey.Set, error) {
 // names:
 //
 //	tenant: team-a            # required
+//	name: ci-bot              # optional: the key's own name, unique (budgets on one key)
 //	key: "…"                  # the secret; or
 //	sha256: "…"               # its SHA-256 in hex, so the file holds no secret
 //	tools: [echo, read_file]  # optional: the tools it may call; absent: all

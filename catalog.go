@@ -30,8 +30,9 @@ type CatalogConfig struct {
 	// trying retries and dead letters).
 	DemoTools bool
 	// File is the catalog file: webhook, exec, builtin and mcp entries,
-	// each with its schema, timeout, retry policy and the rest. Empty:
-	// none.
+	// each with its schema, timeout, retry policy and the rest, and what
+	// the orchestrators apply before a call runs: cost, cache and approval
+	// (docs/tools.md, "Cost, cache and approval"). Empty: none.
 	File string
 	// AllBuiltins selects every built-in tool (search_web only with
 	// SearchURL).

@@ -14,9 +14,19 @@ import (
 )
 
 // LiveTool is a tool that at least one live worker announces: its
-// definition in the Anthropic tools format and the workers serving it.
+// definition in the Anthropic tools format, its cost, cache and approval
+// rule, and the workers serving it.
 type LiveTool struct {
 	tools.Definition
+	// Cost, Cache and Approval are what the orchestrators apply before
+	// the tool's calls run (Tool's fields), as its most recently started
+	// worker announces them; zero when it has none.
+	Cost     int           `json:"cost,omitempty"`
+	Cache    *CachePolicy  `json:"cache,omitempty"`
+	Approval *ApprovalRule `json:"approval,omitempty"`
+	// Version is a short digest of that worker's build and of the tool's
+	// definition: a cached result is shared only within one version.
+	Version string `json:"version,omitempty"`
 	// Workers are the live workers serving the tool.
 	Workers []LiveWorker `json:"workers"`
 }
@@ -56,7 +66,10 @@ func LiveTools(ctx context.Context, nc *nats.Conn, logger *slog.Logger) ([]LiveT
 	found := ops.LiveTools(ctx, live)
 	out := make([]LiveTool, len(found))
 	for i, t := range found {
-		out[i] = LiveTool{Definition: t.Definition, Workers: make([]LiveWorker, len(t.Workers))}
+		out[i] = LiveTool{
+			Definition: t.Definition, Cost: t.Cost, Cache: t.Cache, Approval: t.Approval, Version: t.Version,
+			Workers: make([]LiveWorker, len(t.Workers)),
+		}
 		for k, w := range t.Workers {
 			out[i].Workers[k] = LiveWorker(w)
 		}

@@ -150,6 +150,11 @@ type OrchestratorConfig struct {
 	// MCPSessionTimeout ends the process state of a /mcp session idle
 	// that long. Default MCPSessionTimeoutDefault.
 	MCPSessionTimeout time.Duration
+	// MCPAskHosts lets a 2026-07-28 MCP host that declares elicitation be
+	// asked for the approval of a call its tool's rule holds (the host's
+	// user decides, through input_required; docs/mcp.md). Default false:
+	// only operators decide (console, orchestrator approvals).
+	MCPAskHosts bool
 	// Console serves the operators' web console at /ui (Handler): the
 	// pool's state, the dead letters (replay, purge) and pause/resume.
 	Console bool
@@ -257,7 +262,8 @@ func (c OrchestratorConfig) hostConfig() (orchhost.Config, error) {
 		},
 		MCP: mcpfront.Config{Token: c.MCPToken, Closed: c.MCPRefusal, MaxBodyBytes: c.MaxBodyBytes,
 			MaxCalls: c.MaxCallsPerRequest, MaxSessions: c.MCPMaxSessions, SessionTimeout: c.MCPSessionTimeout},
-		Checks: healthChecks(c.Checks), Metrics: c.Metrics.reg, Logger: c.Logger,
+		MCPAskHosts: c.MCPAskHosts,
+		Checks:      healthChecks(c.Checks), Metrics: c.Metrics.reg, Logger: c.Logger,
 	}
 	if c.FixedCatalog != nil {
 		hc.Catalog = discovery.RegistryCatalog(c.FixedCatalog)

@@ -20,8 +20,20 @@ import (
 // the package that owns it (an alias, not a copy).
 type (
 	// Tool is a tool's definition: name, description, input schema,
-	// timeout, retry policy, idempotence and handler (tools.Tool).
+	// timeout, retry policy, idempotence, handler, and what the
+	// orchestrators apply before a call runs: its cost, result cache and
+	// approval rule (tools.Tool).
 	Tool = tools.Tool
+	// CachePolicy is Tool.Cache: how long, and with whom, a tool's
+	// successful results are shared (tools.CachePolicy). Only an
+	// idempotent or read-only tool may have one.
+	CachePolicy = tools.CachePolicy
+	// ApprovalRule is Tool.Approval: which of a tool's calls wait for a
+	// person's approval, and for how long (tools.ApprovalRule).
+	ApprovalRule = tools.ApprovalRule
+	// ApprovalMatch is one condition of an ApprovalRule: a field of the
+	// input and a glob (tools.ApprovalMatch).
+	ApprovalMatch = tools.ApprovalMatch
 	// Handler executes one call of a tool (tools.Handler). Its error is
 	// classified for the retry decision and the model's words: wrap it
 	// with Transient, Permanent or RetryAfter, or return it as it is.
@@ -39,6 +51,14 @@ type (
 	// Result is the answer to one call: content, is_error, class and code
 	// (envelope.Result).
 	Result = envelope.Result
+)
+
+// The scopes of CachePolicy.Scope: CacheScopeTenant (the default, also for
+// "") shares a cached result within the tenant whose call produced it;
+// CacheScopeGlobal shares it with every tenant.
+const (
+	CacheScopeTenant = tools.CacheScopeTenant
+	CacheScopeGlobal = tools.CacheScopeGlobal
 )
 
 // NewRegistry returns an empty Registry with the default JSON Schema

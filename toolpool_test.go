@@ -283,7 +283,7 @@ func TestLoadAPIKeysAndOperatorTokens(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	keysFile, tokensFile := filepath.Join(dir, "keys.yaml"), filepath.Join(dir, "ui.yaml")
-	keysYAML := "keys:\n  - {tenant: a, key: a-0123456789abcdef, tools: [echo], weight: 3, priority: low, max_priority: high}\n"
+	keysYAML := "keys:\n  - {tenant: a, name: ci-bot, key: a-0123456789abcdef, tools: [echo], weight: 3, priority: low, max_priority: high}\n"
 	hash := strings.Repeat("ab", 32)
 	env := map[string]string{
 		toolpool.EnvAPIKeys:        `[{"tenant": "b", "sha256": "` + hash + `"}]`,
@@ -301,7 +301,7 @@ func TestLoadAPIKeysAndOperatorTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []toolpool.APIKey{
-		{Tenant: "a", Key: "a-0123456789abcdef", Tools: []string{"echo"}, Weight: 3, Priority: toolpool.PriorityLow, MaxPriority: toolpool.PriorityHigh},
+		{Tenant: "a", Name: "ci-bot", Key: "a-0123456789abcdef", Tools: []string{"echo"}, Weight: 3, Priority: toolpool.PriorityLow, MaxPriority: toolpool.PriorityHigh},
 		{Tenant: "b", SHA256: hash},
 	}
 	if !reflect.DeepEqual(keys, want) {

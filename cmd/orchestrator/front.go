@@ -28,6 +28,7 @@ type httpFlags struct {
 	fairness       bool
 	mcpToken       string // --mcp-token, or TOOLPOOL_MCP_TOKEN
 	mcpNoAuth      bool
+	mcpAskHosts    bool
 	mcpMaxSessions int
 	mcpSessionIdle time.Duration
 	uiTokensFile   string
@@ -53,6 +54,7 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.mcpToken, "mcp-token", "", "bearer token /mcp requires (also "+envMCPToken+"); API keys are let in on /mcp too. On a non-loopback --http without API keys, /mcp is closed unless it is given")
 	fs.IntVar(&h.mcpMaxSessions, "mcp-max-sessions", toolpool.MCPMaxSessionsDefault, "/mcp sessions (MCP revisions before 2026-07-28) this process holds; a session opened past it still works, served without process state (no GET stream, no cancellation); negative: none held")
 	fs.DurationVar(&h.mcpSessionIdle, "mcp-session-timeout", toolpool.MCPSessionTimeoutDefault, "how long an idle /mcp session is held; its client goes on, served without process state")
+	fs.BoolVar(&h.mcpAskHosts, "mcp-ask-hosts", false, "let an MCP 2026-07-28 host that declares elicitation ask its user to approve a call that needs approval (default: only operators decide, on the console or with orchestrator approvals)")
 	fs.BoolVar(&h.mcpNoAuth, "mcp-insecure-no-auth", false, "open /mcp on a non-loopback --http address without a token or API keys (closed there by default): anyone who reaches it runs tools")
 	fs.StringVar(&h.uiTokensFile, "ui-tokens", "", "operator token file for the console at /ui (YAML: name: token; also "+toolpool.EnvOperatorTokens+"=name=token,...); separate from API keys; required on a non-loopback --http")
 	fs.BoolVar(&h.uiNoAuth, "ui-insecure-no-auth", false, "open the console at /ui on a non-loopback --http address without operator tokens: anyone who reaches it can replay, purge and pause")
@@ -159,6 +161,7 @@ func (h *httpFlags) apply(cfg *toolpool.OrchestratorConfig, addr string) {
 	mc := h.mcpConfig(addr)
 	cfg.APIKeys, cfg.MCPToken, cfg.MCPRefusal = h.keys, mc.Token, mc.Closed
 	cfg.MCPMaxSessions, cfg.MCPSessionTimeout = h.mcpMaxSessions, h.mcpSessionIdle
+	cfg.MCPAskHosts = h.mcpAskHosts
 	if addr != "" {
 		cfg.Console, cfg.ConsoleTokens = true, h.uiTokens
 		cfg.ConsoleLoopback, cfg.ConsoleInsecureNoAuth = loopbackAddr(addr), h.uiNoAuth

@@ -7,7 +7,7 @@ import (
 )
 
 // commands are the subcommands orchestrator runs (see run's switch).
-var commands = []string{"serve", "call", "run", "tools", "dlq", "status", "bench"}
+var commands = []string{"serve", "call", "run", "tools", "dlq", "approvals", "status", "budgets", "bench"}
 
 // TestHelpListsCommands: -h, --help and help name every command on a line
 // of its own and then list serve's flags, and exit 0 as flag's help does.
@@ -46,6 +46,8 @@ func TestUsageSaysDefaultOnce(t *testing.T) {
 	for _, args := range [][]string{
 		{"-h"}, {"serve", "-h"}, {"call", "-h"}, {"run", "-h"}, {"tools", "-h"}, {"status", "-h"}, {"bench", "-h"},
 		{"dlq", "ls", "-h"}, {"dlq", "show", "-h"}, {"dlq", "replay", "-h"}, {"dlq", "purge", "-h"},
+		{"budgets", "ls", "-h"}, {"budgets", "set", "-h"}, {"budgets", "reset", "-h"}, {"budgets", "rm", "-h"},
+		{"approvals", "ls", "-h"}, {"approvals", "show", "-h"}, {"approvals", "approve", "-h"}, {"approvals", "deny", "-h"},
 	} {
 		var stdout, stderr bytes.Buffer
 		run(t.Context(), args, &stdout, &stderr)

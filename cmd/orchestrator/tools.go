@@ -10,7 +10,8 @@ import (
 
 // toolsCommand is "orchestrator tools": the live tool definitions (those
 // at least one live worker announces) as a JSON array in the Anthropic
-// tools format; --workers adds each tool's workers. Exit 0, or 2 on usage
+// tools format; --workers adds each tool's workers, and its cost, cache
+// and approval rule when it has them. Exit 0, or 2 on usage
 // or connection errors.
 func toolsCommand() *cli.Command {
 	var (
@@ -23,7 +24,7 @@ func toolsCommand() *cli.Command {
 		Help:    "Prints the live tools (those at least one running worker serves) as a JSON array\nin the Anthropic Messages API tools format.",
 		Flags: func(fs *flag.FlagSet) {
 			lf.register(fs)
-			fs.BoolVar(&withWorkers, "workers", false, "also list the live workers of each tool")
+			fs.BoolVar(&withWorkers, "workers", false, "also list the live workers of each tool, and its cost, cache and approval rule")
 		},
 		Run: func(ctx context.Context, env *cli.Env, _ []string) error {
 			ctx, nc, release, err := lf.connect(ctx, env)

@@ -61,7 +61,7 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 		_ = cmd.Process.Kill()
 	}()
 
-	want := []string{"echo_json", "get_weather", "list_dir", "read_file", "shout"}
+	want := []string{"echo_json", "get_weather", "list_dir", "read_file", "shout", "write_file"}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		names := live.Names(ctx)
@@ -79,6 +79,13 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	}
 	if ws := live.Workers(ctx, "shout"); len(ws) != 1 || ws[0].WorkerID != "catalog-worker" || ws[0].Timeout != 5*time.Second || ws[0].MaxAttempts != 2 {
 		t.Errorf("shout's workers: %+v", ws)
+	}
+	// The catalog's cost, cache and approval reach the orchestrators.
+	if w, _ := live.Lookup(ctx, "get_weather"); w.Cost != 2 || w.Cache == nil || w.Cache.Scope != "global" || w.Version == "" {
+		t.Errorf("get_weather as the live catalog answers it: %+v", w)
+	}
+	if wf, _ := live.Lookup(ctx, "write_file"); wf.Approval == nil || len(wf.Approval.When) != 2 || wf.Approval.Timeout != 30*time.Minute {
+		t.Errorf("write_file as the live catalog answers it: %+v", wf)
 	}
 	for _, d := range live.Definitions(ctx) {
 		if d.Name == "read_file" && !strings.HasPrefix(d.Description, "Reads a text file of the project workspace.") {

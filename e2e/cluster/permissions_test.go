@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -13,6 +14,9 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/orchestrator/budget"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
+	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
 	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -226,6 +230,44 @@ func TestPermissions(t *testing.T) {
 			t.Fatalf("orchestrator opens the tasks bucket: %v", err)
 		}
 		defer func() { _ = store.Stop(context.Background()) }()
+		// The result cache (toolpool_cache): created, stored to and read
+		// by the orchestrator.
+		cache, err := rescache.New(rescache.Config{JS: oj, Replicas: 3})
+		if err == nil {
+			err = cache.Start(ctx)
+		}
+		if err != nil {
+			t.Fatalf("orchestrator opens the result cache: %v", err)
+		}
+		defer func() { _ = cache.Stop(context.Background()) }()
+		key, _ := cache.Key(&policy.Call{Tool: "echo", Input: json.RawMessage(`{"text":"perm"}`)})
+		if err := cache.Put(ctx, key, &envelope.Result{CallID: "c1", Tool: "echo", Content: envelope.Text("perm")}, time.Minute); err != nil {
+			t.Fatalf("orchestrator stores a result: %v", err)
+		}
+		if _, found, err := cache.Get(ctx, key); !found || err != nil {
+			t.Fatalf("orchestrator reads a cached result: %v, %v", found, err)
+		}
+		// coalescing: a claim, released after its result is stored, and
+		// a caller awaiting it
+		key2, _ := cache.Key(&policy.Call{Tool: "echo", Input: json.RawMessage(`{"text":"claimed"}`)})
+		if ok, err := cache.Claim(ctx, key2, time.Minute); !ok || err != nil {
+			t.Fatalf("orchestrator claims a run: %v, %v", ok, err)
+		}
+		awaited := make(chan error, 1)
+		go func() {
+			_, ok, err := cache.Await(ctx, key2)
+			if err == nil && !ok {
+				err = errors.New("no result")
+			}
+			awaited <- err
+		}()
+		if err := cache.Put(ctx, key2, &envelope.Result{CallID: "c2", Tool: "echo", Content: envelope.Text("claimed")}, time.Minute); err != nil {
+			t.Fatalf("orchestrator stores a claimed run's result: %v", err)
+		}
+		cache.Release(ctx, key2, nil)
+		if err := <-awaited; err != nil {
+			t.Fatalf("orchestrator awaits a claimed run: %v", err)
+		}
 		wj, err := js.New(c.connect(t, "worker", workerPassword))
 		if err != nil {
 			t.Fatal(err)
@@ -235,6 +277,11 @@ func TestPermissions(t *testing.T) {
 		if wkv, err := wj.KeyValue(short, "toolpool_mcp"); err == nil {
 			if _, err := wkv.Get(short, "session_key"); err == nil {
 				t.Error("a worker read the MCP session key")
+			}
+		}
+		if wkv, err := wj.KeyValue(short, "toolpool_cache"); err == nil {
+			if _, err := wkv.Get(short, key); err == nil {
+				t.Error("a worker read the result cache")
 			}
 		}
 	})
@@ -295,6 +342,69 @@ func TestPermissions(t *testing.T) {
 			t.Errorf("a worker's message reached the orchestrators: %q", m.Data)
 		case <-time.After(30 * time.Second):
 			t.Error("no permissions violation reported for a worker publishing on the advice subject")
+		}
+	})
+
+	t.Run("budgets: ops define and reset them, orchestrators spend, a worker may not", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		oj, err := js.New(c.connect(t, "orchestrator", orchPassword))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// as an orchestrator starts it: creates the bucket and the counter
+		// stream, watches the definitions
+		store, err := budget.New(budget.Config{JS: oj, Logger: natstest.Logger(t), Replicas: 3})
+		if err == nil {
+			err = store.Start(ctx)
+		}
+		if err != nil {
+			t.Fatalf("orchestrator starts the budgets: %v", err)
+		}
+		defer func() { _ = store.Stop(context.Background()) }()
+		opsJ, err := js.New(c.connect(t, "ops", opsPassword))
+		if err != nil {
+			t.Fatal(err)
+		}
+		def := budget.Def{Name: "perm.check", Tenant: "acme", Period: budget.Day, Limit: 2}
+		if err := budget.Set(ctx, opsJ, def); err != nil {
+			t.Fatalf("ops sets a budget: %v", err)
+		}
+		natstest.Eventually(t, 30*time.Second, "the orchestrator learns of the budget", func() bool { return store.Active("acme", "") })
+		call := &policy.Call{Tenant: "acme", Tool: "echo"}
+		for i := range 3 {
+			_, err := store.Charge(ctx, call)
+			var ex *policy.Exhausted
+			if i < 2 && err != nil || i == 2 && !errors.As(err, &ex) {
+				t.Fatalf("orchestrator charge %d: %v", i+1, err)
+			}
+		}
+		if list, err := store.List(ctx); err != nil || len(list) != 1 || list[0].Spent != 2 {
+			t.Errorf("orchestrator reads the spending: %+v, %v", list, err)
+		}
+		if list, err := budget.ListStatus(ctx, opsJ, time.Now()); err != nil || len(list) != 1 || list[0].Spent != 2 {
+			t.Errorf("ops reads the spending: %+v, %v", list, err)
+		}
+		if err := budget.Reset(ctx, opsJ, def.Name, time.Now()); err != nil {
+			t.Fatalf("ops resets the budget: %v", err)
+		}
+		if _, err := store.Charge(ctx, call); err != nil {
+			t.Errorf("charge after the reset: %v", err)
+		}
+		wj, err := js.New(c.connect(t, "worker", workerPassword))
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
+		defer cancelShort()
+		if err := budget.Set(short, wj, budget.Def{Name: "w", Tenant: "acme", Period: budget.Day, Limit: 1000}); err == nil {
+			t.Error("a worker set a budget")
+		}
+		if _, err := wj.PublishMsg(short, &nats.Msg{Subject: "toolpool.spend.perm=check.x", Header: nats.Header{"Nats-Incr": []string{"-5"}}}); err == nil {
+			t.Error("a worker changed a budget's spending")
+		}
+		if err := budget.Remove(ctx, opsJ, def.Name); err != nil {
+			t.Fatalf("ops removes the budget: %v", err)
 		}
 	})
 

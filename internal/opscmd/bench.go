@@ -29,7 +29,15 @@ sleep tool of 20ms unless --sleep is given: tenant A queues --backlog
 calls at once (in turns of --backlog-turn calls), alone and then with tenant B sending one call every
 --b-interval; a per-key cap of --key-cap; a per-key rate limit of
 --key-rate/s offered four times as much; one tenant's --calls calls with
-the scheduler off and on. It prints each figure next to its target.`
+the scheduler off and on. It prints each figure next to its target.
+
+--repeat F measures the result cache instead (issue 24), on an embedded
+server with in-process workers: --calls calls (default 20000) of a
+cacheable tool that sleeps --sleep, a share F of them repeating an
+earlier call's input, sent by --concurrency agents (default 64) straight
+to the dispatcher and then through the policy gate with the result
+cache. It prints each phase's throughput, latency and the tool's
+executions, counted by the tool.`
 
 // Bench is "orchestrator bench": it loads the whole path (dispatch →
 // TOOL_CALLS → worker → TOOL_RESULTS → dispatch) and a raw-JetStream
@@ -57,6 +65,7 @@ type benchCmd struct {
 	log      cli.LogFlags
 	cfg      bench.Config
 	noisy    bench.NoisyConfig
+	cache    bench.CacheConfig
 	fail     string
 	fronts   string
 	storage  string
@@ -91,6 +100,7 @@ func (b *benchCmd) register(fs *flag.FlagSet) {
 	fs.BoolVar(&b.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&b.scenario, "scenario", bench.ScenarioThroughput, "what to measure: throughput (the pool against raw JetStream) or noisy-neighbour (fair shares and per-key limits)")
 	b.registerNoisy(fs)
+	fs.Float64Var(&b.cache.Repeat, "repeat", 0, "measure the result cache instead: the share of calls (e.g. 0.8) whose input repeats an earlier one; the same calls of a cacheable tool (sleeping --sleep) run without the cache and with it, and the report gives throughput and the tool's executions of each")
 	b.profiles.register(fs)
 	// The bench's own default: warnings only, so per-call logs of
 	// retried calls do not flood the terminal.
@@ -111,6 +121,9 @@ func (b *benchCmd) registerNoisy(fs *flag.FlagSet) {
 
 // run runs the scenario --scenario names.
 func (b *benchCmd) run(ctx context.Context, env *cli.Env, _ []string) error {
+	if env.Given("repeat") {
+		return b.runCache(ctx, env)
+	}
 	switch b.scenario {
 	case bench.ScenarioThroughput:
 		return b.runThroughput(ctx, env)

@@ -18,6 +18,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // run runs the operators' commands as the orchestrator binary does: under
 // a root named orchestrator. It returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := &cli.Command{Name: "orchestrator", Commands: []*cli.Command{DLQ(), Status(), Bench()}}
+	root := &cli.Command{Name: "orchestrator", Commands: []*cli.Command{DLQ(), Approvals(), Status(), Bench(), Budgets()}}
 	return cli.Main(ctx, root, args, stdout, stderr)
 }

@@ -26,7 +26,7 @@ func Status() *cli.Command {
 	return &cli.Command{
 		Name:    "status",
 		Summary: "per tool: pending, in flight, redelivered, dead-lettered, paused until, live workers (--by-key: fair shares per key)",
-		Help: "Per tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers.\n\n" +
+		Help: "Per tool: calls pending (queued, not yet delivered), in flight (delivered, not yet\nacknowledged, retries waiting included), redelivered, dead-lettered, paused until,\nand live workers. Then per budget: whose calls, spent of the limit, resets in\n(not with --json: orchestrator budgets ls --json).\n\n" +
 			"With --by-key: the orchestrators' fair-share schedulers, summed over every\norchestrator that answers, per tool and fairness key: weight, calls waiting for\ntheir turn, waiting on a per-key limit, in flight, served per second, and the\nper-key limits the fleet applies.",
 		Flags: func(fs *flag.FlagSet) {
 			lf.register(fs)
@@ -51,9 +51,10 @@ func Status() *cli.Command {
 			}
 			if len(st) == 0 {
 				fmt.Fprintln(env.Stderr, "no tools: no worker has served one yet")
-				return nil
+			} else {
+				writeStatus(env, st, time.Now())
 			}
-			writeStatus(env, st, time.Now())
+			statusBudgets(live.ctx, env, live.js)
 			return nil
 		},
 	}

@@ -53,6 +53,10 @@ type Config struct {
 	// Instance and Logger are set by the Host; its Replicas default to
 	// Replicas.
 	Tasks tasks.Config
+	// MCPAskHosts lets the MCP server ask a 2026-07-28 host that declares
+	// elicitation for the approval of a held call (MCP.HostApprovals is
+	// then the approval store's Decide, via "mcp").
+	MCPAskHosts bool
 	// API is the HTTP API's configuration (Handler): API keys, body and
 	// timeout limits. Its Dispatcher, Definitions, Metrics and Logger are
 	// set by the Host.

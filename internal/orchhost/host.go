@@ -30,6 +30,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
+	"github.com/toolpool/toolpool/internal/orchestrator/approval"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/worker/settle"
@@ -51,6 +52,7 @@ type Host struct {
 	js     js.JetStream
 	d      *dispatch.Dispatcher
 	gate   *policy.Gate // in front of d: the result cache, approvals, budgets (policy.go)
+	pol    policyParts  // the gate's stores
 	api    *httpapi.Handler
 	m      *metrics.Dispatch
 	httpM  *metrics.HTTP
@@ -150,6 +152,12 @@ func (h *Host) newFronts() (err error) {
 	if h.live != nil {
 		mc.Subscribe = h.live.Subscribe
 	}
+	if h.cfg.MCPAskHosts && mc.HostApprovals == nil {
+		mc.HostApprovals = mcpfront.HostApprovalsFunc(func(ctx context.Context, id string, ok bool, by, reason string) error {
+			_, err := h.pol.approvals.Decide(ctx, id, ok, by, reason, approval.ViaMCP)
+			return err
+		})
+	}
 	if mc.LoadSessionKey == nil && len(mc.SessionKey) == 0 {
 		mc.LoadSessionKey = func(ctx context.Context) ([]byte, error) { return mcpSessionKeyFrom(ctx, h.js, h.cfg.Replicas) }
 	}
@@ -233,6 +241,9 @@ func (h *Host) startServing(ctx context.Context) error {
 	if err := h.d.Start(ctx); err != nil {
 		return err
 	}
+	if err := h.startPolicy(ctx); err != nil {
+		return err
+	}
 	if err := h.openTasks(ctx); err != nil {
 		return err
 	}
@@ -261,7 +272,7 @@ func (h *Host) stopAll(ctx context.Context) error {
 	if t := h.tasks.Load(); t != nil { // before the dispatcher: its tasks are handed over
 		err = errors.Join(err, t.Stop(ctx))
 	}
-	err = errors.Join(err, h.d.Stop(ctx))
+	err = errors.Join(err, h.d.Stop(ctx), h.stopPolicy(ctx))
 	if h.live != nil {
 		_ = h.live.Stop(context.WithoutCancel(ctx))
 	}

@@ -58,8 +58,12 @@ func (b Budget) units(n int64) string {
 // BudgetExhaustedMessage is the content of the is_error result
 // (CodeBudgetExhausted) of a call a spent budget kept from running.
 func BudgetExhaustedMessage(b Budget) string {
+	are := " are spent"
+	if b.Spent == 1 {
+		are = " is spent"
+	}
 	return "The call to " + b.Tool + " was not run: the budget \"" + b.Name + "\" allows " + b.units(b.Limit) + " " + b.Period +
-		" and " + b.units(b.Spent) + " are spent. It has room again in " + FormatDuration(b.ResetIn) +
+		" and " + b.units(b.Spent) + are + ". It has room again in " + FormatDuration(b.ResetIn) +
 		". Do not call " + b.Tool + " again before then: finish the task with what you already have, or tell the user that the budget is spent."
 }
 

@@ -113,6 +113,9 @@ func (r *ApprovalRule) Check() (field, problem string) {
 		if _, err := path.Match(strings.ReplaceAll(m.Pattern, "**", "*"), ""); err != nil {
 			return at + ".pattern", fmt.Sprintf("%q is not a valid glob: %v", m.Pattern, err)
 		}
+		if globRegexp(m.Pattern) == nil { // what Requires runs: it must hold the glob too
+			return at + ".pattern", fmt.Sprintf("%q is not a valid glob", m.Pattern)
+		}
 	}
 	return "", ""
 }
@@ -144,22 +147,9 @@ func fieldValue(obj map[string]any, field string) (string, bool) {
 }
 
 // globMatch matches s against a glob: path.Match's syntax, where "*" does
-// not cross a "/", plus "**", which does.
+// not cross a "/", plus "**", which does. It runs in time linear in s (see
+// globRegexp).
 func globMatch(pattern, s string) bool {
-	if !strings.Contains(pattern, "**") {
-		ok, _ := path.Match(pattern, s)
-		return ok
-	}
-	head, rest, _ := strings.Cut(pattern, "**")
-	for i := 0; i <= len(s); i++ {
-		if ok, _ := path.Match(head, s[:i]); !ok {
-			continue
-		}
-		for j := i; j <= len(s); j++ { // "**" takes s[i:j]
-			if globMatch(rest, s[j:]) {
-				return true
-			}
-		}
-	}
-	return false
+	re := globRegexp(pattern)
+	return re != nil && re.MatchString(s)
 }

@@ -9,10 +9,17 @@ import (
 )
 
 // LiveTool is one live tool (one that at least one live worker announces):
-// its definition in the Anthropic tools format and the workers serving it.
+// its definition in the Anthropic tools format, what the orchestrators
+// apply before its calls run (cost, cache, approval rule: those of its
+// newest worker, as discovery.Catalog.Lookup answers them, with its
+// version) and the workers serving it.
 type LiveTool struct {
 	tools.Definition
-	Workers []LiveWorker `json:"workers"`
+	Cost     int                 `json:"cost,omitempty"`
+	Cache    *tools.CachePolicy  `json:"cache,omitempty"`
+	Approval *tools.ApprovalRule `json:"approval,omitempty"`
+	Version  string              `json:"version,omitempty"`
+	Workers  []LiveWorker        `json:"workers"`
 }
 
 // LiveWorker is one live worker serving a tool, as it announces itself.
@@ -30,6 +37,9 @@ func LiveTools(ctx context.Context, live *discovery.Catalog) []LiveTool {
 	list := make([]LiveTool, 0, len(defs))
 	for _, def := range defs {
 		lt := LiveTool{Definition: def, Workers: []LiveWorker{}}
+		if info, ok := live.Lookup(ctx, def.Name); ok {
+			lt.Cost, lt.Cache, lt.Approval, lt.Version = info.Cost, info.Cache, info.Approval, info.Version
+		}
 		for _, a := range live.Workers(ctx, def.Name) {
 			lt.Workers = append(lt.Workers, LiveWorker{
 				WorkerID: a.WorkerID, Timeout: a.Timeout.String(), MaxAttempts: a.MaxAttempts,

@@ -22,6 +22,10 @@ func TestLiveTools(t *testing.T) {
 		Name: "echo", Description: "echoes text",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
 		Timeout:     5 * time.Second,
+		Idempotent:  true,
+		Cost:        3,
+		Cache:       &tools.CachePolicy{TTL: time.Minute},
+		Approval:    &tools.ApprovalRule{When: []tools.ApprovalMatch{{Field: "input.text", Pattern: "rm *"}}},
 		Handler: func(_ context.Context, input json.RawMessage) (tools.Output, error) {
 			var in struct{ Text string }
 			_ = json.Unmarshal(input, &in)
@@ -47,5 +51,9 @@ func TestLiveTools(t *testing.T) {
 	})
 	if lt[0].Name != "echo" || len(lt[0].Workers) != 1 || lt[0].Workers[0].WorkerID != "w-ops" || lt[0].Workers[0].Timeout != "5s" {
 		t.Errorf("live tools = %+v", lt)
+	}
+	if e := lt[0]; e.Cost != 3 || e.Cache == nil || e.Cache.TTL != time.Minute || e.Approval == nil ||
+		len(e.Approval.When) != 1 || len(e.Version) != 16 {
+		t.Errorf("echo's policy: cost %d, cache %+v, approval %+v, version %q", e.Cost, e.Cache, e.Approval, e.Version)
 	}
 }

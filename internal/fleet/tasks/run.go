@@ -13,6 +13,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -160,6 +161,12 @@ func (r *runner) dispatchCtx(life context.Context) (ctx context.Context, end, ex
 	ctx = dispatch.WithTenant(exp, req.Tenant)
 	ctx = dispatch.WithWeight(ctx, req.Weight)
 	ctx = dispatch.WithPriority(ctx, req.Priority)
+	if req.KeyName != "" {
+		ctx = policy.WithKeyName(ctx, req.KeyName)
+	}
+	if req.NoCache {
+		ctx = policy.WithNoCache(ctx)
+	}
 	tp := req.Traceparent
 	if !dispatch.ValidTraceparent(tp) {
 		tp = dispatch.NewTraceparent()
@@ -282,9 +289,14 @@ func (r *runner) finish(o outcome) {
 	s := r.s
 	t := r.task
 	t.Updated, t.Owner, t.Adoptions = time.Now().UTC(), s.cfg.Instance, r.lease.Adoptions
+	var over *policy.ExhaustedError
 	switch {
 	case o.err == nil:
 		t.State, t.Results = StateCompleted, o.results
+	case errors.As(o.err, &over) && len(over.Results) == len(t.Request.Calls):
+		// An adopted turn every call of which a spent budget refused: its
+		// answer is those refusals, as a new one's 429 would carry them.
+		t.State, t.Results = StateCompleted, over.Results
 	case errors.Is(o.err, context.Canceled):
 		t.State, t.Error = StateCancelled, "cancelled by the client"
 	case errors.Is(o.err, context.DeadlineExceeded):

@@ -46,6 +46,11 @@ type Request struct {
 	// dispatch.WithPriority).
 	Weight   int               `json:"weight,omitempty"`
 	Priority dispatch.Priority `json:"priority,omitempty"`
+	// KeyName is the API key's name, for budgets on one key
+	// (policy.WithKeyName); NoCache asks for fresh results
+	// (policy.WithNoCache).
+	KeyName string `json:"key_name,omitempty"`
+	NoCache bool   `json:"no_cache,omitempty"`
 	// Traceparent is the W3C trace context the calls run under ("" = a
 	// new one).
 	Traceparent string `json:"traceparent,omitempty"`

@@ -12,6 +12,7 @@
 //
 //	keys:
 //	  - tenant: team-a
+//	    name: ci-bot              # the key's own name, for budgets on one key
 //	    key: "…"                  # at least MinBytes; or sha256: "…"
 //	    tools: [echo, read_file]  # absent: every tool
 //	    weight: 3                 # the tenant's weight in fair shares

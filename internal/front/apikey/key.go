@@ -14,6 +14,10 @@ type Key struct {
 	// sessions, and labels the tenant's metrics. Letters, digits, '_', '-'
 	// and '.', at most 64.
 	Tenant string
+	// Name names the key itself, for budgets set on one key
+	// (policy.WithKeyName) and for who decided an approval over MCP: ""
+	// for a key without one. Unique among the keys; the tenant rule.
+	Name string
 	// Tools lists the tools the key may call and list; nil: all of them.
 	Tools []string
 	// Metrics allows GET /metrics where it needs a key (see

@@ -32,6 +32,7 @@ const MaxToolNameBytes = 256
 // entry is one entry of an API key file.
 type entry struct {
 	Tenant  string   `yaml:"tenant" json:"tenant"`
+	Name    string   `yaml:"name" json:"name"`
 	Key     string   `yaml:"key" json:"key"`
 	SHA256  string   `yaml:"sha256" json:"sha256"`
 	Tools   []string `yaml:"tools" json:"tools"`
@@ -51,6 +52,7 @@ type file struct {
 // {keys: [entry, …]} or the list of entries alone. An entry is
 //
 //	tenant: team-a            # required
+//	name: ci-bot              # optional: the key's own name, unique (budgets on one key)
 //	key: "…"                  # the secret, at least MinBytes; or
 //	sha256: "…"               # its SHA-256 in hex, so the file holds no secret
 //	tools: [echo, read_file]  # optional: the tools it may call; absent: all
@@ -62,7 +64,8 @@ type file struct {
 // source names the input in errors. Keys are merged into ks (a new set
 // when ks is nil); the same key twice is an error, and so are two keys of
 // one tenant with different weights (a weight belongs to the tenant: a key
-// that gives none takes the one another key of its tenant gives).
+// that gives none takes the one another key of its tenant gives), and two
+// keys with the same name.
 func Parse(ks *Set, data []byte, source string) (*Set, error) {
 	if ks == nil {
 		ks = &Set{}
@@ -85,6 +88,9 @@ func Parse(ks *Set, data []byte, source string) (*Set, error) {
 		}
 		k, err := e.key(at)
 		if err != nil {
+			return nil, err
+		}
+		if err := ks.claimName(k); err != nil {
 			return nil, err
 		}
 		k.seq = len(ks.byHash)
@@ -156,7 +162,10 @@ func (e *entry) secret(at string) (sum [sha256.Size]byte, err error) {
 
 // key is the Key of e: its tenant, scheduling and tools.
 func (e *entry) key(at string) (*Key, error) {
-	k := &Key{Tenant: e.Tenant, Metrics: e.Metrics, Weight: 1, from: at}
+	k := &Key{Tenant: e.Tenant, Name: e.Name, Metrics: e.Metrics, Weight: 1, from: at}
+	if e.Name != "" && !validTenant(e.Name) {
+		return nil, fmt.Errorf("%s.name: %q must be 1 to 64 letters, digits, '_', '-' or '.'", at, e.Name)
+	}
 	if err := k.setScheduling(e, at); err != nil {
 		return nil, err
 	}

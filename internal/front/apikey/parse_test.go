@@ -148,3 +148,40 @@ func TestParseKeysWeightsAndPriorities(t *testing.T) {
 		t.Errorf("file and environment: %v, want %s", err, want)
 	}
 }
+
+func TestParseKeyNames(t *testing.T) {
+	t.Parallel()
+	ks, err := Parse(nil, []byte(`keys:
+  - {tenant: team-a, name: ci-bot, key: ci-0123456789abcdef}
+  - {tenant: team-a, key: plain-0123456789abcdef}
+  - {tenant: team-b, key: other-0123456789abcdef}
+`), "keys.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := ks.Lookup("ci-0123456789abcdef"); k == nil || k.Name != "ci-bot" || k.Tenant != "team-a" {
+		t.Errorf("named key: %+v", k)
+	}
+	if k, _ := ks.Lookup("plain-0123456789abcdef"); k == nil || k.Name != "" {
+		t.Errorf("a key without a name: %+v", k)
+	}
+	for doc, want := range map[string]string{
+		`[{tenant: a, name: "ci bot", key: a-0123456789abcdef}]`:                                                                               `keys.yaml: keys[0].name: "ci bot" must be 1 to 64 letters, digits, '_', '-' or '.'`,
+		`[{tenant: a, name: "` + strings.Repeat("n", 65) + `", key: a-0123456789abcdef}]`:                                                      `keys.yaml: keys[0].name: "nnnn`,
+		`[{tenant: a, name: x, key: a-0123456789abcdef}, {tenant: b, key: b-0123456789abcdef}, {tenant: b, name: x, key: c-0123456789abcdef}]`: `keys.yaml: keys[2].name: "x" is the name of keys.yaml: keys[0] too; a key's name names one key`,
+		`[{tenant: a, names: x, key: a-0123456789abcdef}]`:                                                                                     `keys.yaml: `,
+	} {
+		if _, err := Parse(nil, []byte(doc), "keys.yaml"); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %s", doc, err, want)
+		}
+	}
+	// A name given in the file and again in the environment.
+	file, err := Parse(nil, []byte(`[{tenant: a, name: bot, key: a-0123456789abcdef}]`), "keys.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Parse(file, []byte(`[{tenant: b, name: bot, key: e-0123456789abcdef}]`), Env)
+	if want := `TOOLPOOL_API_KEYS: keys[0].name: "bot" is the name of keys.yaml: keys[0] too`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("file and environment: %v, want %s", err, want)
+	}
+}

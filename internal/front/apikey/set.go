@@ -81,3 +81,17 @@ func (ks *Set) settleWeights() error {
 	}
 	return nil
 }
+
+// claimName checks that no key of ks has k's name (keys without a name
+// share none).
+func (ks *Set) claimName(k *Key) error {
+	if k.Name == "" {
+		return nil
+	}
+	for _, other := range ks.byHash {
+		if other.Name == k.Name {
+			return fmt.Errorf("%s.name: %q is the name of %s too; a key's name names one key", k.from, k.Name, other.from)
+		}
+	}
+	return nil
+}

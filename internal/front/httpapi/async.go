@@ -16,6 +16,7 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -126,9 +127,9 @@ func (h *Handler) async(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if !want {
 		return false
 	}
-	tenant := ""
+	tenant, keyName := "", ""
 	if key != nil {
-		tenant = key.Tenant
+		tenant, keyName = key.Tenant, key.Name
 	}
 	results, send, at, err := h.split(ctx, req.turn, key)
 	if err != nil {
@@ -148,6 +149,7 @@ func (h *Handler) async(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		Tenant: tenant, Session: req.session, Calls: send,
 		Weight: dispatch.WeightFrom(ctx), Priority: dispatch.PriorityFrom(ctx), Traceparent: traceparent,
 		Timeout: req.timeout, Front: FrontHTTP, Payload: payload,
+		KeyName: keyName, NoCache: noCache(r.Header),
 	})
 	if err != nil {
 		h.asyncRefused(w, r, req.turn, results, at, tenant, err)
@@ -219,7 +221,8 @@ func newAsyncPayload(t *turn, results []envelope.Result, at []int) asyncPayload 
 
 // asyncRefused answers a POST whose task could not be started: 429 as a
 // synchronous call would get it (every dispatched call answered with the
-// saturation's words), 413 for a turn over the record limit, 503 else.
+// saturation's words, or with the budgets' when every call was over
+// one), 413 for a turn over the record limit, 503 else.
 func (h *Handler) asyncRefused(w http.ResponseWriter, r *http.Request, t *turn, results []envelope.Result, at []int, tenant string, err error) {
 	if saturated, ok := errors.AsType[*dispatch.SaturatedError](err); ok {
 		for _, i := range at {
@@ -227,6 +230,18 @@ func (h *Handler) asyncRefused(w http.ResponseWriter, r *http.Request, t *turn, 
 		}
 		h.cfg.Metrics.ToolCalls(tenant, OutcomeSaturated, len(at))
 		setRetryAfter(w, saturated.RetryAfter)
+		w.Header().Set(HeaderFormat, string(t.shape.format()))
+		h.write(w, r, http.StatusTooManyRequests, t.shape.answer(t, results))
+		return
+	}
+	if over, ok := errors.AsType[*policy.ExhaustedError](err); ok && len(over.Results) == len(at) {
+		// Every call over a budget: refused at POST as a synchronous
+		// call is, with the gate's results; nothing is kept.
+		for j, i := range at {
+			results[i] = over.Results[j]
+		}
+		h.cfg.Metrics.ToolCalls(tenant, OutcomeOverBudget, len(at))
+		setRetryAfter(w, over.RetryAfter)
 		w.Header().Set(HeaderFormat, string(t.shape.format()))
 		h.write(w, r, http.StatusTooManyRequests, t.shape.answer(t, results))
 		return

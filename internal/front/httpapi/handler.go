@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -119,12 +120,14 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	if h.async(ctx, w, r, req, key, traceparent) { // Prefer: respond-async: async.go
 		return
 	}
+	ctx = withPolicy(ctx, r, key, &req.turn.report)
 	results, sent, err := h.run(ctx, req.session, req.turn, key)
 	status, ok := h.outcome(w, r, tenant, sent, err)
 	if !ok {
 		return
 	}
 	format, calls, session, rc := req.turn.shape.format(), len(req.turn.calls), req.session, req.rc
+	setCacheHeader(w, &req.turn.report, calls, req.turn.sent)
 	w.Header().Set(envelope.HeaderTraceparent, traceparent)
 	w.Header().Set(HeaderFormat, string(format))
 	if idx := errorIndexes(results); idx != "" {
@@ -280,6 +283,11 @@ func (h *Handler) outcome(w http.ResponseWriter, r *http.Request, tenant string,
 		setRetryAfter(w, saturated.RetryAfter)
 		return http.StatusTooManyRequests, true
 	}
+	if over, ok := errors.AsType[*policy.ExhaustedError](err); ok {
+		h.cfg.Metrics.ToolCalls(tenant, OutcomeOverBudget, sent)
+		setRetryAfter(w, over.RetryAfter)
+		return http.StatusTooManyRequests, true
+	}
 	switch {
 	case errors.Is(err, errCannotList):
 		setRetryAfter(w, h.cfg.RetryAfter)
@@ -357,10 +365,20 @@ func (h *Handler) run(ctx context.Context, session string, t *turn, key *apikey.
 	if len(send) == 0 {
 		return results, 0, nil
 	}
+	t.sent = at
 	got, err := h.cfg.Dispatcher.Dispatch(ctx, session, send)
 	if saturated, ok := errors.AsType[*dispatch.SaturatedError](err); ok {
 		for _, i := range at {
 			results[i] = dispatch.SaturatedResult(t.calls[i].ID, t.calls[i].Name, saturated)
+		}
+		return results, len(send), err
+	}
+	if over, ok := errors.AsType[*policy.ExhaustedError](err); ok {
+		if len(over.Results) != len(send) {
+			return nil, len(send), fmt.Errorf("httpapi: the gate refused %d calls with %d results", len(send), len(over.Results))
+		}
+		for j, i := range at {
+			results[i] = over.Results[j]
 		}
 		return results, len(send), err
 	}
@@ -389,6 +407,12 @@ func (h *Handler) dispatchAll(ctx context.Context, session string, t *turn) (res
 			results[i] = dispatch.SaturatedResult(c.ID, c.Name, saturated)
 		}
 		return results, len(t.calls), err
+	}
+	if over, ok := errors.AsType[*policy.ExhaustedError](err); ok {
+		if len(over.Results) != len(t.calls) {
+			return nil, len(t.calls), fmt.Errorf("httpapi: the gate refused %d calls with %d results", len(t.calls), len(over.Results))
+		}
+		return over.Results, len(t.calls), err
 	}
 	if err != nil {
 		return nil, len(t.calls), err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/infra/jsonwire"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -19,6 +20,10 @@ type turn struct {
 	calls []envelope.ToolUseBlock // the calls, keyed by the pool's ids
 	local []*envelope.Result      // local[i] != nil: calls[i] is answered, not dispatched
 	wire  []wireCall              // what the answer to calls[i] names besides calls[i].Name
+	// report is what the policy gate tells of the calls sent to it
+	// (policy.WithReport), at the positions sent (nil: all of them).
+	report policy.Report
+	sent   []int
 }
 
 // wireCall is what the answer to one call needs from the request: the id

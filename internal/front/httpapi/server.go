@@ -362,10 +362,10 @@ func (s *Server) gate(next http.Handler) http.Handler {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Add("Vary", "Origin")
-			h.Set("Access-Control-Expose-Headers", "Toolpool-Format, Toolpool-Error-Indexes, Traceparent, Retry-After")
+			h.Set("Access-Control-Expose-Headers", "Toolpool-Format, Toolpool-Error-Indexes, Toolpool-Cache, Traceparent, Retry-After")
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 				h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST")
-				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Toolpool-Session, Traceparent")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Toolpool-Session, Traceparent, Cache-Control, Pragma")
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
@@ -121,6 +122,18 @@ type Config struct {
 	// (not a nil pointer in the interface): no tasks (tasks/ methods are
 	// "method not found").
 	Tasks FleetStore
+	// HostApprovals, when set, lets a 2026-07-28 host that declares the
+	// elicitation capability decide the approval a call of its waits for
+	// (approve.go, docs/mcp.md "Approvals"): the call is answered
+	// input_required and the decision comes with the host's retry. Nil:
+	// hosts are not asked; a held call waits for a decision made
+	// elsewhere (CLI, console).
+	HostApprovals HostApprovals
+	// ApprovalURL, with HostApprovals, is the URL of the console's
+	// approvals page as people reach it (https://pool.example/ui/approvals):
+	// a host that declares URL-mode elicitation is sent to
+	// ApprovalURL/<approval id> instead of a form. Empty: forms only.
+	ApprovalURL string
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -155,8 +168,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mcpfront: Config.SessionKey is %d bytes; it needs at least %d", len(c.SessionKey), SessionKeyBytes)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("mcpfront: Config.MaxBodyBytes must be positive, got %d", c.MaxBodyBytes)
+	case c.ApprovalURL != "" && !absoluteHTTP(c.ApprovalURL):
+		return fmt.Errorf("mcpfront: Config.ApprovalURL %q: want the absolute http(s) URL of the console's approvals page", c.ApprovalURL)
 	case c.Token != "" && len(c.Token) < apikey.MinBytes:
 		return fmt.Errorf("mcpfront: Config.Token is %d characters; a bearer token needs at least %d (e.g. openssl rand -hex 32)", len(c.Token), apikey.MinBytes)
 	}
 	return nil
+}
+
+// absoluteHTTP reports whether s is an absolute http or https URL with a
+// host, without a query or fragment.
+func absoluteHTTP(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.RawQuery == "" && u.Fragment == ""
 }

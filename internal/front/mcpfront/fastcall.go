@@ -42,7 +42,8 @@ var legacyVersions = map[string]bool{"2025-11-25": true, "2025-06-18": true, "20
 type fastParams struct {
 	name     string
 	args     json.RawMessage
-	progress any // the progressToken; nil: none
+	progress any  // the progressToken; nil: none
+	noCache  bool // _meta asks for a fresh run (MetaCache)
 }
 
 // readFastParams reads params as the go-sdk reads CallToolParamsRaw; ok
@@ -76,8 +77,11 @@ func readFastParams(params json.RawMessage) (p fastParams, ok bool) {
 				if strings.HasPrefix(mk, "io.modelcontextprotocol/") {
 					return p, false
 				}
-				if mk == "progressToken" {
+				switch mk {
+				case "progressToken":
 					p.progress = mv
+				case MetaCache:
+					p.noCache = metaNoCache(mv)
 				}
 			}
 		default:
@@ -115,7 +119,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, hs *httpSessio
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Connection", "keep-alive")
 	out := &sseStream{w: w}
-	in := callIn{name: p.name, args: p.args, key: keyOfInfo(auth.TokenInfoFromContext(r.Context())), session: "mcp-" + hs.ss.ID()}
+	in := callIn{name: p.name, args: p.args, key: keyOfInfo(auth.TokenInfoFromContext(r.Context())), session: "mcp-" + hs.ss.ID(), noCache: p.noCache}
 	if p.progress != nil {
 		in.progress, in.notify = p.progress, out.notify
 	}

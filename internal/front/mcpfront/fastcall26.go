@@ -58,8 +58,11 @@ func readFastParams26(params json.RawMessage, version string) (p fastParams, met
 		if strings.HasPrefix(mk, "io.modelcontextprotocol/") && !newMetaKeys[mk] {
 			return p, nil, false
 		}
-		if mk == "progressToken" {
+		switch mk {
+		case "progressToken":
 			p.progress = mv
+		case MetaCache:
+			p.noCache = metaNoCache(mv)
 		}
 	}
 	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != version {
@@ -109,7 +112,8 @@ func (s *Server) fastCall26(w http.ResponseWriter, r *http.Request, m goodMessag
 	if info != nil {
 		user = info.UserID
 	}
-	in := callIn{name: p.name, args: p.args, key: keyOfInfo(info), session: s.poolSessionOf(h, user, meta)}
+	in := callIn{name: p.name, args: p.args, key: keyOfInfo(info), session: s.poolSessionOf(h, user, meta), noCache: p.noCache,
+		host: hostOf(meta, user)}
 	if p.progress != nil {
 		in.progress, in.notify = p.progress, out.notify
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -35,6 +36,17 @@ func (d *byName) Dispatch(ctx context.Context, _ string, calls []envelope.ToolUs
 		d.started <- c.Name
 		<-ctx.Done()
 		return nil, ctx.Err()
+	case "cached":
+		// The gate's report: a hit, or a bypass when the call asks for a
+		// fresh run.
+		o, text := policy.CacheHit, "from the cache"
+		if policy.NoCacheFrom(ctx) {
+			o, text = policy.CacheBypass, "fresh"
+		}
+		if rep := policy.ReportFrom(ctx); rep != nil {
+			rep.Cache = []policy.CacheOutcome{o}
+		}
+		return []envelope.Result{{CallID: c.ID, Tool: c.Name, Content: envelope.Text(text)}}, nil
 	}
 	if f := dispatch.ProgressFrom(ctx); f != nil {
 		f(c.ID, tools.Progress{Progress: 1, Total: 2, Message: "half"})
@@ -147,6 +159,8 @@ func TestFastCallAnswersAsTheSDK(t *testing.T) {
 		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gone","arguments":{}%s}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ok","arguments":[1]%s}}`,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ok","arguments":"text"%s}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"cached","arguments":{}%s}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":{"io.toolpool/cache":"no-cache"},"name":"cached","arguments":{}%s}}`,
 	}
 	for i, c := range cases {
 		fast := rs.post(fmt.Sprintf(c, ""))
@@ -163,6 +177,13 @@ func TestFastCallAnswersAsTheSDK(t *testing.T) {
 		if !strings.HasPrefix(fast.body, "event: message\ndata: ") {
 			t.Errorf("case %d: %v, want an SSE answer", i, fast)
 		}
+	}
+	// The cache's outcome is in the result's _meta, not its content.
+	if a := rs.post(fmt.Sprintf(cases[7], "")); !strings.Contains(a.body, `"_meta":{"io.toolpool/cache":"hit"}`) || !strings.Contains(a.body, `"text":"from the cache"`) {
+		t.Errorf("a hit: %v", a)
+	}
+	if a := rs.post(fmt.Sprintf(cases[8], "")); !strings.Contains(a.body, `"_meta":{"io.toolpool/cache":"bypass"}`) || !strings.Contains(a.body, `"text":"fresh"`) {
+		t.Errorf("no-cache: %v", a)
 	}
 }
 
@@ -319,6 +340,8 @@ func TestFastCall26AnswersAsTheSDK(t *testing.T) {
 		{"fail", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fail","arguments":null,` + fmt.Sprintf(meta, "") + `%s}}`},
 		{"gone", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gone","arguments":{},` + fmt.Sprintf(meta, "") + `%s}}`},
 		{"ok", `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ok","arguments":[1],` + fmt.Sprintf(meta, "") + `%s}}`},
+		{"cached", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"cached","arguments":{},` + fmt.Sprintf(meta, "") + `%s}}`},
+		{"cached", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"cached","arguments":{},` + fmt.Sprintf(meta, `,"io.toolpool/cache":"no-cache"`) + `%s}}`},
 	}
 	hdr := func(name string) []string {
 		return []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name}
@@ -337,6 +360,9 @@ func TestFastCall26AnswersAsTheSDK(t *testing.T) {
 		}
 		if c.name == "ok" && i < 2 && !strings.Contains(fast.body, `"resultType":"complete"`) {
 			t.Errorf("case %d: no resultType: %v", i, fast)
+		}
+		if want := map[int]string{5: `"io.toolpool/cache":"hit"`, 6: `"io.toolpool/cache":"bypass"`}[i]; want != "" && !strings.Contains(fast.body, want) {
+			t.Errorf("case %d: %v, want %s", i, fast, want)
 		}
 	}
 	n := s.fast.Load()

@@ -334,7 +334,7 @@ var completeResult = func() mcp.CallToolResult {
 // complete is res with resultType "complete", for a 2026-07-28 request.
 func complete(res mcp.Result) mcp.Result {
 	r, ok := res.(*mcp.CallToolResult)
-	if !ok || r == nil {
+	if !ok || r == nil || r.NeedsInput() {
 		return res
 	}
 	out := completeResult

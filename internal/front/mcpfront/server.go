@@ -19,6 +19,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/mcpwire"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -255,12 +256,23 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
 	}
-	in := callIn{name: p.Name, args: p.Arguments, key: keyOf(req.Extra), session: s.poolSession(req.Session, req.Extra, p.Meta)}
+	in := callIn{name: p.Name, args: p.Arguments, key: keyOf(req.Extra), session: s.poolSession(req.Session, req.Extra, p.Meta),
+		noCache: metaNoCache(p.Meta[MetaCache])}
 	if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
 		in.progress, in.notify = tok, req.Session.NotifyProgress
 	}
+	v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string)
+	if newProtocol(v) {
+		var user string
+		if req.Extra != nil && req.Extra.TokenInfo != nil {
+			user = req.Extra.TokenInfo.UserID
+		}
+		if in.host = hostOf(p.Meta, user); in.host != nil {
+			in.host.state, in.host.responses = p.RequestState, p.InputResponses
+		}
+	}
 	res, err := s.run(ctx, in)
-	if v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string); err == nil && newProtocol(v) {
+	if err == nil && newProtocol(v) {
 		res = complete(res)
 	}
 	return res, err
@@ -275,7 +287,10 @@ type callIn struct {
 	session  string          // the pool session
 	progress any             // the client's progressToken; nil: none
 	// notify sends a notifications/progress on the request's stream.
-	notify func(context.Context, *mcp.ProgressNotificationParams) error
+	notify  func(context.Context, *mcp.ProgressNotificationParams) error
+	noCache bool      // _meta asks for a fresh run (MetaCache)
+	host    *hostCall // a 2026-07-28 host that declares elicitation; nil otherwise
+	callID  string    // the pool call id (run sets it)
 }
 
 // run runs one tools/call through the pool. ctx ends when the client
@@ -311,13 +326,26 @@ func (s *Server) run(ctx context.Context, c callIn) (mcp.Result, error) {
 		defer relay.close()
 		ctx = dispatch.WithProgress(ctx, relay.report)
 	}
+	rep := &policy.Report{}
+	ctx = withPolicy(ctx, &c, rep)
+	c.callID = "mcp_" + rand.Text()
+	hr, err := s.hostRound(ctx, &c, input) // approve.go
+	if err != nil {
+		return nil, err
+	}
+	if hr != nil && !hr.wait {
+		ctx = policy.WithoutApprovalWait(ctx)
+	}
 	results, err := s.cfg.Dispatcher.Dispatch(ctx, c.session,
-		[]envelope.ToolUseBlock{{Type: "tool_use", ID: "mcp_" + rand.Text(), Name: c.name, Input: input}})
+		[]envelope.ToolUseBlock{{Type: "tool_use", ID: c.callID, Name: c.name, Input: input}})
 	var saturated *dispatch.SaturatedError
+	var over *policy.ExhaustedError
 	switch {
 	case errors.As(err, &saturated):
 		r := dispatch.SaturatedResult("", c.name, saturated)
 		return toolResult(&r), nil
+	case errors.As(err, &over) && len(over.Results) == 1:
+		return toolResult(&over.Results[0]), nil // over budget: the budget's words
 	case err != nil && errors.Is(context.Cause(ctx), ErrStopped):
 		return errorResult(classify.ShuttingDownMessage(c.name)), nil
 	case err != nil && ctx.Err() != nil:
@@ -335,7 +363,12 @@ func (s *Server) run(ctx context.Context, c callIn) (mcp.Result, error) {
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.Content.Text()}
 	}
-	return toolResult(r), nil
+	if ask := s.askHost(hr, rep, r, &c, input); ask != nil {
+		return ask, nil // input_required: the host decides the approval
+	}
+	res := toolResult(r)
+	addCacheMeta(res, rep)
+	return res, nil
 }
 
 // enter counts a call in, unless Stop was called.

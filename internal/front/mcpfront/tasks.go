@@ -87,6 +87,10 @@ type taskRequest struct {
 	// dispatch.WithPriority); zero without a key.
 	Weight   int
 	Priority dispatch.Priority
+	// KeyName is the API key's name (budgets on one key); NoCache asks
+	// for a fresh result (_meta "io.toolpool/cache": "no-cache").
+	KeyName string
+	NoCache bool
 	// TTL is how long the client asked the task to be kept (2025-11-25's
 	// params.task.ttl); 0: the store's default. The store may keep it
 	// less.
@@ -309,6 +313,7 @@ func (s *Server) createTask(ctx context.Context, in taskIn) (any, error) {
 		Task      struct {
 			TTL *float64 `json:"ttl"`
 		} `json:"task"`
+		Meta json.RawMessage `json:"_meta"`
 	}
 	if err := json.Unmarshal(in.m.params, &p); err != nil || p.Name == nil {
 		why := "the tool's name is missing"
@@ -331,8 +336,9 @@ func (s *Server) createTask(ctx context.Context, in taskIn) (any, error) {
 	req := taskRequest{Tenant: tenantOf(key), Session: in.session,
 		Call: envelope.ToolUseBlock{Type: "tool_use", ID: "mcp_" + rand.Text(), Name: name, Input: input}}
 	if key != nil {
-		req.Weight, req.Priority = key.Weight, key.Priority
+		req.Weight, req.Priority, req.KeyName = key.Weight, key.Priority, key.Name
 	}
+	req.NoCache = rawMetaNoCache(p.Meta)
 	if p.Task.TTL != nil {
 		req.TTL = time.Duration(*p.Task.TTL) * time.Millisecond
 	}

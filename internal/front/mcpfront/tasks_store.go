@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -39,7 +40,7 @@ type fleetTasks struct{ st FleetStore }
 func (f fleetTasks) Start(ctx context.Context, req taskRequest) (taskRecord, error) {
 	t, err := f.st.Start(ctx, tasks.Request{
 		Tenant: req.Tenant, Session: req.Session, Calls: []envelope.ToolUseBlock{req.Call},
-		Weight: req.Weight, Priority: req.Priority, TTL: req.TTL,
+		Weight: req.Weight, Priority: req.Priority, TTL: req.TTL, KeyName: req.KeyName, NoCache: req.NoCache,
 		Traceparent: dispatch.NewTraceparent(), Front: frontName,
 	})
 	if err != nil {
@@ -83,12 +84,15 @@ func mine(t tasks.Task, err error) (taskRecord, error) {
 // saturated pool (the call's isError answer), or a protocol error.
 func fleetError(err error, tool string) error {
 	var saturated *dispatch.SaturatedError
+	var over *policy.ExhaustedError
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
 		return errTaskNotFound
 	case errors.As(err, &saturated):
 		r := dispatch.SaturatedResult("", tool, saturated)
 		return &immediate{toolResult(&r)}
+	case errors.As(err, &over) && len(over.Results) == 1:
+		return &immediate{toolResult(&over.Results[0])} // over budget: the budget's words
 	case errors.Is(err, tasks.ErrTooLarge):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the call is over the task record's size limit: " + err.Error()}
 	case errors.Is(err, tasks.ErrInvalid):

@@ -141,7 +141,13 @@ type stdioClient struct {
 
 func newStdioTasks(t *testing.T, d Dispatcher, store FleetStore) *stdioClient {
 	t.Helper()
-	s, err := New(Config{Dispatcher: d, Tools: staticTools, Tasks: store})
+	return newStdioClient(t, Config{Dispatcher: d, Tools: staticTools, Tasks: store})
+}
+
+// newStdioClient serves a Server of cfg on stdio, to a raw client.
+func newStdioClient(t *testing.T, cfg Config) *stdioClient {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

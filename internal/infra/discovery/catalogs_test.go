@@ -87,7 +87,7 @@ func TestConsumerCatalog(t *testing.T) {
 	clock.ns.Store(time.Now().UnixNano())
 	c := ConsumerCatalog(j, time.Second).(*consumerCatalog)
 	c.now = clock.now
-	c.listTimeout = 200 * time.Millisecond
+	c.listTimeout = 10 * time.Second // a listing that times out under load keeps the old one
 	ctx := context.Background()
 
 	if got := fmt.Sprint(c.Names(ctx)); got != "[echo search]" {
@@ -125,6 +125,7 @@ func TestConsumerCatalog(t *testing.T) {
 	// When listing fails, the last good listing is kept.
 	fresh := ConsumerCatalog(j, time.Second).(*consumerCatalog)
 	fresh.listTimeout = 200 * time.Millisecond
+	c.listTimeout = 200 * time.Millisecond // the server is gone: do not wait long for it
 	srv.Shutdown()
 	clock.advance(2 * time.Second)
 	if _, ok := c.Lookup(ctx, "echo"); !ok {

@@ -97,7 +97,9 @@ type memCache struct {
 	cond    *sync.Cond
 	results map[string]envelope.Result
 	claims  map[string]bool
+	failed  map[string]envelope.Result // the failure a run's release left, for its waiters
 	puts    int
+	waiting int // Awaits in progress
 }
 
 func newMemCache() *memCache {
@@ -143,13 +145,20 @@ func (m *memCache) Claim(_ context.Context, key string, _ time.Duration) (bool, 
 		return false, nil
 	}
 	m.claims[key] = true
+	delete(m.failed, key) // a new run: the last one's failure was for its own waiters
 	return true, nil
 }
 
-func (m *memCache) Release(_ context.Context, key string) {
+func (m *memCache) Release(_ context.Context, key string, failed *envelope.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.claims, key)
+	if failed != nil {
+		if m.failed == nil {
+			m.failed = map[string]envelope.Result{}
+		}
+		m.failed[key] = *failed
+	}
 	m.cond.Broadcast()
 }
 
@@ -158,11 +167,16 @@ func (m *memCache) Await(ctx context.Context, key string) (envelope.Result, bool
 	defer stop()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.waiting++
+	defer func() { m.waiting-- }()
 	for {
 		if r, ok := m.results[key]; ok {
 			return r, true, nil
 		}
 		if !m.claims[key] {
+			if r, ok := m.failed[key]; ok {
+				return r, true, nil
+			}
 			return envelope.Result{}, false, nil
 		}
 		if err := ctx.Err(); err != nil {

@@ -18,14 +18,11 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error)
 }
 
-// Metrics receives what the gate decided, per call. A nil Metrics in
-// Config counts nothing.
+// Metrics receives what the cache did for each call of a caching tool
+// (the budgets and approvals count their own refusals and decisions). A
+// nil Metrics in Config counts nothing.
 type Metrics interface {
-	// CacheOutcome counts a call of a caching tool by what the cache did.
 	CacheOutcome(tool string, o CacheOutcome)
-	// Refused counts a call the gate answered without running it, by its
-	// result's code (classify.CodeBudgetExhausted, CodeNotApproved, …).
-	Refused(tool, code string)
 }
 
 // Config configures a Gate. Next and Catalog are required; a nil Budgets,

@@ -26,6 +26,8 @@ func testCatalog() memCatalog {
 		"write": {Name: "write", Approval: &tools.ApprovalRule{When: []tools.ApprovalMatch{
 			{Field: "input.path", Pattern: "/etc/**"}}}},
 		"pricey": {Name: "pricey", Cost: 5},
+		"read": {Name: "read", Cache: &tools.CachePolicy{TTL: time.Minute}, Approval: &tools.ApprovalRule{When: []tools.ApprovalMatch{
+			{Field: "input.path", Pattern: "/secret/**"}}}},
 	}
 }
 
@@ -227,16 +229,24 @@ func TestGateApprovals(t *testing.T) {
 		t.Fatal("a denied call must not run; one the rule does not name runs")
 	}
 
-	// Waiting: the call runs when approved.
+	// Waiting: the call runs when approved; a durable task's creator is
+	// told the turn was taken while it waits.
 	done := make(chan []envelope.Result)
+	admitted := make(chan struct{})
 	go func() {
-		got, err := p.g.Dispatch(ctx, "s", []envelope.ToolUseBlock{use("w2", "write", `{"path":"/etc/passwd"}`)})
+		actx := dispatch.WithAdmitted(ctx, func() { close(admitted) })
+		got, err := p.g.Dispatch(actx, "s", []envelope.ToolUseBlock{use("w2", "write", `{"path":"/etc/passwd"}`)})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- got
 	}()
 	natstest.Eventually(t, 5*time.Second, "the call is held", func() bool { return p.a.isHeld("ap-w2") })
+	select {
+	case <-admitted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a turn held for approval must signal its admission (a durable task's POST waits for it)")
+	}
 	p.a.decide("ap-w2", Decision{State: Approved, By: "bob"})
 	if got := <-done; got[0].IsError || p.next.count("write") != 2 {
 		t.Fatalf("approved: %+v", got)
@@ -272,6 +282,30 @@ func TestGateApprovals(t *testing.T) {
 	}
 }
 
+func TestGateNeverAnswersAnApprovalFromTheCache(t *testing.T) {
+	t.Parallel()
+	p := newGate(t, &countingNext{}, 0)
+	ctx := acme(t.Context())
+	p.a.decide("ap-r1", Decision{State: Approved, By: "alice"})
+	if got, err := p.g.Dispatch(ctx, "s", []envelope.ToolUseBlock{use("r1", "read", `{"path":"/secret/key"}`)}); err != nil || got[0].IsError {
+		t.Fatalf("approved: %+v %v", got, err)
+	}
+	p.a.decide("ap-r2", Decision{State: Denied, By: "bob"})
+	got, err := p.g.Dispatch(ctx, "s", []envelope.ToolUseBlock{use("r2", "read", `{"path":"/secret/key"}`)})
+	if err != nil || got[0].Code != classify.CodeNotApproved {
+		t.Fatalf("the same input, denied this time, must not be answered from the cache: %+v %v", got, err)
+	}
+	// An input the rule does not name is cached as usual.
+	for _, id := range []string{"r3", "r4"} {
+		if _, err := p.g.Dispatch(ctx, "s", []envelope.ToolUseBlock{use(id, "read", `{"path":"/pub/x"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.next.count("read"); n != 2 {
+		t.Fatalf("read ran %d times, want 2 (the approved call and the first public one)", n)
+	}
+}
+
 func TestGateApprovalDoesNotHoldTheOtherCalls(t *testing.T) {
 	t.Parallel()
 	next := &countingNext{}
@@ -291,3 +325,42 @@ func TestGateApprovalDoesNotHoldTheOtherCalls(t *testing.T) {
 }
 
 var _ pooltype.Catalog = memCatalog{}
+
+func TestGateShareAFailedRunWithItsWaiters(t *testing.T) {
+	t.Parallel()
+	next := &countingNext{release: make(chan struct{}), started: make(chan struct{}, 100)}
+	p := newGate(t, next, 0)
+	const n = 10
+	var wg sync.WaitGroup
+	results := make([]envelope.Result, n)
+	for i := range n {
+		wg.Go(func() {
+			got, err := p.g.Dispatch(acme(t.Context()), "s", []envelope.ToolUseBlock{use(string(rune('a'+i)), "fail", `{}`)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[i] = got[0]
+		})
+	}
+	<-next.started
+	natstest.Eventually(t, 5*time.Second, "the others wait on the claim", func() bool {
+		p.c.mu.Lock()
+		defer p.c.mu.Unlock()
+		return p.c.claims[`fail|acme|{}`] && p.c.waiting == n-1
+	})
+	close(next.release)
+	wg.Wait()
+	if ran := next.count("fail"); ran != 1 {
+		t.Fatalf("a failing call awaited by %d ran %d times, want 1 (its failure is shared, not run again in turn)", n, ran)
+	}
+	for i, r := range results {
+		if !r.IsError || r.CallID != string(rune('a'+i)) {
+			t.Fatalf("call %d: %+v", i, r)
+		}
+	}
+	// A call that comes later runs again: failures are not cached.
+	if _, err := p.g.Dispatch(acme(t.Context()), "s", []envelope.ToolUseBlock{use("later", "fail", `{}`)}); err != nil || next.count("fail") != 2 {
+		t.Fatalf("later: %v, ran %d", err, next.count("fail"))
+	}
+}

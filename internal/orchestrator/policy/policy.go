@@ -74,12 +74,16 @@ type Cache interface {
 	// already does, and the caller then Awaits its result instead of
 	// running the call again (in-flight coalescing).
 	Claim(ctx context.Context, key string, hold time.Duration) (claimed bool, err error)
-	// Release ends the caller's claim on key, after Put (the waiters take
-	// the stored result) or without one (a waiter claims and runs it).
-	Release(ctx context.Context, key string)
+	// Release ends the caller's claim on key: after Put (the waiters take
+	// the stored result), with the run's is_error result in failed (the
+	// waiters of this run get it too; nothing is cached), or with neither
+	// (the run gave no result: a waiter claims and runs the call).
+	Release(ctx context.Context, key string, failed *envelope.Result)
 	// Await waits for key's result while another caller's claim on it
-	// lasts: ok is false when the claim ended (released, or its hold
-	// passed) without a result stored, and err is ctx's when it ended first.
+	// lasts: the stored result, or the is_error result its run released
+	// the claim with (ok, both); ok is false when the claim ended
+	// (released, or its hold passed) without a result, and err is ctx's
+	// when it ended first.
 	Await(ctx context.Context, key string) (res envelope.Result, ok bool, err error)
 }
 

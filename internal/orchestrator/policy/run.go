@@ -70,16 +70,33 @@ func (t *gateTurn) claim(idx []int) (run, wait []int, dups map[int]int) {
 			continue
 		}
 		claimed, err := cache.Claim(t.ctx, key, t.hold())
-		if err != nil {
+		switch {
+		case err != nil:
 			t.g.log.Warn("policy: a cache claim failed; the call runs", "tool", t.calls[i].Tool, "err", err)
-		}
-		if claimed || err != nil {
 			run = append(run, i)
-		} else {
+		case !claimed:
 			wait = append(wait, i)
+		case t.storedMeanwhile(i):
+			cache.Release(context.WithoutCancel(t.ctx), key, nil)
+		default:
+			run = append(run, i)
 		}
 	}
 	return run, wait, dups
+}
+
+// storedMeanwhile answers call i from the cache when a result was stored
+// between its look-up and its claim (the run it would have waited for
+// ended in between), and reports whether it did.
+func (t *gateTurn) storedMeanwhile(i int) bool {
+	res, hit, err := t.g.cfg.Cache.Get(t.ctx, t.cacheKey[i])
+	if err != nil || !hit {
+		return false
+	}
+	res.CallID = t.calls[i].ID
+	t.results[i], t.answered[i], t.outcome[i] = res, true, CacheHit
+	t.refund(i)
+	return true
 }
 
 // hold is how long a claim made now lasts: to the caller's deadline.
@@ -123,13 +140,16 @@ func (t *gateTurn) store(idx []int, ok bool) {
 		if key == "" {
 			continue
 		}
+		var failed *envelope.Result
 		if r := &t.results[i]; ok && !r.IsError {
 			if err := cache.Put(ctx, key, r, t.calls[i].Info.Cache.TTL); err != nil {
 				t.g.log.Warn("policy: a result could not be cached", "tool", t.calls[i].Tool, "err", err)
 			}
+		} else if ok {
+			failed = r // the waiters of this run get its failure, not a run each in turn
 		}
 		if t.outcome[i] != CacheBypass {
-			cache.Release(ctx, key)
+			cache.Release(ctx, key, failed)
 		}
 	}
 }
@@ -158,7 +178,13 @@ func (t *gateTurn) awaitOther(i int) error {
 			return t.runCalls([]int{i})
 		}
 		claimed, err := cache.Claim(t.ctx, key, t.hold())
-		if claimed || err != nil {
+		switch {
+		case err != nil:
+			return t.runCalls([]int{i})
+		case claimed && t.storedMeanwhile(i):
+			cache.Release(context.WithoutCancel(t.ctx), key, nil)
+			return nil
+		case claimed:
 			return t.runCalls([]int{i})
 		}
 	}

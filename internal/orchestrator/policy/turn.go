@@ -94,9 +94,6 @@ func cmpErr(a, b error) error {
 // answer gives call i its result, written by the gate.
 func (t *gateTurn) answer(i int, r envelope.Result) {
 	t.results[i], t.answered[i] = r, true
-	if r.IsError {
-		t.g.cfg.Metrics.Refused(t.calls[i].Tool, r.Code)
-	}
 }
 
 // lookUpCache answers the calls whose results are cached, and gives the
@@ -109,8 +106,8 @@ func (t *gateTurn) lookUpCache() {
 	bypass := noCache(t.ctx)
 	for i := range t.calls {
 		c := &t.calls[i]
-		if c.Info.Cache == nil {
-			continue
+		if c.Info.Cache == nil || t.needsApproval(i) {
+			continue // a call that needs approval is never answered without it
 		}
 		key, ok := cache.Key(c)
 		if !ok {
@@ -144,6 +141,7 @@ func (t *gateTurn) needsApproval(i int) bool {
 // runs the approved ones.
 func (t *gateTurn) approveThenRun(idx []int) error {
 	a := t.g.cfg.Approvals
+	dispatch.SignalAdmitted(t.ctx) // a durable task's creator is answered while its calls wait
 	var approved []int
 	var mu sync.Mutex
 	var wg sync.WaitGroup

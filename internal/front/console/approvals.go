@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/orchestrator/approval"
 )
 
 // Bounds of the Approvals page.
@@ -32,11 +33,11 @@ type approvalRow struct {
 	DecidedBy, Reason, Via                              string
 }
 
-func approvalRowOf(r *ApprovalRecord) approvalRow {
+func approvalRowOf(r *approval.Record) approvalRow {
 	return approvalRow{
 		ID: r.ID, Tool: r.Tool, Tenant: r.Tenant, Session: r.Session, CallID: r.CallID, KeyName: r.KeyName,
 		Binding: r.Binding, Input: prettyInput(r.Input), Created: r.CreatedAt, Deadline: r.Deadline(),
-		DecidedAt: r.DecidedAt, State: string(r.State), Pending: r.State == ApprovalPending,
+		DecidedAt: r.DecidedAt, State: string(r.State), Pending: r.State == approval.StatePending,
 		DecidedBy: r.DecidedBy, Reason: r.Reason, Via: r.Via,
 	}
 }
@@ -133,7 +134,7 @@ func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, ss *sess
 			v.More++
 		}
 	}
-	if id := r.URL.Query().Get("decided"); validApprovalID(id) {
+	if id := r.URL.Query().Get("decided"); approval.ValidID(id) {
 		for _, row := range v.Decided {
 			if row.ID == id {
 				v.Msg = "Approval " + id + " (" + row.Tool + ") " + row.State + "."
@@ -147,7 +148,7 @@ func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, ss *sess
 // before h sees it.
 func approvalRoute(h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
 	return func(w http.ResponseWriter, r *http.Request, ss *session) {
-		if !validApprovalID(r.PathValue("id")) {
+		if !approval.ValidID(r.PathValue("id")) {
 			http.NotFound(w, r)
 			return
 		}
@@ -162,7 +163,7 @@ func (c *Console) approvalPage(w http.ResponseWriter, r *http.Request, ss *sessi
 		return
 	}
 	rec, err := c.cfg.Approvals.Get(r.Context(), id)
-	if errors.Is(err, ErrApprovalNotFound) {
+	if errors.Is(err, approval.ErrNotFound) {
 		c.fail(w, ss, http.StatusNotFound, "There is no approval "+id+" (or its record has expired).")
 		return
 	}
@@ -204,16 +205,16 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, ss *session) {
 	if approve {
 		decision = "approved"
 	}
-	rec, err := c.cfg.Approvals.Decide(r.Context(), id, approve, ss.operator, reason, ApprovalViaConsole)
+	rec, err := c.cfg.Approvals.Decide(r.Context(), id, approve, ss.operator, reason, approval.ViaConsole)
 	if err != nil {
 		c.log.Warn("console: approval decision refused", "operator", ss.operator, "approval", id, "decision", decision, "err", err)
 		status := http.StatusBadGateway
 		switch {
-		case errors.Is(err, ErrApprovalNotFound):
+		case errors.Is(err, approval.ErrNotFound):
 			status = http.StatusNotFound
-		case errors.Is(err, ErrAlreadyDecided), errors.Is(err, ErrApprovalTimedOut):
+		case errors.Is(err, approval.ErrAlreadyDecided), errors.Is(err, approval.ErrTimedOut):
 			status = http.StatusConflict
-		case errors.Is(err, ErrApprovalInvalid):
+		case errors.Is(err, approval.ErrInvalid):
 			status = http.StatusBadRequest
 		}
 		c.fail(w, ss, status, "The decision was not recorded: "+err.Error())

@@ -2,96 +2,64 @@ package console_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolpool/toolpool/internal/front/console"
+	"github.com/toolpool/toolpool/internal/orchestrator/approval"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
+	"github.com/toolpool/toolpool/internal/pooltype"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
-
-// fakeApprovals is an approval store in memory with the real one's
-// contract: pending first, decided once, errors by kind.
-type fakeApprovals struct {
-	mu      sync.Mutex
-	recs    []console.ApprovalRecord
-	decided []string // "id approve by via reason", in order
-}
-
-func (f *fakeApprovals) List(_ context.Context, all bool) ([]console.ApprovalRecord, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var pending, decided []console.ApprovalRecord
-	for _, r := range f.recs {
-		if r.State == console.ApprovalPending {
-			pending = append(pending, r)
-		} else if all {
-			decided = append([]console.ApprovalRecord{r}, decided...)
-		}
-	}
-	return append(pending, decided...), nil
-}
-
-func (f *fakeApprovals) Get(_ context.Context, id string) (console.ApprovalRecord, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, r := range f.recs {
-		if r.ID == id {
-			return r, nil
-		}
-	}
-	return console.ApprovalRecord{}, console.ErrApprovalNotFound
-}
-
-func (f *fakeApprovals) Decide(_ context.Context, id string, approve bool, by, reason, via string) (console.ApprovalRecord, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i := range f.recs {
-		r := &f.recs[i]
-		if r.ID != id {
-			continue
-		}
-		if r.State != console.ApprovalPending {
-			return *r, fmt.Errorf("%w: approval %s was already %s by %s", console.ErrAlreadyDecided, id, r.State, r.DecidedBy)
-		}
-		r.State, r.DecidedBy, r.Reason, r.Via, r.DecidedAt = console.ApprovalDenied, by, reason, via, time.Now()
-		if approve {
-			r.State = console.ApprovalApproved
-		}
-		f.decided = append(f.decided, fmt.Sprint(id, " ", approve, " ", by, " ", via, " ", reason))
-		return *r, nil
-	}
-	return console.ApprovalRecord{}, console.ErrApprovalNotFound
-}
-
-func (f *fakeApprovals) decisions() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.decided...)
-}
 
 // hostile is attacker-controlled text: markup, both quotes, a closing tag.
 const hostile = `</pre><script>alert("x")</script><img src=x onerror='alert(1)'>`
 
-const (
-	heldID  = "ap-0123456789abcdef0123"
-	otherID = "ap-aaaaaaaaaaaaaaaaaaaa"
-)
+// heldCall is a call of write_file that needs approval, with what the
+// caller controls made hostile.
+func heldCall() *policy.Call {
+	return &policy.Call{Tenant: "acme" + hostile, Key: "ci-bot", Session: "sess" + hostile, ID: "toolu_" + hostile, Tool: "write_file",
+		Input: []byte(`{"path":"/etc/` + strings.ReplaceAll(hostile, `"`, `\"`) + `","n":1}`),
+		Info:  pooltype.ToolInfo{Approval: &tools.ApprovalRule{Timeout: 15 * time.Minute}}}
+}
 
-func newFakeApprovals() *fakeApprovals {
-	now := time.Now()
-	return &fakeApprovals{recs: []console.ApprovalRecord{
-		{ID: heldID, Tool: "write_file", Input: []byte(`{"path":"/etc/` + strings.ReplaceAll(hostile, `"`, `\"`) + `","n":1}`),
-			Tenant: "acme" + hostile, Session: "sess" + hostile, CallID: "toolu_" + hostile, KeyName: "ci-bot",
-			Binding: strings.Repeat("ab", 32), CreatedAt: now.Add(-3 * time.Minute), Timeout: 15 * time.Minute, State: console.ApprovalPending},
-		{ID: otherID, Tool: "run", Input: []byte(`{"cmd":"ls"}`), Tenant: "acme", CallID: "toolu_2",
-			Binding: strings.Repeat("cd", 32), CreatedAt: now.Add(-time.Hour), Timeout: 15 * time.Minute,
-			State: console.ApprovalApproved, DecidedBy: "bob", DecidedAt: now.Add(-50 * time.Minute), Reason: "fine", Via: "cli"},
-	}}
+// withApprovals gives the console a started approval store on b's server
+// (its audit lines in the console's log) and holds two calls: write_file's,
+// pending, and run's, approved by bob on the CLI. It returns the store and
+// the two ids.
+func withApprovals(t *testing.T) (*bundle, *approval.Store, string, string) {
+	t.Helper()
+	var st *approval.Store
+	b := setup(t, func(cfg *console.Config) {
+		s, err := approval.New(approval.Config{JS: cfg.JetStream, Logger: cfg.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Stop(context.Background()) })
+		st, cfg.Approvals = s, s
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	held, err := st.Hold(ctx, heldCall())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := st.Hold(ctx, &policy.Call{Tenant: "acme", ID: "toolu_2", Tool: "run", Input: []byte(`{"cmd":"ls"}`),
+		Info: pooltype.ToolInfo{Approval: &tools.ApprovalRule{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Decide(ctx, other.ID, true, "bob", "fine", approval.ViaCLI); err != nil {
+		t.Fatal(err)
+	}
+	return b, st, held.ID, other.ID
 }
 
 // loggedIn returns a client logged in as alice and the session's CSRF
@@ -116,9 +84,16 @@ func (b *bundle) loggedIn(t *testing.T) (*http.Client, string) {
 // below; a second decision is refused naming the first.
 func TestApprovalsPage(t *testing.T) {
 	t.Parallel()
-	fa := newFakeApprovals()
-	b := setup(t, func(cfg *console.Config) { cfg.Approvals = fa })
+	b, st, heldID, otherID := withApprovals(t)
 	c, csrf := b.loggedIn(t)
+	state := func(id string) approval.State {
+		t.Helper()
+		r, err := st.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.State
+	}
 
 	resp, page := b.get(t, c, "/ui/approvals")
 	if resp.StatusCode != http.StatusOK {
@@ -129,10 +104,10 @@ func TestApprovalsPage(t *testing.T) {
 	}
 	for _, want := range []string{
 		`id="` + heldID + `"`, `action="/ui/approvals/` + heldID + `"`, `value="approve"`, `value="deny"`,
-		`name="csrf" value="` + csrf + `"`, strings.Repeat("ab", 32), "ci-bot", "write_file",
+		`name="csrf" value="` + csrf + `"`, approval.Binding(heldCall().Tenant, "write_file", heldCall().Input), "ci-bot", "write_file",
 		`&#34;path&#34;: &#34;/etc/&lt;/pre&gt;&lt;script&gt;alert(\&#34;x\&#34;)&lt;/script&gt;`, // the input, indented and escaped
 		"acme&lt;/pre&gt;&lt;script&gt;", "sess&lt;/pre&gt;", "toolu_&lt;/pre&gt;", // tenant, session, call id
-		"1 pending", `<tr data-approval="` + otherID + `"`, "bob", "fine", "3m ago",
+		"1 pending", `<tr data-approval="` + otherID + `"`, `<td class="by">bob</td><td>cli</td>`, "fine", "time left",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
@@ -162,16 +137,17 @@ func TestApprovalsPage(t *testing.T) {
 	if resp := b.post(t, client(t), "/ui/approvals/"+heldID, url.Values{"decision": {"approve"}, "csrf": {csrf}}, b.srv.URL); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("decide without a session: %d, want 401", resp.StatusCode)
 	}
-	if d := fa.decisions(); len(d) != 0 {
-		t.Fatalf("refused requests decided %v", d)
+	if s := state(heldID); s != approval.StatePending {
+		t.Fatalf("refused requests decided: %s", s)
 	}
 
 	resp = b.post(t, c, "/ui/approvals/"+heldID, url.Values{"decision": {"deny"}, "reason": {"  not on prod <b>now</b> "}, "csrf": {csrf}}, b.srv.URL)
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/ui/approvals?decided="+heldID {
 		t.Fatalf("deny: %d to %q", resp.StatusCode, loc)
 	}
-	if d := fa.decisions(); len(d) != 1 || d[0] != heldID+" false alice console not on prod <b>now</b>" {
-		t.Fatalf("decisions %q, want one denial by alice via the console with the reason", d)
+	if r, err := st.Get(context.Background(), heldID); err != nil || r.State != approval.StateDenied || r.DecidedBy != "alice" ||
+		r.Via != approval.ViaConsole || r.Reason != "not on prod <b>now</b>" {
+		t.Fatalf("the record after the denial: %+v, %v; want denied by alice via the console with the reason", r, err)
 	}
 	_, page = b.get(t, c, "/ui/approvals?decided="+heldID)
 	for _, want := range []string{"Approval " + heldID + " (write_file) denied.", "0 pending", `class="state-denied"`,
@@ -185,7 +161,7 @@ func TestApprovalsPage(t *testing.T) {
 		t.Errorf("the approval's own page after the denial:\n%s", one)
 	}
 	if logs := b.log.String(); !strings.Contains(logs, `msg="console: approval decided" component=console operator=alice approval=`+heldID+` tool=write_file`) ||
-		!strings.Contains(logs, `decision=denied reason="not on prod <b>now</b>"`) {
+		!strings.Contains(logs, `decision=denied reason="not on prod <b>now</b>"`) || !strings.Contains(logs, `msg="approval decided"`) {
 		t.Errorf("audit log lacks the decision with its operator:\n%s", logs)
 	}
 
@@ -200,6 +176,7 @@ func TestApprovalsPage(t *testing.T) {
 		want int
 		msg  string
 	}{
+		{"/ui/approvals/" + otherID, url.Values{"decision": {"deny"}}, http.StatusConflict, "already approved by bob"},
 		{"/ui/approvals/" + otherID, url.Values{"decision": {"maybe"}}, http.StatusBadRequest, "decision: want approve or deny"},
 		{"/ui/approvals/" + otherID, url.Values{"decision": {"deny"}, "reason": {strings.Repeat("é", 1001)}}, http.StatusBadRequest, "reason: at most 1000 characters, got 1001"},
 		{"/ui/approvals/" + otherID, url.Values{"decision": {"deny"}, "reason": {"two\nlines"}}, http.StatusBadRequest, "reason: must be text on one line"},
@@ -212,8 +189,8 @@ func TestApprovalsPage(t *testing.T) {
 			t.Errorf("POST %s %v: %d, want %d with %q\n%s", tc.path, tc.form, resp.StatusCode, tc.want, tc.msg, body)
 		}
 	}
-	if d := fa.decisions(); len(d) != 1 {
-		t.Errorf("bad requests decided: %q", d)
+	if s := state(otherID); s != approval.StateApproved {
+		t.Errorf("bad requests changed run's approval: %s", s)
 	}
 	for path, want := range map[string]int{"/ui/approvals/ap-ffffffffffffffffffff": 404, "/ui/approvals/nope": 404, "/ui/approvals/" + otherID: 200} {
 		if resp, _ := b.get(t, c, path); resp.StatusCode != want {
@@ -230,7 +207,7 @@ func TestApprovalsOff(t *testing.T) {
 	if resp, page := b.get(t, c, "/ui/approvals"); resp.StatusCode != http.StatusOK || !strings.Contains(page, "not enabled") {
 		t.Errorf("GET /ui/approvals without a store: %d\n%s", resp.StatusCode, page)
 	}
-	if resp, _ := b.postBody(t, c, "/ui/approvals/"+heldID, url.Values{"decision": {"deny"}, "csrf": {csrf}}); resp.StatusCode != http.StatusNotFound {
+	if resp, _ := b.postBody(t, c, "/ui/approvals/ap-0123456789abcdef0123", url.Values{"decision": {"deny"}, "csrf": {csrf}}); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("decide without a store: %d, want 404", resp.StatusCode)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 )
@@ -96,8 +97,9 @@ type Config struct {
 	// overview. Nil: no budgets there.
 	Budgets Budgets
 	// CacheCounts returns this orchestrator's result-cache outcomes per
-	// tool since it started, shown on the overview. Nil: no cache column.
-	CacheCounts func() []CacheCount
+	// tool since it started (metrics.Cache's ByTool), shown on the
+	// overview. Nil: no cache column.
+	CacheCounts func() []metrics.CacheToolCounts
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.

@@ -11,6 +11,7 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/ops"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 )
 
 // toolRow is one tool on the overview.
@@ -31,7 +32,7 @@ type toolRow struct {
 	PausedUntil *time.Time
 	Workers     []workerRow
 	Slots       int
-	Cache       *CacheCount // this orchestrator's cache outcomes; nil: none
+	Cache       *metrics.CacheToolCounts // this orchestrator's cache outcomes; nil: none
 }
 
 // classCount is the results of one error class.

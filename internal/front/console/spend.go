@@ -5,19 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/orchestrator/budget"
 	"github.com/toolpool/toolpool/pkg/classify"
 )
-
-// CacheCount is one tool's result-cache outcomes (policy.CacheOutcome):
-// answered from the cache, run and stored, waited for an identical call in
-// flight, run afresh at the caller's request.
-type CacheCount struct {
-	Tool                         string
-	Hit, Miss, Coalesced, Bypass uint64
-}
-
-// softDefault is a budget's soft threshold when it sets none.
-const softDefault = 0.8
 
 // budgetRow is one budget on the overview.
 type budgetRow struct {
@@ -30,18 +20,15 @@ type budgetRow struct {
 	Level string
 }
 
-func budgetRowOf(s *BudgetStatus) budgetRow {
+func budgetRowOf(s *budget.Status) budgetRow {
 	r := budgetRow{Name: s.Name, Who: s.Who(), Tools: "every tool", Period: s.PeriodWords(),
-		Spent: s.Spent, Limit: s.Limit, Left: s.Left, Unit: "calls", ResetIn: classify.FormatDuration(s.ResetIn)}
+		Spent: s.Spent, Limit: s.Limit, Left: s.Left, Unit: s.Unit(), ResetIn: classify.FormatDuration(s.ResetIn)}
 	if len(s.Tools) > 0 {
 		r.Tools = strings.Join(s.Tools, ", ")
 	}
-	if s.Cost {
-		r.Unit = "cost units"
-	}
 	soft := s.Soft
 	if soft <= 0 {
-		soft = softDefault
+		soft = budget.SoftDefault
 	}
 	switch {
 	case s.Limit > 0 && s.Left <= 0:

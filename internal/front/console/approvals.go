@@ -17,6 +17,7 @@ import (
 
 // Bounds of the Approvals page.
 const (
+	pendingShown = 200      // pending approvals listed (deadline soonest first)
 	decidedShown = 100      // decided approvals listed below the pending ones
 	inputShown   = 64 << 10 // bytes of an input shown (pretty-printed)
 	reasonMax    = 1000     // characters of a decision's reason
@@ -101,7 +102,10 @@ type approvalsView struct {
 	Pending []approvalRow
 	Decided []approvalRow
 	More    int // decided approvals not listed
-	One     *approvalRow
+	// MorePending are the pending approvals not listed: the page shows
+	// those timing out first.
+	MorePending int
+	One         *approvalRow
 }
 
 // approvalCard is what the "card" template gets: one pending or decided
@@ -126,8 +130,10 @@ func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, ss *sess
 	for i := range recs {
 		row := approvalRowOf(&recs[i])
 		switch {
-		case row.Pending:
+		case row.Pending && len(v.Pending) < pendingShown:
 			v.Pending = append(v.Pending, row)
+		case row.Pending:
+			v.MorePending++
 		case len(v.Decided) < decidedShown:
 			v.Decided = append(v.Decided, row)
 		default:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +227,25 @@ func (b *bundle) postBody(t *testing.T, c *http.Client, path string, form url.Va
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp, string(body)
+}
+
+// A flood of calls held for approval does not make the page unbounded:
+// it lists the first 200 to time out and says how many more wait.
+func TestApprovalsPageBounded(t *testing.T) {
+	t.Parallel()
+	b, st, _, _ := withApprovals(t)
+	c, _ := b.loggedIn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 204 { // and write_file's, held by withApprovals: 205
+		if _, err := st.Hold(ctx, &policy.Call{Tenant: "acme", ID: "flood-" + strconv.Itoa(i), Tool: "run", Input: []byte(`{"n":1}`),
+			Info: pooltype.ToolInfo{Approval: &tools.ApprovalRule{}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, page := b.get(t, c, "/ui/approvals")
+	if n := strings.Count(page, `<article class="approval state-pending"`); n != 200 || !strings.Contains(page, "200+5 pending") ||
+		!strings.Contains(page, "and 5 more pending") {
+		t.Errorf("with 205 pending the page lists %d cards (want 200) and says:\n%.300s", n, page[strings.Index(page, "<main>"):])
+	}
 }

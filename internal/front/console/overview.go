@@ -62,7 +62,7 @@ type overview struct {
 	Watching time.Time // results watched since (zero: just started)
 	Letters  uint64
 	Workers  int
-	Caching  bool // the cache column is shown
+	Caching  bool // the cache column is shown: some tool has cache outcomes
 	Budgets  []budgetRow
 	// BudgetErr is why the budgets could not be read.
 	BudgetErr string
@@ -167,8 +167,7 @@ func (c *Console) readOverview(ctx context.Context, now time.Time) *overview {
 			r.Errors = append(r.Errors, classCount{class, rt.ByClass[class]})
 		}
 	}
-	c.addCacheCounts(byTool)
-	ov.Caching = c.cfg.CacheCounts != nil
+	ov.Caching = c.addCacheCounts(byTool)
 	ov.Budgets, ov.BudgetErr = c.readBudgets(ctx)
 	if c.cfg.Snapshot != nil {
 		for _, ts := range c.cfg.Snapshot().Tools {

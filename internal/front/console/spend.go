@@ -61,11 +61,13 @@ func (c *Console) readBudgets(ctx context.Context) ([]budgetRow, string) {
 }
 
 // addCacheCounts puts the cache's counts on the tools' rows (a tool with
-// counts only gets a row of its own).
-func (c *Console) addCacheCounts(byTool map[string]*toolRow) {
+// counts only gets a row of its own), and reports whether any tool has
+// some: the column shows only then.
+func (c *Console) addCacheCounts(byTool map[string]*toolRow) bool {
 	if c.cfg.CacheCounts == nil {
-		return
+		return false
 	}
+	some := false
 	for _, cc := range c.cfg.CacheCounts() {
 		if cc.Hit+cc.Miss+cc.Coalesced+cc.Bypass == 0 {
 			continue
@@ -75,6 +77,7 @@ func (c *Console) addCacheCounts(byTool map[string]*toolRow) {
 			r = &toolRow{Tool: cc.Tool}
 			byTool[cc.Tool] = r
 		}
-		r.Cache = &cc
+		r.Cache, some = &cc, true
 	}
+	return some
 }

@@ -120,7 +120,11 @@ func TestOverviewBudgetsFromTheStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Stop(context.Background()) })
-		st, cfg.Budgets, cfg.Refresh = s, s, time.Nanosecond
+		m, err := metrics.NewCache(metrics.NewRegistry(), metrics.CacheOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, cfg.Budgets, cfg.Refresh, cfg.CacheCounts = s, s, time.Nanosecond, m.ByTool
 	})
 	c, _ := b.loggedIn(t)
 	natstest.Eventually(t, time.Minute, "the store to know the budget", func() bool { return st.Active("acme", "") })
@@ -135,6 +139,9 @@ func TestOverviewBudgetsFromTheStore(t *testing.T) {
 	row := func() string {
 		_, page := b.get(t, c, "/ui/overview.frag")
 		return budgetRows(page)["acme-daily"]
+	}
+	if _, page := b.get(t, c, "/ui/overview.frag"); strings.Contains(page, "cache hit / miss") {
+		t.Error("the overview shows a cache column while no call went through the cache")
 	}
 	if r := row(); !strings.HasPrefix(r, "ok | acme-daily tenant acme every tool per day 0 / 4 calls 4 ") {
 		t.Errorf("before any call: %q", r)

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -159,6 +160,7 @@ func (t *gateTurn) store(idx []int, ok bool) {
 func (t *gateTurn) awaitOther(i int) error {
 	cache, key, c := t.g.cfg.Cache, t.cacheKey[i], &t.calls[i]
 	start := time.Now()
+	dispatch.SignalAdmitted(t.ctx) // a durable task's creator is answered while the call waits
 	for {
 		res, ok, err := cache.Await(t.ctx, key)
 		switch {

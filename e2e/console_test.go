@@ -65,15 +65,9 @@ const (
 
 func startConsolePool(t *testing.T) *consolePool {
 	t.Helper()
-	tmp := t.TempDir()
-	tokens := filepath.Join(tmp, "ui-tokens.yaml")
-	if err := os.WriteFile(tokens, []byte("alice: "+operatorToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	// A webhook tool with secrets in its URL and headers: the console
 	// must never show them.
-	catalog := filepath.Join(tmp, "tools.yaml")
-	if err := os.WriteFile(catalog, []byte(`version: 1
+	return startConsolePoolWith(t, `version: 1
 tools:
   - name: hook
     description: A webhook whose URL and headers hold secrets.
@@ -83,7 +77,20 @@ tools:
       url: https://hook.example.com/v1?key=`+secretInURL+`
       headers:
         Authorization: Bearer `+secretInHeader+`
-`), 0o600); err != nil {
+`)
+}
+
+// startConsolePoolWith is startConsolePool serving the catalog given
+// (YAML) besides the demo tools.
+func startConsolePoolWith(t *testing.T, catalogYAML string) *consolePool {
+	t.Helper()
+	tmp := t.TempDir()
+	tokens := filepath.Join(tmp, "ui-tokens.yaml")
+	if err := os.WriteFile(tokens, []byte("alice: "+operatorToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	catalog := filepath.Join(tmp, "tools.yaml")
+	if err := os.WriteFile(catalog, []byte(catalogYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := &consolePool{http: natstest.FreeAddr(t), nats: natstest.FreeAddr(t), token: operatorToken}

@@ -68,7 +68,8 @@ type Config struct {
 	MCP mcpfront.Config
 	// Console, when set, is the operators' web console's configuration:
 	// Handler serves it at /ui (package console). Its Conn, JetStream,
-	// Live, Checks and Logger are set by the Host, and its Snapshot, when
+	// Live, Checks, Logger, Approvals, Budgets and CacheCounts are set by
+	// the Host, and its Snapshot, when
 	// nil, to the sum of the orchestrators' schedulers; nil: no /ui.
 	Console *console.Config
 	// Checks are more readiness checks for Handler's /readyz, e.g. those

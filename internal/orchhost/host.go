@@ -170,6 +170,8 @@ func (h *Host) newFronts() (err error) {
 	uc := *h.cfg.Console
 	uc.Conn, uc.JetStream, uc.Live, uc.Logger = h.cfg.Conn, h.js, h.live, h.cfg.Logger
 	uc.Checks = h.checks()
+	// The Approvals page and the overview's budgets and cache column.
+	uc.Approvals, uc.Budgets, uc.CacheCounts = h.pol.approvals, h.pol.budgets, h.pol.cacheM.ByTool
 	if uc.Snapshot == nil {
 		uc.Snapshot = h.fleetSchedSnapshot
 	}

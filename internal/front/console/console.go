@@ -16,6 +16,7 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 )
@@ -88,6 +89,17 @@ type Config struct {
 	// Logger receives the audit log (every replay, purge, pause and
 	// resume, with the operator) and errors. Default slog.Default().
 	Logger *slog.Logger
+	// Approvals is the approval store: the Approvals page lists the
+	// held calls and decides them through it. Nil: the page says
+	// approvals are not enabled.
+	Approvals Approvals
+	// Budgets lists the budgets with their spending, shown on the
+	// overview. Nil: no budgets there.
+	Budgets Budgets
+	// CacheCounts returns this orchestrator's result-cache outcomes per
+	// tool since it started (metrics.Cache's ByTool), shown on the
+	// overview. Nil: no cache column.
+	CacheCounts func() []metrics.CacheToolCounts
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.

@@ -30,8 +30,8 @@ type bundle struct {
 }
 
 // setup serves a console with operator alice on a real embedded server,
-// with echo's consumer in place.
-func setup(t *testing.T) *bundle {
+// with echo's consumer in place; opts change its Config.
+func setup(t *testing.T, opts ...func(*console.Config)) *bundle {
 	t.Helper()
 	_, nc, j := natstest.StartProvisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -44,8 +44,12 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	logs := &natstest.LockedBuffer{}
-	c, err := console.New(console.Config{Conn: nc, JetStream: j, Tokens: tokens, Loopback: true,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	cfg := console.Config{Conn: nc, JetStream: j, Tokens: tokens, Loopback: true,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,11 @@
 // pool's health; a page per tool (recent failures with the words the model
 // read, workers, consumer state, pause and resume, its catalog entry); the
 // dead letters (filters, paging by stream sequence, each entry's attempts
-// and the model's last words, replay and purge as background jobs); and a
-// tail of recent results.
+// and the model's last words, replay and purge as background jobs); a
+// tail of recent results; the calls held for approval, approved or
+// denied by the operator (Config.Approvals); and the budgets' spending
+// and the result cache's counts on the overview (Config.Budgets,
+// Config.CacheCounts).
 //
 // Pages are server-rendered html/template with a little vanilla script,
 // embedded in the binary (go:embed): no CDN, no build step. Replays and
@@ -22,8 +25,8 @@
 // state-changing request is a POST from a
 // page of the console itself (httpapi.SameOrigin) carrying the session's
 // CSRF token; the Host check is the HTTP server's gate (httpapi.Server),
-// which the console is served behind. Every replay, purge, pause and
-// resume is logged with the operator's name. Catalog entries and dead
+// which the console is served behind. Every replay, purge, pause,
+// resume and approval decision is logged with the operator's name. Catalog entries and dead
 // letters are rendered through explicit allow-lists of fields: webhook
 // headers, credentials and environments never reach a page.
 package console

@@ -11,6 +11,7 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/ops"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/health"
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 )
 
 // toolRow is one tool on the overview.
@@ -31,6 +32,7 @@ type toolRow struct {
 	PausedUntil *time.Time
 	Workers     []workerRow
 	Slots       int
+	Cache       *metrics.CacheToolCounts // this orchestrator's cache outcomes; nil: none
 }
 
 // classCount is the results of one error class.
@@ -60,6 +62,10 @@ type overview struct {
 	Watching time.Time // results watched since (zero: just started)
 	Letters  uint64
 	Workers  int
+	Caching  bool // the cache column is shown: some tool has cache outcomes
+	Budgets  []budgetRow
+	// BudgetErr is why the budgets could not be read.
+	BudgetErr string
 }
 
 // overviewCache reads the state at most once per Refresh, whoever asks.
@@ -161,6 +167,8 @@ func (c *Console) readOverview(ctx context.Context, now time.Time) *overview {
 			r.Errors = append(r.Errors, classCount{class, rt.ByClass[class]})
 		}
 	}
+	ov.Caching = c.addCacheCounts(byTool)
+	ov.Budgets, ov.BudgetErr = c.readBudgets(ctx)
 	if c.cfg.Snapshot != nil {
 		for _, ts := range c.cfg.Snapshot().Tools {
 			if r := byTool[ts.Tool]; r != nil {

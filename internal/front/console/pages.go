@@ -19,7 +19,7 @@ var assets embed.FS
 
 // pageNames are the pages, each assets/<name>.html on top of
 // assets/layout.html and the replay and purge dialog (assets/dialog.html).
-var pageNames = []string{"login", "overview", "tool", "letters", "letter", "tail", "error"}
+var pageNames = []string{"login", "overview", "tool", "letters", "letter", "tail", "approvals", "error"}
 
 // pages are the parsed templates, one set per page.
 type pages struct {
@@ -50,6 +50,8 @@ var funcs = template.FuncMap{
 	},
 	"deref":   func(t *time.Time) time.Time { return *t },
 	"forever": func(t *time.Time) bool { return t != nil && time.Until(*t) > 365*24*time.Hour },
+	"left":    timeLeft,
+	"card":    func(r approvalRow, csrf, back string) approvalCard { return approvalCard{r, csrf, back} },
 }
 
 func parsePages() (*pages, error) {

@@ -87,7 +87,16 @@ func ConsumeResults(ctx context.Context, j js.JetStream, cfg ResultConsumerConfi
 		}
 		cfg.From = s.CachedInfo().State.LastSeq + 1
 	}
-	cons, err := j.CreateConsumer(ctx, jetstream.StreamResults, jetstream.ResultConsumerConfig(cfg.Name, cfg.Instance, cfg.From))
+	ccfg := jetstream.ResultConsumerConfig(cfg.Name, cfg.Instance, cfg.From)
+	cons, err := j.CreateConsumer(ctx, jetstream.StreamResults, ccfg)
+	if errors.Is(err, js.ErrConsumerExists) {
+		// Left by a process of the same instance that was killed (a
+		// replica restarted under its fixed --instance) until its
+		// inactivity threshold: the instance is this process's now.
+		c.log.Info("replacing a result consumer left by an earlier process of this instance", slog.String("consumer", cfg.Name))
+		c.Delete()
+		cons, err = j.CreateConsumer(ctx, jetstream.StreamResults, ccfg)
+	}
 	if err != nil {
 		// The server may have placed it on a node that is down (it has not
 		// noticed yet) and never answer: forget that one, the next try

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -198,5 +199,34 @@ func TestResultOnAnotherCallsSubjectIsDropped(t *testing.T) {
 	}
 	if len(res) != 1 || !res[0].IsError || res[0].Code != "deadline_exceeded" {
 		t.Fatalf("result = %+v; want the deadline's is_error, not the result published on another call's subject", res)
+	}
+}
+
+// A replica killed and restarted under its fixed instance name within the
+// result consumer's inactivity threshold finds its old consumer (made for
+// another start sequence) still on the server: it replaces it and starts.
+func TestRestartUnderTheSameInstanceReplacesTheOldConsumer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.Instance = "r1" })
+	startWorker(t, b, "echo", echoText)
+	if _, err := b.d.Dispatch(timeout(t, 20*time.Second), "", []envelope.ToolUseBlock{use("before", "echo", `{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	old := b.d.current().name
+	b.d.current().Stop() // the process dies: its consumer stays, as kill -9 leaves it
+	d2, err := New(Config{JS: b.js, Instance: "r1", Catalog: discovery.StaticCatalog("echo"), Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Start(timeout(t, 20*time.Second)); err != nil {
+		t.Fatalf("a restart under the same instance: %v", err)
+	}
+	defer stopNow(d2)
+	if d2.current().name != old {
+		t.Fatalf("the new consumer is %s, want %s replaced", d2.current().name, old)
+	}
+	res, err := d2.Dispatch(timeout(t, 20*time.Second), "", []envelope.ToolUseBlock{use("after", "echo", `{}`)})
+	if err != nil || len(res) != 1 || res[0].IsError {
+		t.Fatalf("Dispatch after the restart = %+v, %v", res, err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,10 +168,7 @@ func (s *policyStack) restart(t *testing.T, r *policyReplica) {
 	t.Helper()
 	r.proc.Kill()
 	s.client.CloseIdleConnections()
-	r.cmd.Args = slices.Clone(r.cmd.Args)
-	i := slices.Index(r.cmd.Args, "--instance")
-	r.cmd.Args[i+1] += "-again"
-	r.proc = r.cmd.Start(t)
+	r.proc = r.cmd.Start(t) // under the same --instance, as a supervisor restarts it
 	r.proc.WaitHTTP(r.url("/readyz"), waitLong)
 	s.waitTools(r)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/orchhost"
 	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/internal/worker/host"
@@ -68,7 +69,9 @@ func echoInput(n int) json.RawMessage {
 
 // poolTarget runs turns through a dispatcher.
 type poolTarget struct {
-	d      *dispatch.Dispatcher
+	// d is the orchestrator host, whose Dispatch passes the policy gate
+	// as every front door's does (or a dispatcher, for the noisy phases).
+	d      policy.Dispatcher
 	inputs callInputs
 }
 
@@ -194,7 +197,7 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry,
 	if err := p.orch.Start(ctx); err != nil {
 		return nil, err
 	}
-	p.target = &poolTarget{d: p.orch.Dispatcher(), inputs: newCallInputs(cfg)}
+	p.target = &poolTarget{d: p.orch, inputs: newCallInputs(cfg)}
 	return p, nil
 }
 

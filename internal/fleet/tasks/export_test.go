@@ -10,7 +10,5 @@ func Runs(s *Store, id string) bool {
 
 // Waiters is how many tasks have Waits registered.
 func Waiters(s *Store) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.waiters)
+	return s.wakes.Len()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/kvwatch"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 )
 
@@ -40,7 +41,7 @@ type Store struct {
 	stopping bool
 	running  map[string]*runner   // the tasks this replica runs
 	leases   map[string]leaseSeen // every working task's lease, from the watch
-	waiters  map[string]*waiting
+	wakes    kvwatch.Wakes        // the Waits, woken at their task's lease change
 }
 
 // lease is the value of a task's lease key.
@@ -106,7 +107,7 @@ func Open(ctx context.Context, j js.JetStream, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, js: j, log: cfg.Logger,
-		running: map[string]*runner{}, leases: map[string]leaseSeen{}, waiters: map[string]*waiting{},
+		running: map[string]*runner{}, leases: map[string]leaseSeen{},
 	}
 	err := s.base.Start(ctx, func(life context.Context) error {
 		if err := s.bind(ctx); err != nil {
@@ -210,64 +211,29 @@ func (s *Store) Wait(ctx context.Context, tenant, id string, d time.Duration) (T
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
-		w := s.waiter(id) // before the read: an end after it wakes us
+		changed, release := s.wakes.Hold(id) // before the read: an end after it wakes us
 		t, err := s.Get(ctx, tenant, id)
 		if err != nil || t.State.Final() {
-			s.unwait(id, w)
+			release()
 			return t, err
 		}
 		select {
-		case <-w.ch:
+		case <-changed:
+			release()
 			continue
 		case <-timer.C:
-			s.unwait(id, w)
+			release()
 			return s.Get(ctx, tenant, id)
 		case <-ctx.Done():
 		case <-s.base.Stopping():
 		}
-		s.unwait(id, w)
+		release()
 		return t, nil
 	}
 }
 
-// waiting is the Waits of one task: ch is closed at the next change of
-// its lease (its end, a cancellation, an adoption).
-type waiting struct {
-	ch chan struct{}
-	n  int // the Waits holding it
-}
-
-// waiter is the waiting of the task id, held until unwait or a wake.
-func (s *Store) waiter(id string) *waiting {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.waiters[id]
-	if !ok {
-		w = &waiting{ch: make(chan struct{})}
-		s.waiters[id] = w
-	}
-	w.n++
-	return w
-}
-
-// unwait lets go of w: the last Wait to leave removes it, so that Waits
-// on tasks that never change (or do not exist) leave nothing behind.
-func (s *Store) unwait(id string, w *waiting) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w.n--
-	if w.n == 0 && s.waiters[id] == w {
-		delete(s.waiters, id)
-	}
-}
-
-// wake closes the waiting of the task id, if any.
-func (s *Store) wake(id string) {
-	if w, ok := s.waiters[id]; ok { // s.mu held
-		close(w.ch)
-		delete(s.waiters, id)
-	}
-}
+// wake wakes the Waits of the task id.
+func (s *Store) wake(id string) { s.wakes.Wake(id) }
 
 // Cancel cancels the task id of tenant: a working task becomes cancelled
 // and its calls are cancelled pool-wide by its owner; a task that already

@@ -9,26 +9,14 @@ import (
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/toolpool/toolpool/internal/infra/kvwatch"
 )
 
 // watch follows every lease of the bucket: it keeps the index the sweeper
 // reads, tells this replica's runners of cancellations, and wakes the
 // Waits of a task whose lease changed or went (the task ended).
 func (s *Store) watch(life context.Context, w js.KeyWatcher) {
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-life.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e != nil { // nil: the initial values are in
-				s.seen(e)
-			}
-		}
-	}
+	kvwatch.Follow(life, w, s.seen)
 }
 
 // seen takes one lease update.

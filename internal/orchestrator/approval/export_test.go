@@ -2,9 +2,7 @@ package approval
 
 // Waiters is how many approvals have Waits registered on s.
 func Waiters(s *Store) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.waiters)
+	return s.wakes.Len()
 }
 
 // PendingSeen is how many pending approvals s's watch knows of.

@@ -14,6 +14,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/kvwatch"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -68,7 +69,7 @@ type Store struct {
 	mu       sync.Mutex
 	watching bool
 	pending  map[string]time.Time // pending ids and their deadlines, from the watch
-	waiters  map[string]*waiting
+	wakes    kvwatch.Wakes        // the Waits, woken at their record's change
 }
 
 // The Store is the policy gate's approvals.
@@ -80,7 +81,7 @@ func New(cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, log: cfg.Logger, pending: map[string]time.Time{}, waiters: map[string]*waiting{}}, nil
+	return &Store{cfg: cfg, log: cfg.Logger, pending: map[string]time.Time{}}, nil
 }
 
 // Open returns a Store bound to the bucket that exists (ErrNoBucket when

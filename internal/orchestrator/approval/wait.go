@@ -6,6 +6,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/kvwatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 )
 
@@ -21,9 +22,9 @@ func (s *Store) Wait(ctx context.Context, id string) (policy.Decision, error) {
 		return policy.Decision{ID: id}, ErrNotWatching
 	}
 	for {
-		w := s.waiter(id) // before the read: a change after it wakes us
-		d, done, err := s.waitOnce(ctx, id, w)
-		s.unwait(id, w)
+		changed, release := s.wakes.Hold(id) // before the read: a change after it wakes us
+		d, done, err := s.waitOnce(ctx, id, changed)
+		release()
 		if done || err != nil {
 			return d, err
 		}
@@ -33,7 +34,7 @@ func (s *Store) Wait(ctx context.Context, id string) (policy.Decision, error) {
 // waitOnce reads the record id and, while it is pending, waits for its
 // next change (done false) or its deadline (the next read writes the
 // timeout), or the end of ctx or of the Store.
-func (s *Store) waitOnce(ctx context.Context, id string, w *waiting) (d policy.Decision, done bool, err error) {
+func (s *Store) waitOnce(ctx context.Context, id string, changed <-chan struct{}) (d policy.Decision, done bool, err error) {
 	r, err := s.Get(ctx, id)
 	if err != nil {
 		return policy.Decision{ID: id}, true, err
@@ -44,7 +45,7 @@ func (s *Store) waitOnce(ctx context.Context, id string, w *waiting) (d policy.D
 	timer := time.NewTimer(max(r.Deadline().Sub(s.cfg.Now()), 0))
 	defer timer.Stop()
 	select {
-	case <-w.ch:
+	case <-changed:
 		return d, false, nil
 	case <-timer.C:
 		return d, false, nil
@@ -55,52 +56,10 @@ func (s *Store) waitOnce(ctx context.Context, id string, w *waiting) (d policy.D
 	}
 }
 
-// waiting is the Waits on one record: ch is closed at its next change.
-type waiting struct {
-	ch chan struct{}
-	n  int // the Waits holding it
-}
-
-// waiter is the waiting on the record id, held until unwait.
-func (s *Store) waiter(id string) *waiting {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.waiters[id]
-	if !ok {
-		w = &waiting{ch: make(chan struct{})}
-		s.waiters[id] = w
-	}
-	w.n++
-	return w
-}
-
-// unwait lets go of w: the last Wait to leave removes it.
-func (s *Store) unwait(id string, w *waiting) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w.n--
-	if w.n == 0 && s.waiters[id] == w {
-		delete(s.waiters, id)
-	}
-}
-
 // watch follows the bucket: the pending records and their deadlines, the
 // Waits to wake.
 func (s *Store) watch(life context.Context, w js.KeyWatcher) {
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-life.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e != nil { // nil: the initial values are in
-				s.seen(e)
-			}
-		}
-	}
+	kvwatch.Follow(life, w, s.seen)
 }
 
 // seen takes one change of the bucket.
@@ -119,12 +78,9 @@ func (s *Store) seen(e js.KeyValueEntry) {
 	} else {
 		delete(s.pending, id)
 	}
-	if w, ok := s.waiters[id]; ok {
-		close(w.ch)
-		delete(s.waiters, id)
-	}
 	n := len(s.pending)
 	s.mu.Unlock()
+	s.wakes.Wake(id)
 	s.cfg.Metrics.Pending(n)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/kvwatch"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 )
 
@@ -110,22 +111,10 @@ func (s *Store) initial(ctx context.Context, w js.KeyWatcher, defs map[string]De
 
 // watch applies the bucket's changes until life ends.
 func (s *Store) watch(life context.Context, w js.KeyWatcher, defs map[string]Def) {
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-life.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				continue
-			}
-			s.apply(defs, e)
-			s.publish(defs)
-		}
-	}
+	kvwatch.Follow(life, w, func(e js.KeyValueEntry) {
+		s.apply(defs, e)
+		s.publish(defs)
+	})
 }
 
 // apply applies one change of the bucket to defs.

@@ -51,6 +51,7 @@ func startPool(t *testing.T, c *cluster) *pool {
 		t.Fatal(err)
 	}
 	d := pooltest.StartOrchestrator(t, j.Conn(), discovery.RegistryCatalog(reg), func(c *pooltest.OrchestratorConfig) {
+		c.Replicas = 3 // its buckets, as the streams
 		c.Dispatch.DefaultTimeout, c.Dispatch.PublishTimeout = 2*time.Minute, 5*time.Second
 	}).Dispatcher()
 	return &pool{c: c, j: j, d: d}
@@ -201,7 +202,7 @@ func (p *pool) warmUpWorkers(t *testing.T, tool, input string, ids ...string) {
 	if err := demo.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	d := pooltest.StartOrchestrator(t, p.j.Conn(), discovery.RegistryCatalog(reg)).Dispatcher()
+	d := pooltest.StartOrchestrator(t, p.j.Conn(), discovery.RegistryCatalog(reg), func(c *pooltest.OrchestratorConfig) { c.Replicas = 3 }).Dispatcher()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	seen := map[string]bool{}

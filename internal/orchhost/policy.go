@@ -61,7 +61,13 @@ func (h *Host) startPolicy(ctx context.Context) error {
 		return err
 	}
 	if err := h.pol.cache.Start(ctx); err != nil {
-		return err
+		// The cache saves runs; without it every call runs. A server
+		// short of storage for its bucket, or an older permissions file,
+		// must not keep the orchestrator from serving.
+		if ctx.Err() != nil {
+			return err
+		}
+		h.cfg.Logger.Warn("no result cache: calls of caching tools run every time", "err", err)
 	}
 	return h.pol.approvals.Start(ctx)
 }

@@ -26,7 +26,16 @@ const KeyLen = 2 * sha256.Size
 // tenant unless the scope is global, and its canonical input. ok is false
 // when the input is not a JSON object (or holds a key twice, or invalid
 // UTF-8): such a call is not cached.
-func (s *Store) Key(c *policy.Call) (key string, ok bool) { return keyOf(c) }
+//
+// A Store that is not running (its Start failed: the orchestrator then
+// runs without the cache) gives no key: the call runs as if its tool did
+// not cache, without a look-up.
+func (s *Store) Key(c *policy.Call) (key string, ok bool) {
+	if !s.usable.Load() {
+		return "", false
+	}
+	return keyOf(c)
+}
 
 // keyOf is Store.Key without a store.
 func keyOf(c *policy.Call) (key string, ok bool) {

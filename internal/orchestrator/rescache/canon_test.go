@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/pooltype"
@@ -104,6 +105,7 @@ func TestKey(t *testing.T) {
 		t.Error("a non-object input has a key")
 	}
 	var s Store
+	s.usable.Store(true)
 	if got, _ := s.Key(base); got != k {
 		t.Error("Store.Key differs from keyOf")
 	}
@@ -157,4 +159,15 @@ func FuzzCanonical(f *testing.F) {
 			t.Fatalf("%q and %s: %s ≠ %s (%v)", in, re, got, c2, err)
 		}
 	})
+}
+
+// A Store that did not start (its bucket could not be made) gives no key:
+// the gate then runs the call without a look-up, as for a tool that does
+// not cache.
+func TestKeyOfAStoreNotRunning(t *testing.T) {
+	s := &Store{}
+	c := &policy.Call{Tool: "search", Input: json.RawMessage(`{"q":"x"}`), Info: pooltype.ToolInfo{Cache: &tools.CachePolicy{TTL: time.Minute}}}
+	if k, ok := s.Key(c); ok || k != "" {
+		t.Fatalf("Key of a Store not started = %q, %v; want none", k, ok)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -119,6 +120,9 @@ type Store struct {
 	serverTTL bool   // the server removes entries at their TTL
 
 	claims sync.Map // key → the sequence of this Store's claim on it
+	// usable is set once Start bound the bucket, cleared by Stop: Key
+	// reads it, so that a cache that could not start caches nothing.
+	usable atomic.Bool
 }
 
 var _ policy.Cache = (*Store)(nil)
@@ -142,7 +146,14 @@ const valueHeadroom = 1 << 10
 // used as it is, with a warning.
 func (s *Store) Start(ctx context.Context) error {
 	return s.base.Start(ctx, func(context.Context) error {
-		st, err := s.cfg.JS.CreateOrUpdateStream(ctx, s.streamConfig())
+		cfg := s.streamConfig()
+		if old, err := s.cfg.JS.Stream(ctx, cfg.Name); err == nil {
+			// Its replicas stay as they are: scaling a stream in use is the
+			// operator's call (nats stream edit), not a side effect of a
+			// replica started with another setting.
+			cfg.Replicas = old.CachedInfo().Config.Replicas
+		}
+		st, err := s.cfg.JS.CreateOrUpdateStream(ctx, cfg)
 		if err != nil {
 			var found error
 			if st, found = s.cfg.JS.Stream(ctx, "KV_"+s.cfg.Bucket); found != nil {
@@ -159,6 +170,7 @@ func (s *Store) Start(ctx context.Context) error {
 				slog.String("bucket", s.cfg.Bucket), slog.Duration("age_limit", info.Config.MaxAge))
 		}
 		s.maxValue = int(s.cfg.JS.Conn().MaxPayload()) - valueHeadroom
+		s.usable.Store(true)
 		return nil
 	})
 }
@@ -190,6 +202,7 @@ func (s *Store) streamConfig() js.StreamConfig {
 
 // Stop ends the store: Get and Put fail with ErrNotRunning.
 func (s *Store) Stop(ctx context.Context) error {
+	s.usable.Store(false)
 	return s.base.Stop(ctx, ErrNotRunning, nil)
 }
 

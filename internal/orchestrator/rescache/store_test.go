@@ -244,12 +244,18 @@ func TestNotRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
-	k, _ := s.Key(searchCall("", `{}`))
+	if _, ok := s.Key(searchCall("", `{}`)); ok {
+		t.Fatal("Key before Start: a Store not started caches nothing")
+	}
+	k := strings.Repeat("a", rescache.KeyLen)
 	if _, _, err := s.Get(ctx, k); !errors.Is(err, rescache.ErrNotRunning) {
 		t.Fatalf("Get before Start: %v", err)
 	}
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if k, _ = s.Key(searchCall("", `{}`)); k == "" {
+		t.Fatal("no key from a started Store")
 	}
 	if err := s.Put(ctx, k, result("a"), time.Minute); err != nil {
 		t.Fatal(err)

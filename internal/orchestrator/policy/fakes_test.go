@@ -244,6 +244,7 @@ type memApprovals struct {
 	cond    *sync.Cond
 	decided map[string]Decision
 	held    map[string]bool
+	holdErr error // Hold's error, when set (the bucket is unreachable)
 }
 
 func newMemApprovals() *memApprovals {
@@ -259,6 +260,9 @@ func (a *memApprovals) Required(c *Call) bool { return c.Info.Approval.Requires(
 func (a *memApprovals) Hold(_ context.Context, c *Call) (Decision, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.holdErr != nil {
+		return Decision{}, a.holdErr
+	}
 	id := approvalID(c)
 	a.held[id] = true
 	if d, ok := a.decided[id]; ok {

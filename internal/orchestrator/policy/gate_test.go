@@ -364,3 +364,16 @@ func TestGateShareAFailedRunWithItsWaiters(t *testing.T) {
 		t.Fatalf("later: %v, ran %d", err, next.count("fail"))
 	}
 }
+
+func TestGateCallNotHeldIsNotRun(t *testing.T) {
+	t.Parallel()
+	p := newGate(t, &countingNext{}, 0)
+	p.a.holdErr = errors.New("nats: timeout")
+	got, err := p.g.Dispatch(acme(t.Context()), "s", []envelope.ToolUseBlock{use("d", "deploy", `{}`), use("p", "plain", `{}`)})
+	if err != nil || got[0].Code != classify.CodeUnavailable || !got[0].Retryable || got[1].IsError {
+		t.Fatalf("a call that could not be held must be answered unavailable (not pending: no approval is open), the others run: %+v %v", got, err)
+	}
+	if p.next.count("deploy") != 0 {
+		t.Fatal("a call that could not be held must not run")
+	}
+}

@@ -152,6 +152,8 @@ func (t *gateTurn) approveThenRun(idx []int) error {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
+			case errors.Is(err, errNotHeld):
+				t.answer(i, unavailableResult(&t.calls[i]))
 			case err != nil:
 				firstErr = cmpErr(firstErr, err)
 			case d.State == Approved:
@@ -177,7 +179,7 @@ func (t *gateTurn) decide(a Approvals, i int) (Decision, error) {
 			return d, t.ctxErr()
 		}
 		t.g.log.Warn("policy: an approval could not be recorded; the call is not run", "tool", c.Tool, "err", err)
-		return Decision{}, nil // Pending: answered as still waiting
+		return Decision{}, errNotHeld
 	}
 	t.approval[i] = d.ID
 	if d.State != Pending || approvalNoWait(t.ctx) {
@@ -189,6 +191,11 @@ func (t *gateTurn) decide(a Approvals, i int) (Decision, error) {
 	}
 	return d, nil
 }
+
+// errNotHeld says a call that needs approval could not be recorded as
+// waiting for one: it is answered as the pool being unavailable (it was
+// not run, and no approval is open for it).
+var errNotHeld = errors.New("policy: the call could not be held for approval")
 
 // ctxErr is the turn's error when its ctx ended: nil for its deadline (the
 // calls are answered as still waiting), the cancellation otherwise.

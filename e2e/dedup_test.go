@@ -65,6 +65,10 @@ func TestDuplicateDispatchRunsOnce(t *testing.T) {
 	if n := streamState(t, p.js, jetstream.StreamCalls).LastSeq; n != 1 {
 		t.Errorf("TOOL_CALLS stored %d calls, want 1", n)
 	}
+	// A duplicate's answer may come from the core NATS watch on the
+	// result's subject, which sees the worker's publish before the stream
+	// has stored it: wait for the store, then count.
+	eventually(t, "the result to be stored", func() bool { return len(streamMsgs(t, p.js, jetstream.StreamResults, "")) > 0 })
 	if n := len(streamMsgs(t, p.js, jetstream.StreamResults, "")); n != 1 {
 		t.Errorf("TOOL_RESULTS holds %d results, want 1", n)
 	}

@@ -66,7 +66,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envel
 	}
 
 	t.prepare()
-	t.lookUpStored(false)              // after a restart of the NATS server: recovery.go
+	t.lookUpStored(false)             // after a restart of the NATS server: recovery.go
 	if err = d.admit(t); err != nil { // admission control: admission.go
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/progress"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -79,6 +80,17 @@ func (r *replayCmd) run(ctx context.Context, env *cli.Env, args []string) error 
 	}
 
 	cfg := dlq.ReplayConfig{Rate: rate, Timeout: r.timeout, DryRun: r.dryRun}
+	if !r.dryRun {
+		// A span per replay, linked to the dead letter's trace, when the
+		// OTEL_* environment asks for traces: exported before exit.
+		sd := &cli.Shutdown{Role: "dlq replay"}
+		defer sd.Stop()
+		tp, err := cli.Tracing(ctx, sd, "toolpool-orchestrator", nil)
+		if err != nil {
+			return cli.Usagef("%v", err)
+		}
+		cfg.Tracer = tracing.NewTracer(tp)
+	}
 	var results *dlq.ReplayResults
 	if r.wait && !r.dryRun {
 		cfg.ReplyTo = "replay-" + nuid.Next()

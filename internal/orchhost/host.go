@@ -113,6 +113,7 @@ func (h *Host) newMetrics() (err error) {
 func (h *Host) newDispatcher() (err error) {
 	dc := h.cfg.Dispatch
 	dc.NC, dc.JS, dc.Metrics, dc.Logger = h.cfg.Conn, h.js, h.m, h.cfg.Logger
+	dc.Tracer = h.cfg.Tracer
 	dc.Catalog = h.cfg.Catalog
 	if dc.Catalog == nil {
 		if h.live, err = discovery.NewCatalog(discovery.CatalogConfig{JetStream: h.js, Bucket: h.cfg.Discovery, Logger: h.cfg.Logger}); err != nil {

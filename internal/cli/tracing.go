@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
+)
+
+// TracingFlushTimeout bounds the export of the spans still buffered when
+// a command ends.
+const TracingFlushTimeout = 5 * time.Second
+
+// Tracing sets up OpenTelemetry tracing from the OTEL_* environment
+// (tracing.FromEnv) for a command whose service name is service
+// ("toolpool-orchestrator", "toolpool-worker"): nil, nil when the
+// environment does not ask for traces. Call it before deferring anything
+// else to sd: the provider's shutdown, which exports the spans still
+// buffered, is then sd's last step, after every component that records
+// spans has stopped. A setting it cannot honour (OTLP over gRPC, an
+// unknown exporter) is an error for the command to fail with.
+func Tracing(ctx context.Context, sd *Shutdown, service string, log *slog.Logger) (trace.TracerProvider, error) {
+	p, err := tracing.FromEnv(ctx, service, discovery.BuildVersion())
+	if err != nil || p == nil {
+		return nil, err
+	}
+	sd.Defer("tracing", TracingFlushTimeout, p.Shutdown, "exporting the last spans failed")
+	if log != nil {
+		log.Info("tracing on: exporting spans over OTLP/HTTP", "service", service)
+	}
+	return p.TracerProvider(), nil
+}

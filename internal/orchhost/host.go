@@ -137,6 +137,7 @@ func (h *Host) newDispatcher() (err error) {
 func (h *Host) newFronts() (err error) {
 	ac := h.cfg.API
 	ac.Dispatcher, ac.Metrics, ac.Logger = h.gate, h.front, h.cfg.Logger
+	ac.Tracer = h.cfg.Tracer
 	ac.Tasks = hostTasks{h}
 	ac.Definitions = httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
 		return h.Definitions(ctx), nil
@@ -146,6 +147,7 @@ func (h *Host) newFronts() (err error) {
 	}
 	mc := h.cfg.MCP
 	mc.Dispatcher, mc.Tools, mc.Logger = h, h.mcpTools, h.cfg.Logger
+	mc.Tracer = h.cfg.Tracer
 	mc.Tasks = hostTasks{h}
 	if mc.Keys == nil {
 		mc.Keys = h.cfg.API.Keys

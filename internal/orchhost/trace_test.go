@@ -217,3 +217,40 @@ func TestUntracedHostKeepsTraceparent(t *testing.T) {
 		t.Fatalf("%d, traceparent %q; want 200 and the caller's", resp.StatusCode, got)
 	}
 }
+
+// TestAsyncCallTrace: an async call's span is a child of the span of the
+// request that created its task (the task keeps that span's context), and
+// a GET of the task is a span of its own route.
+func TestAsyncCallTrace(t *testing.T) {
+	srv, rec := tracedPool(t)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tool_calls",
+		strings.NewReader(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_a1","name":"plain","input":{}}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Prefer", "respond-async")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusAccepted || loc == "" {
+		t.Fatalf("%d, Location %q; want 202 and the task's URL", resp.StatusCode, loc)
+	}
+	spans := endedSpans(t, rec, "POST /v1/tool_calls", "call plain")
+	post, call := spans["POST /v1/tool_calls"], spans["call plain"]
+	if call.Parent().SpanID() != post.SpanContext().SpanID() || call.SpanContext().TraceID() != post.SpanContext().TraceID() {
+		t.Errorf("the async call's span is not a child of the request that created it")
+	}
+	if got := resp.Header.Get("traceparent"); got != tracing.Traceparent(post.SpanContext()) {
+		t.Errorf("202's traceparent %q, want the request span's", got)
+	}
+	get, err := http.Get(srv.URL + loc + "?wait=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get.Body.Close()
+	if get.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", loc, get.StatusCode)
+	}
+	endedSpans(t, rec, "GET /v1/tool_calls/{id}")
+}

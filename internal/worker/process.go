@@ -11,6 +11,7 @@ import (
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -50,6 +51,11 @@ type job struct {
 	// The call's logger (callLog), kept here: no allocation of its own.
 	logH callHandler
 	log  slog.Logger
+
+	// The delivery's execute_tool span and its traceparent (trace.go):
+	// nil and "" with tracing off.
+	span        trace.Span
+	traceparent string
 
 	// The run's timer (runContext, tick): heartbeats and the timeout.
 	timer         *time.Timer
@@ -112,12 +118,18 @@ func (w *Worker) process(j *job) {
 		d.Case, d.Decision = classify.CaseMalformed, malformedDecision(err)
 		d.malformed = strings.TrimPrefix(j.msg.Subject(), jetstream.CallSubjectPrefix)
 		log := w.cfg.Logger.With(slog.String("tool", d.malformed), slog.Uint64("stream_seq", meta.Sequence.Stream))
+		if w.cfg.Tracer.On() {
+			w.startSpans(j, meta, start, d.malformed, nil)
+		}
 		w.conclude(j, &d, &ev, log)
 		return
 	}
 	log := j.callLog(call) // attributes added only when it logs
 	j.call = call
 	d.Deadline = call.Deadline
+	if w.cfg.Tracer.On() {
+		w.startSpans(j, meta, start, rt.Name, call)
+	}
 	w.attend(j, meta, &d, &ev, log)
 	w.conclude(j, &d, &ev, log)
 }
@@ -260,7 +272,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 			timeout = max(rem, time.Millisecond)
 		}
 	}
-	ctx := j.runContext(w.calls, timeout, j.served.heartbeat)
+	ctx := j.runContext(w.handlerContext(j), timeout, j.served.heartbeat)
 	defer j.endRun()
 
 	j.handler = handlerRun{j: j}

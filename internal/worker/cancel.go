@@ -269,8 +269,8 @@ var _ interface {
 func (j *job) CallInfo() tools.CallInfo {
 	call := j.call
 	tp := call.Traceparent
-	if j.traceparent != "" { // tracing on: the execute_tool span's
-		tp = j.traceparent
+	if j.tr != nil { // tracing on: the execute_tool span's
+		tp = j.tr.traceparent
 	}
 	return tools.CallInfo{
 		ID: call.ID, Key: call.Key, Tenant: call.Tenant, Tool: j.served.tool.Name, Session: call.Session,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	js "github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -52,10 +51,9 @@ type job struct {
 	logH callHandler
 	log  slog.Logger
 
-	// The delivery's execute_tool span and its traceparent (trace.go):
-	// nil and "" with tracing off.
-	span        trace.Span
-	traceparent string
+	// The delivery's spans (trace.go): nil with tracing off. A pointer
+	// keeps the job in its allocation size class.
+	tr *jobTrace
 
 	// The run's timer (runContext, tick): heartbeats and the timeout.
 	timer         *time.Timer

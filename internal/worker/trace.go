@@ -23,7 +23,14 @@ import (
 // for a worker. The handler's context carries the execute_tool span, and
 // the tool's CallInfo.Traceparent is that span's (so webhook and
 // http_request send it on). With tracing off a delivery pays the nil
-// checks only: j.span stays nil.
+// checks only: j.tr stays nil.
+
+// jobTrace is a traced delivery's execute_tool span and its traceparent
+// (what CallInfo gives the handler).
+type jobTrace struct {
+	span        trace.Span
+	traceparent string
+}
 
 // Attribute keys of the worker's span events that the tracing package does
 // not name.
@@ -78,9 +85,9 @@ func (w *Worker) startSpans(j *job, meta *js.MsgMetadata, start time.Time, tool 
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(qattrs...))
 		q.End(trace.WithTimestamp(start))
 	}
-	_, j.span = w.cfg.Tracer.Start(ctx, tracing.ExecuteTool+" "+tool, trace.WithTimestamp(start),
+	_, span := w.cfg.Tracer.Start(ctx, tracing.ExecuteTool+" "+tool, trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	j.traceparent = tracing.Traceparent(j.span.SpanContext())
+	j.tr = &jobTrace{span: span, traceparent: tracing.Traceparent(span.SpanContext())}
 }
 
 // appendNonEmpty appends key=v to attrs unless v is empty.
@@ -94,10 +101,10 @@ func appendNonEmpty(attrs []attribute.KeyValue, key attribute.Key, v string) []a
 // handlerContext is the parent of the handler's context of j: the
 // worker's, carrying the execute_tool span when tracing is on.
 func (w *Worker) handlerContext(j *job) context.Context {
-	if j.span == nil {
+	if j.tr == nil {
 		return w.calls
 	}
-	return trace.ContextWithSpan(w.calls, j.span)
+	return trace.ContextWithSpan(w.calls, j.tr.span)
 }
 
 // endSpan ends the execute_tool span of the delivery d, with its verdict v
@@ -105,8 +112,7 @@ func (w *Worker) handlerContext(j *job) context.Context {
 // outcome, the error's type and status on a failure, the events of a
 // retry, a dead letter or a hand-back.
 func (w *Worker) endSpan(j *job, d *delivery, v classify.Verdict, ev *Event, settled bool) {
-	span := j.span
-	j.span = nil
+	span := j.tr.span
 	defer span.End()
 	if !span.IsRecording() {
 		return

@@ -168,19 +168,18 @@ func TestWorkerExportsSpans(t *testing.T) {
 }
 
 // An OTLP protocol the worker cannot export with is a start-up error that
-// names the variable.
+// names the variable (exit 2). In-process: the environment is the test's.
 func TestWorkerRefusesGRPCTraces(t *testing.T) {
-	t.Parallel()
-	bin := buildWorker(t)
-	srv, _, _ := natstest.StartProvisioned(t)
-	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--demo-tools")
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
-		"OTEL_TRACES_EXPORTER=", "OTEL_SDK_DISABLED=", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=")
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
-		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	for k, v := range map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_TRACES_EXPORTER": "", "OTEL_SDK_DISABLED": "", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": ""} {
+		t.Setenv(k, v)
 	}
-	if !strings.Contains(string(out), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc") {
-		t.Errorf("the error does not name the variable:\n%s", out)
+	srv, _, _ := natstest.StartProvisioned(t)
+	var out natstest.LockedBuffer
+	if code := run(t.Context(), []string{"--nats-url", srv.ClientURL(), "--demo-tools"}, &out); code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc") {
+		t.Errorf("the error does not name the variable:\n%s", out.String())
 	}
 }

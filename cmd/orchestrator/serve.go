@@ -266,6 +266,7 @@ func (f *serveFlags) startServer(ctx context.Context, sd *cli.Shutdown, nc *nats
 	srv, err := toolpool.NewServer(toolpool.ServerConfig{
 		Conn: nc, Catalog: cat, Workers: f.workers, Concurrency: f.concurrency, DrainTimeout: f.drainTimeout,
 		Replicas: f.replicas, HistoryTTL: f.attemptsTTL, DiscoveryTTL: f.catalog.DiscoveryTTL, Metrics: metrics, Logger: log,
+		TracerProvider: f.tracer,
 	})
 	if err != nil {
 		_ = cat.Close()

@@ -17,16 +17,21 @@ const TracingFlushTimeout = 5 * time.Second
 
 // Tracing sets up OpenTelemetry tracing from the OTEL_* environment
 // (tracing.FromEnv) for a command whose service name is service
-// ("toolpool-orchestrator", "toolpool-worker"): nil, nil when the
-// environment does not ask for traces. Call it before deferring anything
-// else to sd: the provider's shutdown, which exports the spans still
-// buffered, is then sd's last step, after every component that records
-// spans has stopped. A setting it cannot honour (OTLP over gRPC, an
-// unknown exporter) is an error for the command to fail with.
+// ("toolpool-orchestrator", "toolpool-worker"; OTEL_SERVICE_NAME
+// overrides it): nil, nil when the environment does not ask for traces.
+// Call it before deferring anything else to sd: the provider's shutdown,
+// which exports the spans still buffered, is then sd's last step, after
+// every component that records spans has stopped (the calls drained at
+// shutdown are exported before the process ends). A setting it cannot
+// honour (OTLP over gRPC, an unknown exporter) is a *UsageError naming
+// the variable.
 func Tracing(ctx context.Context, sd *Shutdown, service string, log *slog.Logger) (trace.TracerProvider, error) {
 	p, err := tracing.FromEnv(ctx, service, discovery.BuildVersion())
-	if err != nil || p == nil {
-		return nil, err
+	if err != nil {
+		return nil, Usagef("%v", err)
+	}
+	if p == nil {
+		return nil, nil
 	}
 	sd.Defer("tracing", TracingFlushTimeout, p.Shutdown, "exporting the last spans failed")
 	if log != nil {

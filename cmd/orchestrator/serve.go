@@ -189,7 +189,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	f.tracer = tp
+	f.tracer = tp.TracerProvider()
 	nc, url, err := f.connect(ctx, sd, log)
 	if err != nil {
 		return err

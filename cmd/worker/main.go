@@ -26,7 +26,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolpool/toolpool/internal/cli"
-	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/worker/host"
 )
 
@@ -146,7 +145,7 @@ func serve(ctx context.Context, f *workerFlags, cat *host.Catalog, nc *nats.Conn
 	}
 	cfg := f.cfg
 	cfg.Conn, cfg.Catalog, cfg.Logger, cfg.Discovery = nc, cat, log, f.catalog.Bucket()
-	cfg.Worker.Tracer = tracing.NewTracer(tp)
+	cfg.Worker.Tracer = tp.Tracer()
 	h, err := host.New(cfg)
 	if err != nil {
 		_ = cat.Close()

@@ -31,7 +31,7 @@ func TestTracing(t *testing.T) {
 	// has nothing to send.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 	p, err = Tracing(ctx, sd, "toolpool-worker", log)
-	if err != nil || p == nil {
+	if err != nil || p == nil || !p.Tracer().On() {
 		t.Fatalf("on: Tracing = %v, %v", p, err)
 	}
 	var order []string

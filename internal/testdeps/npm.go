@@ -94,7 +94,7 @@ func lockPath(kind, key string) string {
 // missing, runs install and checks again. installed reports that install
 // ran.
 func ensureInstalled(e2e, lock string, install func(context.Context) error) (installed bool, err error) {
-	unlock, lerr := lockFile(lock)
+	unlock, lerr := testbin.LockFile(lock)
 	if lerr != nil {
 		if err := checkModules(e2e); err != nil {
 			return false, fmt.Errorf("%v, and the tests cannot install it here (%v): run `cd e2e && npm ci`", err, lerr)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/testbin"
 )
 
 // A Program is a program outside Go that some tests run.
@@ -135,7 +137,7 @@ func (p Program) aptInstall() error {
 // aptInstallLocked runs apt-get update and install under the apt lock
 // file, unless another test binary installed the program meanwhile.
 func (p Program) aptInstallLocked() error {
-	unlock, err := lockFile(lockPath("apt", "apt"))
+	unlock, err := testbin.LockFile(lockPath("apt", "apt"))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package testdeps
+package testbin
 
 import (
 	"errors"
@@ -8,10 +8,11 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive lock on the file at path (created if
-// missing), waiting for it; unlock releases it. The kernel releases it
+// LockFile takes an exclusive lock on the file at path (created if
+// missing), waiting for it; unlock releases it. Test binaries that go
+// test runs at once use it to build or install one at a time. The kernel releases it
 // too when the process dies, so a killed test binary leaves nothing held.
-func lockFile(path string) (unlock func(), err error) {
+func LockFile(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,31 +20,21 @@ import (
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/proctest"
+	"github.com/toolpool/toolpool/internal/testdeps"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 )
 
-// chromiumPath is Debian's chromium package's binary (.ci/run installs it).
-const chromiumPath = "/usr/bin/chromium"
-
 // consoleShots is where the tests write the console's screenshots that
 // docs/console.md shows: made by the tests, so never stale.
 var consoleShots = filepath.Join("..", "docs", "console")
 
-// findChromium returns the browser, or fails the test in CI (CI=true) and
-// skips it elsewhere.
+// findChromium returns the browser (testdeps.Chromium: installed in CI
+// when missing, skipping the test elsewhere).
 func findChromium(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath(chromiumPath)
-	if err == nil {
-		return path
-	}
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatalf("%s is missing, and CI must run the console's browser tests: install Debian's chromium package (.ci/run does)", chromiumPath)
-	}
-	t.Skipf("%s is missing: install Debian's chromium package to run the console's browser tests", chromiumPath)
-	return ""
+	return testdeps.Chromium.Path(t)
 }
 
 // consolePool is `orchestrator serve` (embedded NATS, in-process workers

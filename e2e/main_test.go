@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/testbin"
 )
 
@@ -34,6 +35,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	// The tests mostly wait on child processes, servers and timers (about
+	// a third of a core on average at 2 at a time): 4 run at once.
+	proctest.ParallelAtLeast(4)
 	code := m.Run()
 	if code != 0 {
 		return code

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,28 +17,21 @@ import (
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/internal/proctest"
-	"github.com/toolpool/toolpool/internal/testbin"
+	"github.com/toolpool/toolpool/internal/testdeps"
 	"github.com/toolpool/toolpool/internal/worker/catalog"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 // everythingServer is the entry point of the reference MCP server that
-// `npm ci` in e2e/ installs (package.json pins it). Its absence fails the
-// test: CI runs npm ci first.
+// e2e/package-lock.json pins (testdeps.NodeModules installs it when
+// missing).
 func everythingServer(t *testing.T) (node, entry string) {
 	t.Helper()
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry = filepath.Join(root, "e2e", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	node, dir := testdeps.NodeModules(t)
+	entry = filepath.Join(dir, "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(entry); err != nil {
-		t.Fatalf("the reference MCP server is not installed (%v): run `npm ci` in e2e/ first", err)
-	}
-	node, err = exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node (Node.js 20) is needed to run the reference MCP server: %v", err)
+		t.Fatalf("the reference MCP server is not in e2e/node_modules: %v", err)
 	}
 	return node, entry
 }

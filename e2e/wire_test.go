@@ -18,7 +18,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/proctest"
-	"github.com/toolpool/toolpool/internal/testbin"
+	"github.com/toolpool/toolpool/internal/testdeps"
 )
 
 // The model APIs' official TypeScript SDKs (@anthropic-ai/sdk, openai,
@@ -101,24 +101,18 @@ func TestModelSDKsLoopThroughThePool(t *testing.T) {
 	}
 }
 
-// wireScripts finds node and the installed SDKs. Their absence fails the
-// test: CI runs npm ci in e2e/ first.
+// wireScripts finds node and the SDKs e2e/package-lock.json pins
+// (testdeps.NodeModules installs them when missing), and returns the
+// scripts' directory.
 func wireScripts(t *testing.T) (node, dir string) {
 	t.Helper()
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, modules := testdeps.NodeModules(t)
 	for _, pkg := range []string{"@anthropic-ai/sdk", "openai", "@google/genai"} {
-		if _, err := os.Stat(filepath.Join(root, "e2e", "node_modules", pkg, "package.json")); err != nil {
-			t.Fatalf("the SDK %s is not installed (%v): run `npm ci` in e2e/ first", pkg, err)
+		if _, err := os.Stat(filepath.Join(modules, pkg, "package.json")); err != nil {
+			t.Fatalf("the SDK %s is not in e2e/node_modules: %v", pkg, err)
 		}
 	}
-	node, err = exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node (Node.js 20) is needed to run the SDKs: %v", err)
-	}
-	return node, filepath.Join(root, "e2e", "testdata")
+	return node, filepath.Join(filepath.Dir(modules), "testdata")
 }
 
 // startWireServe starts `orchestrator serve` with the demo tools and

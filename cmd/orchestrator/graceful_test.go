@@ -25,10 +25,7 @@ import (
 func TestServeDrainsHTTPOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "orchestrator")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := orchestratorBin(t)
 	cmd := exec.Command(bin, "serve", "--data-dir", filepath.Join(tmp, "data"), "--nats-listen", "127.0.0.1:0",
 		"--http", "127.0.0.1:0", "--workspace", filepath.Join(tmp, "ws"), "--workers", "1",
 		"--drain-timeout", "2s", "--log-format", "json")

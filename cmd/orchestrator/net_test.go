@@ -23,6 +23,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/proctest"
+	"github.com/toolpool/toolpool/internal/testbin"
 	"github.com/toolpool/toolpool/jetstream"
 )
 
@@ -42,14 +43,11 @@ func TestServeRefusesBadInstance(t *testing.T) {
 	}
 }
 
-// orchestratorBin builds the orchestrator binary into a temporary directory.
+// orchestratorBin builds the orchestrator binary (once per go test run:
+// testbin shares it).
 func orchestratorBin(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "orchestrator")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Program(t, "./cmd/orchestrator")
 }
 
 // serveProc is an `orchestrator serve` process of a test.

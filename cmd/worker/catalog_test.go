@@ -19,6 +19,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
+	"github.com/toolpool/toolpool/internal/testbin"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -206,15 +207,11 @@ func TestWorkerRefusesBadCatalog(t *testing.T) {
 	}
 }
 
-// buildWorker builds the worker binary into a temporary directory.
+// buildWorker builds the worker binary (once per go test run: testbin
+// shares it).
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "worker")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Program(t, "./cmd/worker")
 }
 
 // TestKilledWorkerProcessExpires: a worker process killed with SIGKILL

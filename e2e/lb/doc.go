@@ -12,8 +12,9 @@
 // answered each request.
 //
 // TestMain builds nats-server (the version pinned in go.mod),
-// cmd/orchestrator and cmd/worker once. The tests need haproxy on PATH
-// (or in /usr/sbin) and, for the Node.js clients, `npm ci` in e2e/; in
-// CI (CI=true) a missing haproxy fails the tests, elsewhere it skips
-// them.
+// cmd/orchestrator and cmd/worker once (internal/testbin). The tests need
+// haproxy on PATH (or in /usr/sbin) and, for the Node.js clients, e2e's
+// npm packages, which internal/testdeps installs from the lockfile when
+// missing; in CI (CI=true) a missing haproxy is installed or fails the
+// tests, elsewhere it skips them.
 package lb

@@ -20,6 +20,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/proctest"
+	"github.com/toolpool/toolpool/internal/testdeps"
 )
 
 // waitLong bounds every wait for something that should happen: generous,
@@ -238,22 +239,11 @@ func (s *stack) waitProxyRoutes(n int) {
 }
 
 // findHAProxy returns the haproxy program (on PATH, or in /usr/sbin,
-// which a user's PATH may lack), or fails the test in CI (CI=true) and
-// skips it elsewhere when it is not installed.
+// which a user's PATH may lack): testdeps.HAProxy, installed in CI when
+// missing, skipping the test elsewhere.
 func findHAProxy(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("haproxy")
-	if err == nil {
-		return path
-	}
-	if _, serr := os.Stat("/usr/sbin/haproxy"); serr == nil {
-		return "/usr/sbin/haproxy"
-	}
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatalf("haproxy is missing, and CI must run the load-balancer suite: install Debian's haproxy package (.ci/run does)")
-	}
-	t.Skipf("haproxy is not installed (Debian's haproxy package; .ci/run installs it): %v", err)
-	return ""
+	return testdeps.HAProxy.Path(t)
 }
 
 // jsAnswers reports whether JetStream answers at url.

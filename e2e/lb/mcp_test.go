@@ -16,7 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolpool/toolpool/internal/testbin"
+	"github.com/toolpool/toolpool/internal/testdeps"
 )
 
 // mcpPath is the MCP endpoint of the replicas (and so of the proxy).
@@ -175,21 +175,14 @@ func (s *stack) checkRanOnce(t *testing.T, prefix string, n int) {
 	}
 }
 
-// nodeModules is e2e/node_modules, failing the test when pkg is not
-// installed there (CI runs npm ci in e2e/ first), and node.
+// nodeModules is node and e2e/node_modules with e2e's pinned packages,
+// pkg among them (testdeps.NodeModules installs them from the lockfile
+// when missing).
 func nodeModules(t *testing.T, pkg string) (node, dir string) {
 	t.Helper()
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir = filepath.Join(root, "e2e", "node_modules")
+	node, dir = testdeps.NodeModules(t)
 	if _, err := os.Stat(filepath.Join(dir, pkg, "package.json")); err != nil {
-		t.Fatalf("%s is not installed (%v): run `npm ci` in e2e/ first", pkg, err)
-	}
-	node, err = exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node (Node.js 20) is needed to run %s: %v", pkg, err)
+		t.Fatalf("%s is not in e2e/package-lock.json: %v", pkg, err)
 	}
 	return node, dir
 }

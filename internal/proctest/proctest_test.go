@@ -1,6 +1,7 @@
 package proctest_test
 
 import (
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -265,5 +266,26 @@ func (f *fakeT) runCleanups() {
 	f.mu.Unlock()
 	for i := len(fns) - 1; i >= 0; i-- {
 		fns[i]()
+	}
+}
+
+// TestParallelAtLeast raises -parallel when it was not given, and never
+// lowers it.
+func TestParallelAtLeast(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	before := f.Value.String()
+	t.Cleanup(func() { _ = f.Value.Set(before) })
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	want := runtime.GOMAXPROCS(0) + 3
+	proctest.ParallelAtLeast(want)
+	if got := f.Value.String(); !given && got != strconv.Itoa(want) {
+		t.Errorf("-parallel %s after ParallelAtLeast(%d), want %d", got, want, want)
+	} else if given && got != before {
+		t.Errorf("-parallel %s given, %s after ParallelAtLeast", before, got)
+	}
+	proctest.ParallelAtLeast(1)
+	if got := f.Value.String(); got == "1" {
+		t.Errorf("ParallelAtLeast(1) lowered -parallel to 1")
 	}
 }

@@ -16,11 +16,9 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +26,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/toolpool/toolpool/internal/testdeps"
 )
 
 // Scrape GETs url and returns the body, in the text exposition format.
@@ -188,20 +188,12 @@ func hasLabels(m *dto.Metric, labels []string) bool {
 	return true
 }
 
-// Promtool returns the path of promtool. When it is not on PATH it fails
-// the test if the CI environment variable is true (CI must lint), and
-// skips it otherwise.
+// Promtool returns the path of promtool (testdeps.Promtool: with CI=true
+// installed when missing, or the test fails; elsewhere a missing promtool
+// skips the test, naming the command that installs it).
 func Promtool(t testing.TB) string {
 	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err == nil {
-		return path
-	}
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatalf("promtool is not on PATH, and CI must lint the metrics: install Debian's prometheus package (.ci/run does)")
-	}
-	t.Skip("promtool is not on PATH: install it (apt-get install prometheus) to lint the metrics and the alert rules")
-	return ""
+	return testdeps.Promtool.Path(t)
 }
 
 // CheckMetrics runs `promtool check metrics` on a scrape and fails the test

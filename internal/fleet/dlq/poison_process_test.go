@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,38 +13,17 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/testbin"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools/demo"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string // removed by TestMain
-	workerBin string
-	buildErr  error
-)
-
-// buildWorker builds cmd/worker once per test binary.
+// buildWorker builds cmd/worker (once per go test run: testbin shares it).
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		var err error
-		if buildDir, err = os.MkdirTemp("", "toolpool-dlq-test-"); err != nil {
-			buildErr = err
-			return
-		}
-		workerBin = filepath.Join(buildDir, "worker")
-		cmd := exec.Command("go", "build", "-o", workerBin, "github.com/toolpool/toolpool/cmd/worker")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build cmd/worker: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return workerBin
+	return testbin.Program(t, "./cmd/worker")
 }
 
 // supervisor keeps n worker processes running: whenever one exits, it is

@@ -33,7 +33,7 @@ type history struct {
 	every  time.Duration
 
 	mu      sync.Mutex // one read at a time
-	samples []Sample   // oldest first, one per slot
+	slots   []*slotAcc // oldest first, one per slot
 	lastSeq uint64
 	readAt  time.Time
 }
@@ -45,7 +45,7 @@ func openHistory(ctx context.Context, cfg Config) (*history, error) {
 	if errors.Is(err, js.ErrStreamNotFound) {
 		st, err = j.CreateStream(ctx, js.StreamConfig{
 			Name:        StreamDefault,
-			Description: "toolpool: the fleet's state every 10 seconds (the console's charts), one sample per slot",
+			Description: "toolpool: the fleet's state every 10 seconds (the console's charts), one sample per orchestrator and slot",
 			Subjects:    []string{SubjectDefault},
 			Retention:   js.LimitsPolicy,
 			MaxAge:      cfg.Keep,
@@ -66,19 +66,167 @@ func openHistory(ctx context.Context, cfg Config) (*history, error) {
 	return &history{js: j, stream: st, keep: cmp.Or(st.CachedInfo().Config.MaxAge, cfg.Keep), every: cfg.SampleEvery}, nil
 }
 
-// msgID is the slot's message id: every replica's sample of one slot has
-// the same, and the stream keeps the first.
-func msgID(start time.Time) string { return "hist-" + strconv.FormatInt(start.Unix(), 10) }
+// msgID is the message id of one orchestrator's sample of a slot: a
+// publish retried is stored once.
+func msgID(start time.Time, instance string) string {
+	return "hist-" + strconv.FormatInt(start.Unix(), 10) + "-" + instance
+}
 
-// publish writes the slot's sample (a duplicate of another replica's is
-// dropped by the stream).
-func (h *history) publish(ctx context.Context, s Sample) error {
-	data, err := json.Marshal(s)
+// wireSample is what one orchestrator writes for one slot: its own
+// results, and the fleet's backlog as it read it at the slot's end.
+type wireSample struct {
+	At        time.Time  `json:"at"`
+	Every     int64      `json:"every_s"`
+	Instance  string     `json:"instance"`
+	Tools     []wireTool `json:"tools"`
+	Truncated int        `json:"truncated,omitempty"`
+}
+
+// wireRates are one orchestrator's results of a tool in a slot.
+type wireRates struct {
+	Results int            `json:"results,omitempty"`
+	Errors  map[string]int `json:"errors,omitempty"`
+	// Exec is the execution times' histogram: (bucket, count) pairs.
+	Exec [][2]uint32 `json:"exec,omitempty"`
+}
+
+// wireTool is one tool in a wireSample.
+type wireTool struct {
+	Tool string `json:"tool"`
+	wireRates
+	Queued    uint64        `json:"queued"`
+	Running   int           `json:"running"`
+	Waiting   int           `json:"waiting"`
+	OldestAge time.Duration `json:"oldest_age_ns,omitempty"`
+	State     State         `json:"state"`
+}
+
+// publish writes this orchestrator's sample of a slot.
+func (h *history) publish(ctx context.Context, w wireSample) error {
+	data, err := json.Marshal(w)
 	if err != nil {
 		return err
 	}
-	_, err = h.js.Publish(ctx, SubjectDefault, data, js.WithMsgID(msgID(s.At)), js.WithExpectStream(StreamDefault))
+	_, err = h.js.Publish(ctx, SubjectDefault, data, js.WithMsgID(msgID(w.At, w.Instance)), js.WithExpectStream(StreamDefault))
 	return err
+}
+
+// buildWire makes this orchestrator's sample of the slot starting at
+// start from the backlog read at its end and its results in the slot.
+func buildWire(start time.Time, instance string, every time.Duration, tools []ToolBacklog, rates map[string]wireRates) wireSample {
+	w := wireSample{At: start.UTC(), Every: int64(every / time.Second), Instance: instance}
+	byTool := map[string]*wireTool{}
+	for _, b := range tools {
+		byTool[b.Tool] = &wireTool{Tool: b.Tool, Queued: b.Queued, Running: b.Running, Waiting: b.Waiting,
+			OldestAge: b.OldestAge, State: cmp.Or(b.State, StateOK)}
+	}
+	for tool, r := range rates {
+		wt := byTool[tool]
+		if wt == nil {
+			wt = &wireTool{Tool: tool, State: StateOK}
+			byTool[tool] = wt
+		}
+		wt.wireRates = r
+	}
+	list := slices.Collect(maps.Values(byTool))
+	if len(list) > MaxToolsPerSample { // keep the busiest
+		slices.SortFunc(list, func(a, b *wireTool) int {
+			return cmp.Or(cmp.Compare(uint64(b.Results)+b.Queued, uint64(a.Results)+a.Queued), cmp.Compare(a.Tool, b.Tool))
+		})
+		w.Truncated = len(list) - MaxToolsPerSample
+		list = list[:MaxToolsPerSample]
+	}
+	slices.SortFunc(list, func(a, b *wireTool) int { return cmp.Compare(a.Tool, b.Tool) })
+	w.Tools = make([]wireTool, 0, len(list))
+	for _, wt := range list {
+		w.Tools = append(w.Tools, *wt)
+	}
+	return w
+}
+
+// slotAcc is one slot's samples summed: every orchestrator's results, and
+// the backlog of the first sample read.
+type slotAcc struct {
+	at        time.Time
+	every     int64
+	instances []string
+	truncated int
+	tools     map[string]*toolAcc
+	built     *Sample // the Sample made of it; nil after a change
+}
+
+// toolAcc is one tool in a slotAcc.
+type toolAcc struct {
+	results int
+	errors  map[string]int
+	exec    map[int]uint32
+	backlog *wireTool // the first sample's reading
+}
+
+// add sums one orchestrator's sample into the slot; a second sample of an
+// instance (written again after the deduplication window) is ignored.
+func (a *slotAcc) add(w *wireSample) {
+	if slices.Contains(a.instances, w.Instance) || len(a.instances) >= 64 {
+		return
+	}
+	a.instances = append(a.instances, w.Instance)
+	a.truncated = max(a.truncated, w.Truncated)
+	a.built = nil
+	for i := range w.Tools {
+		wt := &w.Tools[i]
+		t := a.tools[wt.Tool]
+		if t == nil {
+			t = &toolAcc{backlog: wt}
+			a.tools[wt.Tool] = t
+		}
+		t.results += wt.Results
+		for class, n := range wt.Errors {
+			if t.errors == nil {
+				t.errors = map[string]int{}
+			}
+			t.errors[class] += n
+		}
+		for _, p := range wt.Exec {
+			if int(p[0]) < histBuckets {
+				if t.exec == nil {
+					t.exec = map[int]uint32{}
+				}
+				t.exec[int(p[0])] += p[1]
+			}
+		}
+	}
+}
+
+// sample makes the slot's Sample.
+func (a *slotAcc) sample() Sample {
+	if a.built != nil {
+		return *a.built
+	}
+	secs := float64(max(a.every, 1))
+	s := Sample{At: a.at, Instances: slices.Sorted(slices.Values(a.instances)), Truncated: a.truncated,
+		Pool: ToolSample{State: StateOK}, Tools: make([]ToolSample, 0, len(a.tools))}
+	pool := map[int]uint32{}
+	for _, tool := range slices.Sorted(maps.Keys(a.tools)) {
+		t := a.tools[tool]
+		b := t.backlog
+		ts := ToolSample{Tool: tool, CallsPerSec: float64(t.results) / secs, Queued: b.Queued, Running: b.Running,
+			Waiting: b.Waiting, OldestAge: b.OldestAge, State: cmp.Or(b.State, StateOK)}
+		for class, n := range t.errors {
+			if ts.ErrorsPerSec == nil {
+				ts.ErrorsPerSec = map[string]float64{}
+			}
+			ts.ErrorsPerSec[class] = float64(n) / secs
+		}
+		ts.P50, ts.P99 = percentiles(t.exec)
+		for bucket, n := range t.exec {
+			pool[bucket] += n
+		}
+		addTo(&s.Pool, &ts)
+		s.Tools = append(s.Tools, ts)
+	}
+	s.Pool.P50, s.Pool.P99 = percentiles(pool)
+	a.built = &s
+	return s
 }
 
 // rangeFrom returns the samples from since on, reading the stream's new
@@ -93,12 +241,14 @@ func (h *history) rangeFrom(ctx context.Context, since time.Time) ([]Sample, err
 			h.readAt = now
 		}
 	}
-	if h.keep > 0 {
-		cut, _ := slices.BinarySearchFunc(h.samples, now.Add(-h.keep), func(s Sample, t time.Time) int { return s.At.Compare(t) })
-		h.samples = h.samples[cut:]
+	atOf := func(a *slotAcc, t time.Time) int { return a.at.Compare(t) }
+	cut, _ := slices.BinarySearchFunc(h.slots, now.Add(-h.keep), atOf)
+	h.slots = h.slots[cut:]
+	from, _ := slices.BinarySearchFunc(h.slots, since, atOf)
+	out := make([]Sample, 0, len(h.slots)-from)
+	for _, a := range h.slots[from:] {
+		out = append(out, a.sample())
 	}
-	from, _ := slices.BinarySearchFunc(h.samples, since, func(s Sample, t time.Time) int { return s.At.Compare(t) })
-	out := slices.Clone(h.samples[from:])
 	if err != nil {
 		return out, fmt.Errorf("backlog: reading %s: %w", StreamDefault, err)
 	}
@@ -139,11 +289,9 @@ func (h *history) readNew(ctx context.Context, now time.Time) error {
 		n := 0
 		for msg := range batch.Messages() {
 			n++
-			meta, err := msg.Metadata()
-			if err != nil {
-				continue
+			if meta, err := msg.Metadata(); err == nil {
+				h.lastSeq = max(h.lastSeq, meta.Sequence.Stream)
 			}
-			h.lastSeq = max(h.lastSeq, meta.Sequence.Stream)
 			h.add(msg.Data())
 		}
 		if err := batch.Error(); err != nil {
@@ -156,65 +304,17 @@ func (h *history) readNew(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// add keeps one stored sample, unless it is malformed or its slot is
-// already kept (a duplicate written after the deduplication window).
+// add sums one stored sample into its slot, unless it is malformed.
 func (h *history) add(data []byte) {
-	var s Sample
-	if json.Unmarshal(data, &s) != nil || s.At.IsZero() || len(s.Tools) > MaxToolsPerSample {
+	var w wireSample
+	if json.Unmarshal(data, &w) != nil || w.At.IsZero() || w.Instance == "" || len(w.Tools) > MaxToolsPerSample || w.Every < 1 {
 		return
 	}
-	i, found := slices.BinarySearchFunc(h.samples, s.At, func(x Sample, t time.Time) int { return x.At.Compare(t) })
-	if found {
-		return
+	i, found := slices.BinarySearchFunc(h.slots, w.At, func(a *slotAcc, t time.Time) int { return a.at.Compare(t) })
+	if !found {
+		h.slots = slices.Insert(h.slots, i, &slotAcc{at: w.At, every: w.Every, tools: map[string]*toolAcc{}})
 	}
-	h.samples = slices.Insert(h.samples, i, s)
-}
-
-// buildSample makes the sample of the slot starting at start from the
-// backlog read at its end and the results counted in it.
-func buildSample(start time.Time, instance string, every time.Duration, tools []ToolBacklog, rates map[string]slotRates) Sample {
-	s := Sample{At: start.UTC(), Instance: instance, Pool: ToolSample{State: StateOK}}
-	byTool := map[string]*ToolSample{}
-	for _, b := range tools {
-		byTool[b.Tool] = &ToolSample{Tool: b.Tool, Queued: b.Queued, Running: b.Running, Waiting: b.Waiting,
-			OldestAge: b.OldestAge, State: cmp.Or(b.State, StateOK)}
-	}
-	secs := every.Seconds()
-	var all []time.Duration
-	for tool, r := range rates {
-		ts := byTool[tool]
-		if ts == nil {
-			ts = &ToolSample{Tool: tool, State: StateOK}
-			byTool[tool] = ts
-		}
-		ts.CallsPerSec = float64(r.total) / secs
-		for class, n := range r.byClass {
-			if ts.ErrorsPerSec == nil {
-				ts.ErrorsPerSec = map[string]float64{}
-			}
-			ts.ErrorsPerSec[class] = float64(n) / secs
-		}
-		all = append(all, r.exec...)
-		ts.P50, ts.P99 = percentiles(r.exec)
-	}
-	s.Pool.P50, s.Pool.P99 = percentiles(all)
-	list := slices.Collect(maps.Values(byTool))
-	for _, ts := range list {
-		addTo(&s.Pool, ts)
-	}
-	if len(list) > MaxToolsPerSample { // keep the busiest
-		slices.SortFunc(list, func(a, b *ToolSample) int {
-			return cmp.Or(cmp.Compare(b.CallsPerSec+float64(b.Queued), a.CallsPerSec+float64(a.Queued)), cmp.Compare(a.Tool, b.Tool))
-		})
-		s.Truncated = len(list) - MaxToolsPerSample
-		list = list[:MaxToolsPerSample]
-	}
-	slices.SortFunc(list, func(a, b *ToolSample) int { return cmp.Compare(a.Tool, b.Tool) })
-	s.Tools = make([]ToolSample, 0, len(list))
-	for _, ts := range list {
-		s.Tools = append(s.Tools, *ts)
-	}
-	return s
+	h.slots[i].add(&w)
 }
 
 // addTo adds one tool to the pool's sums.

@@ -74,28 +74,65 @@ func TestStallNeedsNothingMoving(t *testing.T) {
 }
 
 // A sample over the cap keeps the busiest tools and says how many it left
-// out; the pool sums them all.
-func TestSampleCap(t *testing.T) {
+// out; two orchestrators' samples of a slot add up: their results summed,
+// the percentiles over both, the backlog read once.
+func TestSamplesAddUp(t *testing.T) {
 	var tools []ToolBacklog
 	for i := range MaxToolsPerSample + 5 {
-		tools = append(tools, ToolBacklog{Tool: string(rune('a'+i%26)) + string(rune('a'+i/26)), Queued: uint64(i), State: StateOK})
+		tools = append(tools, ToolBacklog{Tool: string(rune('a'+i%26)) + string(rune('a'+i/26)), Queued: uint64(i) + 1, State: StateOK})
 	}
-	tools[0].State = StateStalled
-	s := buildSample(time.Unix(100, 0), "i", SampleEvery, tools, map[string]slotRates{
-		"aa": {total: 20, byClass: map[string]int{"timeout": 10}, exec: []time.Duration{1, 2, 3}}})
-	if len(s.Tools) != MaxToolsPerSample || s.Truncated != 5 {
-		t.Fatalf("%d tools, %d truncated", len(s.Tools), s.Truncated)
+	tools[len(tools)-1].State = StateStalled
+	start := time.Unix(1_800_000_000, 0)
+	ra := newResults(SampleEvery)
+	for i := range 10 {
+		ra.add(start, "echo", "", time.Duration(i+1)*time.Millisecond)
 	}
-	if s.Pool.State != StateStalled || s.Pool.CallsPerSec != 2 || s.Pool.ErrorsPerSec["timeout"] != 1 || s.Pool.P50 != 2 {
-		t.Errorf("pool %+v", s.Pool)
+	ra.add(start, "echo", "timeout", time.Second)
+	rb := newResults(SampleEvery)
+	for range 9 {
+		rb.add(start.Add(time.Second), "echo", "", 100*time.Millisecond)
 	}
-	want := uint64((MaxToolsPerSample + 4) * (MaxToolsPerSample + 5) / 2)
-	if s.Pool.Queued != want {
-		t.Errorf("pool queued %d, want %d", s.Pool.Queued, want)
+	wa := buildWire(start, "orch-a", SampleEvery, tools, ra.take(start))
+	wb := buildWire(start, "orch-b", SampleEvery, tools[:3], rb.take(start))
+	if len(wa.Tools) != MaxToolsPerSample || wa.Truncated != 6 {
+		t.Fatalf("%d tools, %d truncated", len(wa.Tools), wa.Truncated)
+	}
+	acc := &slotAcc{at: start, every: 10, tools: map[string]*toolAcc{}}
+	acc.add(&wa)
+	acc.add(&wb)
+	acc.add(&wb) // written again: once
+	s := acc.sample()
+	if len(s.Instances) != 2 || s.Pool.State != StateStalled {
+		t.Errorf("instances %v, pool state %s", s.Instances, s.Pool.State)
+	}
+	var echo ToolSample
+	for _, ts := range s.Tools {
+		if ts.Tool == "echo" {
+			echo = ts
+		}
+	}
+	if echo.CallsPerSec != 2 || echo.ErrorsPerSec["timeout"] != 0.1 || s.Pool.CallsPerSec != 2 {
+		t.Errorf("echo %+v, pool %+v", echo, s.Pool)
+	}
+	// 20 times: 1..10 ms, nine of 100 ms, 1 s: p50 is the 10th, 10 ms
+	// (its bucket's top), p99 is 1 s.
+	if echo.P50 < 10*time.Millisecond || echo.P50 > 12*time.Millisecond || echo.P99 < time.Second || echo.P99 > 1200*time.Millisecond {
+		t.Errorf("p50 %v p99 %v", echo.P50, echo.P99)
 	}
 	for i := 1; i < len(s.Tools); i++ {
 		if s.Tools[i-1].Tool >= s.Tools[i].Tool {
 			t.Fatalf("tools not sorted: %s, %s", s.Tools[i-1].Tool, s.Tools[i].Tool)
 		}
+	}
+}
+
+// Counting a result of a tool already counted in the slot allocates
+// nothing: it is on the path of every result.
+func TestCountingAllocatesNothing(t *testing.T) {
+	r := newResults(time.Hour)
+	now := time.Now()
+	r.add(now, "echo", "transient", time.Millisecond)
+	if n := testing.AllocsPerRun(1000, func() { r.add(now, "echo", "transient", time.Millisecond) }); n != 0 {
+		t.Errorf("%v allocations per result", n)
 	}
 }

@@ -10,11 +10,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/toolpool/toolpool/internal/infra/startstop"
-	"github.com/toolpool/toolpool/jetstream"
 )
+
+// ObserveResult counts a result that reached one of this orchestrator's
+// callers (dispatch.Config.OnResult): its tool, its error class (empty on
+// success) and the worker's execution time. It allocates nothing but for
+// a tool's first result in a slot.
+func (m *Monitor) ObserveResult(tool, class string, exec time.Duration) {
+	m.res.add(time.Now(), tool, class, exec)
+}
 
 // ErrStopped is the cause with which Stop ends the monitor's work.
 var ErrStopped = errors.New("backlog: monitor stopped")
@@ -31,7 +36,6 @@ type Monitor struct {
 	cfg Config
 	log *slog.Logger
 	res *results
-	sub *nats.Subscription
 	his atomic.Pointer[history] // nil with Config.NoHistory or when the stream is unusable
 
 	readMu sync.Mutex // one reading at a time; the others wait for it
@@ -59,19 +63,12 @@ func New(cfg Config) (*Monitor, error) {
 // backing up.
 func (m *Monitor) BacklogAge() time.Duration { return m.cfg.BacklogAge }
 
-// Start counts the fleet's results, binds the history's stream (creating
-// it when missing) and starts sampling. Without the stream (a server
+// Start binds the history's stream (creating it when missing) and starts
+// sampling. Without the stream (a server
 // short of storage, a stream of another shape) the monitor runs without
 // history and says so in the log: the backlog is still read.
 func (m *Monitor) Start(ctx context.Context) error {
 	err := m.Base.Start(ctx, func(context.Context) error {
-		sub, err := m.cfg.Conn.Subscribe(jetstream.ResultSubjectPrefix+">", m.res.onMsg)
-		if err != nil {
-			return fmt.Errorf("backlog: watching results: %w", err)
-		}
-		_ = sub.SetPendingLimits(65536, 64<<20)
-		m.sub = sub
-		m.res.start(time.Now())
 		if !m.cfg.NoHistory {
 			h, err := openHistory(ctx, m.cfg)
 			if err != nil {
@@ -90,14 +87,9 @@ func (m *Monitor) Start(ctx context.Context) error {
 	return err
 }
 
-// Stop stops sampling and counting.
+// Stop stops sampling.
 func (m *Monitor) Stop(ctx context.Context) error {
-	return m.Base.Stop(ctx, ErrStopped, func(context.Context) error {
-		if m.sub != nil {
-			_ = m.sub.Unsubscribe()
-		}
-		return nil
-	})
+	return m.Base.Stop(ctx, ErrStopped, nil)
 }
 
 // Backlog returns every tool's backlog, sorted by name: the tools with a
@@ -159,8 +151,8 @@ func (m *Monitor) loop(life context.Context) {
 	}
 }
 
-// sample reads the backlog at the end of the slot that ends at end and,
-// when the slot's results were counted whole, writes its sample.
+// sample reads the backlog at the end of the slot that ends at end and
+// writes this orchestrator's sample of the slot.
 func (m *Monitor) sample(life context.Context, end time.Time) {
 	ctx, cancel := context.WithTimeout(life, readTimeout)
 	defer cancel()
@@ -174,13 +166,13 @@ func (m *Monitor) sample(life context.Context, end time.Time) {
 		}
 	}
 	start := end.Add(-m.cfg.SampleEvery)
-	rates, whole := m.res.take(start)
+	rates := m.res.take(start)
 	his := m.his.Load()
-	if his == nil || !whole {
+	if his == nil {
 		return
 	}
-	s := buildSample(start, m.cfg.Instance, m.cfg.SampleEvery, tools, rates)
-	if err := his.publish(ctx, s); err != nil && life.Err() == nil {
+	w := buildWire(start, m.cfg.Instance, m.cfg.SampleEvery, tools, rates)
+	if err := his.publish(ctx, w); err != nil && life.Err() == nil {
 		m.log.Warn("writing the backlog's sample failed", "slot", start, "err", err)
 	}
 }

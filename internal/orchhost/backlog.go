@@ -12,7 +12,7 @@ import (
 // the live catalog and the schedulers) and registers its metrics.
 func (h *Host) newBacklog() (err error) {
 	bc := h.cfg.Backlog
-	bc.Conn, bc.JetStream, bc.Logger = h.cfg.Conn, h.js, h.cfg.Logger
+	bc.JetStream, bc.Logger = h.js, h.cfg.Logger
 	bc.Instance, bc.Snapshot = h.d.Instance(), h.fleetSchedSnapshot
 	if h.live != nil {
 		bc.Live = h.live

@@ -75,7 +75,7 @@ type Config struct {
 	Console *console.Config
 	// Backlog is the backlog monitor's configuration: the thresholds of
 	// its states (BacklogAge, StallAfter) and the history's stream
-	// (Keep; its Replicas default to Replicas). Its Conn, JetStream,
+	// (Keep; its Replicas default to Replicas). Its JetStream,
 	// Live, Snapshot, Instance and Logger are set by the Host.
 	Backlog backlog.Config
 	// Checks are more readiness checks for Handler's /readyz, e.g. those

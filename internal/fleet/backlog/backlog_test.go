@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/fleet/backlog"
@@ -61,14 +60,14 @@ func (w *workers) Workers(_ context.Context, tool string) []discovery.Announceme
 
 // setup starts a provisioned server, makes tool's consumer and queues n
 // calls of it.
-func setup(t *testing.T, tool string, n int) (*nats.Conn, js.JetStream) {
+func setup(t *testing.T, tool string, n int) js.JetStream {
 	t.Helper()
-	_, nc, j := natstest.StartProvisioned(t)
+	_, _, j := natstest.StartProvisioned(t)
 	if _, err := jetstream.EnsureConsumer(ctxFor(t), j, jetstream.ConsumerSpec{Tool: tool}); err != nil {
 		t.Fatal(err)
 	}
 	queue(t, j, tool, n)
-	return nc, j
+	return j
 }
 
 func queue(t *testing.T, j js.JetStream, tool string, n int) {
@@ -114,8 +113,8 @@ func find(t *testing.T, m *backlog.Monitor, tool string) backlog.ToolBacklog {
 // took them all.
 func TestBacklogAgeGrowsThenDrains(t *testing.T) {
 	t.Parallel()
-	nc, j := setup(t, "slow", 3)
-	m := start(t, backlog.Config{Conn: nc, JetStream: j, Live: liveFor("slow"), BacklogAge: 2 * time.Second,
+	j := setup(t, "slow", 3)
+	m := start(t, backlog.Config{JetStream: j, Live: liveFor("slow"), BacklogAge: 2 * time.Second,
 		StallAfter: time.Hour, NoHistory: true})
 
 	first := find(t, m, "slow")
@@ -161,8 +160,8 @@ func TestBacklogAgeGrowsThenDrains(t *testing.T) {
 // Calls queued for a tool no live worker serves: stalled, at once.
 func TestStalledWithoutWorker(t *testing.T) {
 	t.Parallel()
-	nc, j := setup(t, "orphan", 1)
-	m := start(t, backlog.Config{Conn: nc, JetStream: j, Live: liveFor("other"), NoHistory: true})
+	j := setup(t, "orphan", 1)
+	m := start(t, backlog.Config{JetStream: j, Live: liveFor("other"), NoHistory: true})
 	b := find(t, m, "orphan")
 	if b.State != backlog.StateStalled || b.Workers != 0 || !strings.Contains(b.Reason, "no live worker serves orphan") {
 		t.Errorf("backlog %+v, want stalled: no worker", b)
@@ -175,11 +174,11 @@ func TestStalledWithoutWorker(t *testing.T) {
 // A paused tool with calls queued is stalled, until it is resumed.
 func TestStalledWhilePaused(t *testing.T) {
 	t.Parallel()
-	nc, j := setup(t, "paused", 1)
+	j := setup(t, "paused", 1)
 	if _, err := ops.PauseTool(ctxFor(t), j, "paused", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	m := start(t, backlog.Config{Conn: nc, JetStream: j, Live: liveFor("paused"), NoHistory: true})
+	m := start(t, backlog.Config{JetStream: j, Live: liveFor("paused"), NoHistory: true})
 	b := find(t, m, "paused")
 	if b.State != backlog.StateStalled || b.PausedUntil == nil || !strings.Contains(b.Reason, "is paused until") {
 		t.Errorf("backlog %+v, want stalled: paused", b)
@@ -190,8 +189,8 @@ func TestStalledWhilePaused(t *testing.T) {
 // stalled (a worker that announces itself and never pulls).
 func TestStalledWhenNothingMoves(t *testing.T) {
 	t.Parallel()
-	nc, j := setup(t, "stuck", 2)
-	m := start(t, backlog.Config{Conn: nc, JetStream: j, Live: liveFor("stuck"), StallAfter: 2 * time.Second,
+	j := setup(t, "stuck", 2)
+	m := start(t, backlog.Config{JetStream: j, Live: liveFor("stuck"), StallAfter: 2 * time.Second,
 		BacklogAge: time.Hour, NoHistory: true})
 	if b := find(t, m, "stuck"); b.State == backlog.StateStalled {
 		t.Fatalf("stalled at the first reading: %+v", b)
@@ -210,8 +209,8 @@ func TestStalledWhenNothingMoves(t *testing.T) {
 // them per slot, each result once.
 func TestTwoReplicasAddUp(t *testing.T) {
 	t.Parallel()
-	nc, j := setup(t, "echo", 0)
-	cfg := backlog.Config{Conn: nc, JetStream: j, Live: liveFor("echo"), SampleEvery: time.Second}
+	j := setup(t, "echo", 0)
+	cfg := backlog.Config{JetStream: j, Live: liveFor("echo"), SampleEvery: time.Second}
 	cfg.Instance = "orch-a"
 	a := start(t, cfg)
 	cfg.Instance = "orch-b"
@@ -271,8 +270,8 @@ func TestTwoReplicasAddUp(t *testing.T) {
 // is not a sample is skipped.
 func TestRangeReturnsTheHour(t *testing.T) {
 	t.Parallel()
-	nc, j := setup(t, "echo", 0)
-	m := start(t, backlog.Config{Conn: nc, JetStream: j, SampleEvery: time.Hour, Keep: 2 * time.Hour})
+	j := setup(t, "echo", 0)
+	m := start(t, backlog.Config{JetStream: j, SampleEvery: time.Hour, Keep: 2 * time.Hour})
 	now := time.Now().Truncate(10 * time.Second)
 	for i := 359; i >= 0; i-- { // the last hour, every 10 s, oldest first
 		at := now.Add(-time.Duration(i) * 10 * time.Second)
@@ -307,14 +306,11 @@ func TestRangeReturnsTheHour(t *testing.T) {
 // A Config with a wrong field is refused, naming it.
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	nc := &nats.Conn{}
-	var j js.JetStream
 	for _, tc := range []struct {
 		cfg  backlog.Config
 		want string
 	}{
-		{backlog.Config{JetStream: j}, "Config.Conn"},
-		{backlog.Config{Conn: nc}, "Config.JetStream"},
+		{backlog.Config{}, "Config.JetStream"},
 	} {
 		if _, err := backlog.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tc.cfg, err, tc.want)
@@ -332,7 +328,7 @@ func TestConfigValidate(t *testing.T) {
 		{backlog.Config{SampleEvery: time.Minute, Keep: time.Minute}, "Config.Keep"},
 		{backlog.Config{Replicas: 7}, "Config.Replicas"},
 	} {
-		tc.cfg.Conn, tc.cfg.JetStream = nc, jj
+		tc.cfg.JetStream = jj
 		if _, err := backlog.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tc.cfg, err, tc.want)
 		}

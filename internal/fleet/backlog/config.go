@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/fleet/ops"
@@ -42,8 +41,7 @@ const (
 // Config configures a Monitor. Zero fields take the documented defaults
 // (WithDefaults); Validate names the field that is wrong.
 type Config struct {
-	// Conn and JetStream are the orchestrator's. Required.
-	Conn      *nats.Conn
+	// JetStream is the orchestrator's. Required.
 	JetStream js.JetStream
 	// Live tells which workers serve a tool (the live catalog). Nil: a
 	// tool without workers cannot be told apart, Workers is -1.
@@ -91,8 +89,6 @@ func (c Config) WithDefaults() Config {
 // Validate reports the first field of c that is wrong, by name.
 func (c Config) Validate() error {
 	switch {
-	case c.Conn == nil:
-		return errors.New("backlog: Config.Conn is required")
 	case c.JetStream == nil:
 		return errors.New("backlog: Config.JetStream is required")
 	case c.BacklogAge < 0:

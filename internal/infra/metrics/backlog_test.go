@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,4 +44,12 @@ func TestBacklogCollector(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.label, got, c.want)
 		}
 	}
+}
+
+// TestBacklogAlerts: the backlog alerts of deploy/prometheus/alerts.yml
+// fire after their "for", once per tool over several orchestrators
+// (promtool test rules deploy/prometheus/alerts_test.yml).
+func TestBacklogAlerts(t *testing.T) {
+	t.Parallel()
+	promtest.TestRules(t, filepath.Join("..", "..", "..", "deploy", "prometheus", "alerts_test.yml"))
 }

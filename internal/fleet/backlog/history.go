@@ -179,14 +179,16 @@ func (a *slotAcc) add(w *wireSample) {
 			t = &toolAcc{backlog: wt}
 			a.tools[wt.Tool] = t
 		}
-		t.results += wt.Results
+		t.results += max(wt.Results, 0) // a forged sample's negative counts are not subtracted
 		for class, n := range wt.Errors {
 			if t.errors == nil {
 				t.errors = map[string]int{}
 			}
-			t.errors[class] += n
+			if _, ok := t.errors[class]; ok || len(t.errors) < maxClasses {
+				t.errors[class] += max(n, 0)
+			}
 		}
-		for _, p := range wt.Exec {
+		for _, p := range wt.Exec[:min(len(wt.Exec), histBuckets)] {
 			if int(p[0]) < histBuckets {
 				if t.exec == nil {
 					t.exec = map[int]uint32{}

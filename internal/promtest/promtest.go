@@ -216,6 +216,16 @@ func CheckRules(t testing.TB, files ...string) {
 	}
 }
 
+// TestRules runs `promtool test rules` on the rule test files (the alerts
+// fed with series, their firing checked).
+func TestRules(t testing.TB, files ...string) {
+	t.Helper()
+	cmd := exec.Command(Promtool(t), append([]string{"test", "rules"}, files...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
 var (
 	stringLit  = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`")
 	braces     = regexp.MustCompile(`\{[^{}]*\}`)

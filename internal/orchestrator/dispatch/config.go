@@ -155,6 +155,11 @@ type Config struct {
 	// workers (calltrace.go). Default nil: off, and a call costs nothing
 	// for it.
 	Tracer *tracing.Tracer
+	// OnResult, when set, is told of every result that reached its
+	// waiting caller, with its tool (the backlog's history counts them).
+	// It runs on the result consumer's goroutine: it must be quick and
+	// not keep res.
+	OnResult func(tool string, res *envelope.Result)
 
 	// MaxCallsInFlight caps the calls published and waiting for results
 	// across all Dispatch calls; a turn past it is refused at once with a

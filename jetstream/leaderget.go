@@ -24,9 +24,11 @@ import (
 // leader, so toolpool's own reads of TOOL_CALLS go through this function.
 func GetMsgFromLeader(ctx context.Context, j js.JetStream, stream string, seq uint64, nextBySubject string) (*js.RawStreamMsg, error) {
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, j.Options().DefaultTimeout)
-		defer cancel()
+		if d := j.Options().DefaultTimeout; d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
 	}
 	req, err := json.Marshal(leaderGetRequest{Seq: seq, NextFor: nextBySubject})
 	if err != nil {

@@ -45,7 +45,7 @@ func area(dir string) string {
 		return "cmd/worker"
 	case slices.Contains([]string{"internal/cli", "internal/opscmd", "internal/bench", "internal/agent", "internal/progress"}, dir):
 		return "commands"
-	case slices.Contains([]string{"internal/natstest", "internal/pooltest", "internal/testbin", "internal/promtest", "internal/fakeanthropic", "internal/proctest", "internal/testdeps"}, dir),
+	case slices.Contains([]string{"internal/natstest", "internal/pooltest", "internal/testbin", "internal/promtest", "internal/fakeanthropic", "internal/proctest", "internal/testdeps", "internal/docscheck"}, dir),
 		strings.HasPrefix(dir, "e2e"):
 		return "testsupport"
 	}

@@ -39,9 +39,15 @@ type LiveWorker struct {
 	Timeout string `json:"timeout"`
 	// MaxAttempts is the tool's attempts on this worker.
 	MaxAttempts int `json:"max_attempts"`
-	// Concurrency is the tool's fleet-wide cap of calls at once, when it
-	// has one.
+	// Concurrency is the tool's fleet-wide cap of calls at once (Tool's
+	// Concurrency, default 1000), as this worker announces it: a cap on
+	// all the workers of the tool together, not this worker's.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Slots is how many calls this worker runs at once over all its tools
+	// (ServerConfig.Concurrency, `worker --concurrency`, default 256): the
+	// number its "worker started" log line and the console show. 0 from
+	// workers that do not announce it.
+	Slots int `json:"slots,omitempty"`
 	// StartedAt is when the worker started announcing.
 	StartedAt time.Time `json:"started_at"`
 }

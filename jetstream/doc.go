@@ -26,7 +26,9 @@
 // and a 2 minute duplicate window. Why:
 //
 //   - TOOL_CALLS is a work queue: a call is stored until a worker acks it
-//     and then deleted, so the stream is the backlog. Calls do not expire
+//     and then deleted, so the stream is the backlog. It allows direct
+//     gets, so that `nats stream view TOOL_CALLS` can page the backlog
+//     without taking calls; decisions read it with GetMsgFromLeader. Calls do not expire
 //     by age: each carries its own deadline, which workers check before
 //     starting, so an old call is answered with is_error rather than
 //     silently dropped. If Config.CallsMaxBytes caps the queue, discard
@@ -95,7 +97,8 @@
 // *ConflictError naming each differing setting; it never changes them,
 // since that would move or lose calls. Limits (max_age, max_bytes,
 // max_msgs, max_msg_size, duplicate_window, discard) are updated in place
-// to the Config's values, leaving settings toolpool does not manage alone.
+// to the Config's values, and allow_direct is turned on for TOOL_CALLS,
+// leaving settings toolpool does not manage alone.
 // So change limits through toolpool's configuration, not `nats stream
 // edit`: the next Provision would set them back.
 //

@@ -249,6 +249,10 @@ func StreamConfigs(cfg Config) []js.StreamConfig {
 	calls.MaxBytes = orUnlimited(cfg.CallsMaxBytes)
 	calls.MaxMsgSize = cfg.MaxMsgSize
 	calls.Discard = js.DiscardNew
+	// Direct gets let `nats stream view TOOL_CALLS` page the queue (a
+	// work-queue stream has no other way to be read without taking its
+	// calls). toolpool's own decisions read it through GetMsgFromLeader.
+	calls.AllowDirect = true
 
 	results := base
 	results.Name = StreamResults
@@ -317,7 +321,8 @@ func (e *ConflictError) Is(target error) bool { return target == ErrStreamConfli
 // existing stream, subjects, retention, storage and replicas must match
 // (else a *ConflictError); the limits max_age, max_bytes, max_msgs,
 // max_msg_size, duplicate_window and discard are brought to cfg's values
-// with an in-place update, leaving every setting toolpool does not manage
+// with an in-place update, and allow_direct is turned on where the topology
+// wants it (TOOL_CALLS), leaving every setting toolpool does not manage
 // as the operator left it. An existing stream that already agrees is not
 // touched.
 func Provision(ctx context.Context, j js.JetStream, cfg Config) error {
@@ -380,7 +385,8 @@ func conflicts(want, have js.StreamConfig) []SettingDiff {
 	return diffs
 }
 
-// withLimitsOf returns have with want's limits, and whether any changed.
+// withLimitsOf returns have with want's limits (and direct gets where want
+// allows them), and whether any changed.
 // Limits the server stores as -1 when given 0 compare as equal.
 func withLimitsOf(have, want js.StreamConfig) (js.StreamConfig, bool) {
 	changed := false
@@ -401,6 +407,11 @@ func withLimitsOf(have, want js.StreamConfig) (js.StreamConfig, bool) {
 	}
 	if have.Discard != want.Discard {
 		have.Discard, changed = want.Discard, true
+	}
+	// Turned on, never off: an operator may allow direct gets on the
+	// other streams too.
+	if want.AllowDirect && !have.AllowDirect {
+		have.AllowDirect, changed = true, true
 	}
 	return have, changed
 }

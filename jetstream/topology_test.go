@@ -132,6 +132,9 @@ func TestStreamConfigs(t *testing.T) {
 		{"calls dedup", calls.Duplicates, 2 * time.Minute},
 		{"calls storage", calls.Storage, js.FileStorage},
 		{"calls replicas", calls.Replicas, 3},
+		{"calls allow direct", calls.AllowDirect, true},
+		{"results allow direct", results.AllowDirect, false},
+		{"dlq allow direct", dlq.AllowDirect, false},
 		{"results name", results.Name, "TOOL_RESULTS"},
 		{"results subjects", results.Subjects, []string{"tools.result.>"}},
 		{"results retention", results.Retention, js.LimitsPolicy},
@@ -365,6 +368,50 @@ func TestProvisionUpdatesLimitsInPlace(t *testing.T) {
 	}
 	if got := after[jetstream.StreamDLQ].Config.Metadata["owner"]; got != "ops" {
 		t.Errorf("operator metadata lost: owner=%q", got)
+	}
+}
+
+// TestProvisionAllowsDirectInPlace: a TOOL_CALLS made before direct gets
+// were part of the topology (or by hand without them) gets them from the
+// next Provision, without being re-created and keeping its calls; an
+// operator's direct gets on another stream are left on.
+func TestProvisionAllowsDirectInPlace(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	j, err := js.New(natstest.Connect(t, srv.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	cfgs := jetstream.StreamConfigs(jetstream.Config{})
+	cfgs[0].AllowDirect = false // the old TOOL_CALLS
+	cfgs[2].AllowDirect = true  // an operator's choice on TOOL_DLQ
+	for _, cfg := range cfgs {
+		if _, err := j.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := j.Publish(ctx, jetstream.CallSubject("old"), []byte("queued before")); err != nil {
+		t.Fatal(err)
+	}
+	before := streamInfos(t, j)
+	if err := jetstream.Provision(ctx, j, jetstream.Config{}); err != nil {
+		t.Fatalf("Provision over the old TOOL_CALLS: %v", err)
+	}
+	after := streamInfos(t, j)
+	calls := after[jetstream.StreamCalls]
+	if !calls.Config.AllowDirect {
+		t.Error("TOOL_CALLS still has allow_direct off after Provision")
+	}
+	if !calls.Created.Equal(before[jetstream.StreamCalls].Created) || calls.State.Msgs != 1 {
+		t.Errorf("TOOL_CALLS re-created or emptied: created %v (was %v), %d messages",
+			calls.Created, before[jetstream.StreamCalls].Created, calls.State.Msgs)
+	}
+	if !after[jetstream.StreamDLQ].Config.AllowDirect {
+		t.Error("Provision turned off the operator's allow_direct on TOOL_DLQ")
+	}
+	if after[jetstream.StreamResults].Config.AllowDirect {
+		t.Error("Provision turned on allow_direct on TOOL_RESULTS")
 	}
 }
 

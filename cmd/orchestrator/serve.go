@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -231,6 +233,10 @@ func (f *serveFlags) connect(ctx context.Context, sd *cli.Shutdown, log *slog.Lo
 		if err == nil {
 			err = emb.Start(ctx)
 		}
+		if errors.Is(err, toolpool.ErrListenAddrInUse) {
+			return nil, "", fmt.Errorf("%w; pass --nats-listen with a free address (e.g. --nats-listen 127.0.0.1:4223, "+
+				"and NATS_URL=nats://127.0.0.1:4223 for the other commands), or --nats-url to join the server listening there", err)
+		}
 		if err != nil {
 			return nil, "", err
 		}
@@ -318,6 +324,9 @@ func (f *serveFlags) startHTTP(ctx context.Context, sd *cli.Shutdown, orch *tool
 		return err
 	}
 	if err := hs.Start(ctx); err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w (pass --http with a free address, e.g. --http 127.0.0.1:8081, or --http '' for no HTTP server)", err)
+		}
 		return fmt.Errorf("%w (pass --http ADDR)", err)
 	}
 	sd.Defer("http", f.front.drainTimeout, hs.Stop, "http requests still in flight after --http-drain-timeout")

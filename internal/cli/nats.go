@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -42,7 +43,12 @@ func (n *NATSFlags) Connect(url, name string, log *slog.Logger) (*nats.Conn, err
 		o.URL = url
 	}
 	o.Name, o.Logger = name, log
-	return jetstream.Connect(o)
+	nc, err := jetstream.Connect(o)
+	if errors.Is(err, nats.ErrNoServers) {
+		return nil, fmt.Errorf("%w (no NATS server answers there: give its address with --nats-url or NATS_URL; "+
+			"`orchestrator serve` without --nats-url listens on its --nats-listen, default %s)", err, nats.DefaultURL)
+	}
+	return nc, err
 }
 
 // DrainConn drains nc (flushing acks and publishes still buffered) and waits

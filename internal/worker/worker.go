@@ -195,7 +195,10 @@ func (w *Worker) start(ctx, life context.Context) error {
 	for _, s := range all {
 		w.startPull(s)
 	}
-	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "tools", names, "concurrency", w.cfg.Concurrency)
+	// slots: the calls this worker runs at once over all its tools (its
+	// Concurrency, `worker --concurrency`), as the console and `tools
+	// --workers` name it; a tool's own fleet-wide cap is another number.
+	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "tools", names, "slots", w.cfg.Concurrency)
 	return nil
 }
 

@@ -318,7 +318,8 @@ func (w *PoisonWatcher) handleOnce(ctx context.Context, tool string, seq uint64,
 
 // handle sets aside the call at seq; nil and no error when it is gone.
 func (w *PoisonWatcher) handle(ctx context.Context, tool string, seq uint64, deliveries int, at time.Time) (*PoisonCall, error) {
-	m, err := w.calls.GetMsg(ctx, seq)
+	// From the leader: a lagging replica could still hold a call acked since.
+	m, err := jetstream.GetMsgFromLeader(ctx, w.cfg.JetStream, jetstream.StreamCalls, seq, "")
 	if errors.Is(err, js.ErrMsgNotFound) {
 		return nil, nil // acked late, or handled by another orchestrator
 	}

@@ -193,7 +193,7 @@ func (w *PoisonWatcher) behindFloor(ctx context.Context, c *js.ConsumerInfo) ([]
 	var out []poisonCandidate
 	// The server reads from the stream's first sequence when next is below it.
 	for next := uint64(1); len(out) < sweepMaxPerTool; {
-		m, err := w.calls.GetMsg(ctx, next, js.WithGetMsgSubject(subject))
+		m, err := jetstream.GetMsgFromLeader(ctx, w.cfg.JetStream, jetstream.StreamCalls, next, subject)
 		if errors.Is(err, js.ErrMsgNotFound) {
 			break
 		}

@@ -28,6 +28,7 @@ type LiveWorker struct {
 	Timeout     string    `json:"timeout"`
 	MaxAttempts int       `json:"max_attempts"`
 	Concurrency int       `json:"concurrency,omitempty"`
+	Slots       int       `json:"slots,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
 }
 
@@ -43,7 +44,7 @@ func LiveTools(ctx context.Context, live *discovery.Catalog) []LiveTool {
 		for _, a := range live.Workers(ctx, def.Name) {
 			lt.Workers = append(lt.Workers, LiveWorker{
 				WorkerID: a.WorkerID, Timeout: a.Timeout.String(), MaxAttempts: a.MaxAttempts,
-				Concurrency: a.Concurrency, StartedAt: a.StartedAt,
+				Concurrency: a.Concurrency, Slots: a.Slots, StartedAt: a.StartedAt,
 			})
 		}
 		list = append(list, lt)

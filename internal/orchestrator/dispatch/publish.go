@@ -340,11 +340,8 @@ func (p *publisher) repostCancelled(e *pubWait, seq uint64) bool {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, d.cfg.PublishTimeout)
 	defer cancel()
-	calls, err := d.callsStream(ctx)
-	if err != nil {
-		return false
-	}
-	if _, err := calls.GetMsg(ctx, seq); !errors.Is(err, js.ErrMsgNotFound) {
+	// From the leader: a lagging replica could say "gone" of a queued call.
+	if _, err := jetstream.GetMsgFromLeader(ctx, d.js, jetstream.StreamCalls, seq, ""); !errors.Is(err, js.ErrMsgNotFound) {
 		return false // still queued or running (or unknown): its result will come
 	}
 	if _, err := jetstream.LastResult(ctx, d.results, key); !errors.Is(err, js.ErrMsgNotFound) {

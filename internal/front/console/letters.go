@@ -267,6 +267,9 @@ type letterView struct {
 	Deliver   int
 	LastWords string // the is_error text the model read
 	WordsNote string // why there are none
+	Key       string // the call's key, for its page
+	TraceID   string
+	TraceURL  string
 }
 
 func (c *Console) letterPage(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -293,7 +296,8 @@ func (c *Console) letterPage(w http.ResponseWriter, r *http.Request, ss *session
 	if e := l.Entry; e != nil {
 		v.CallID, v.Attempts, v.Error, v.First, v.Last, v.Deliver = e.CallID, e.Attempts, e.Error, e.FirstFailure, e.LastFailure, e.Deliveries
 		if call, err := envelope.DecodeCall(e.Call, envelope.DefaultLimits); err == nil {
-			v.Session, v.Created, v.Input = call.Session, call.CreatedAt, call.Input
+			v.Session, v.Created, v.Input, v.Key = call.Session, call.CreatedAt, call.Input, call.Key
+			v.TraceID, v.TraceURL = traceID(call.Traceparent), c.traceLink(call.Traceparent)
 			v.LastWords, v.WordsNote = c.lastWords(r.Context(), call.Key)
 		} else if len(e.RawCall) > 0 {
 			v.Raw = shorten(strings.ToValidUTF8(string(e.RawCall), "�"), 4000)

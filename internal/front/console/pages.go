@@ -19,7 +19,7 @@ var assets embed.FS
 
 // pageNames are the pages, each assets/<name>.html on top of
 // assets/layout.html and the replay and purge dialog (assets/dialog.html).
-var pageNames = []string{"login", "overview", "tool", "letters", "letter", "tail", "approvals", "error"}
+var pageNames = []string{"login", "overview", "tool", "letters", "letter", "tail", "call", "approvals", "error"}
 
 // pages are the parsed templates, one set per page.
 type pages struct {

@@ -28,6 +28,7 @@ func (c *Console) routes() *http.ServeMux {
 	mux.Handle("GET /ui/jobs/{id}", c.authed(c.jobStatus))
 	mux.Handle("GET /ui/tail", c.authed(c.tailPage))
 	mux.Handle("GET /ui/tail.json", c.authed(c.tailJSON))
+	mux.Handle("GET /ui/calls/{key}", c.authed(c.callPage))
 	mux.Handle("GET /ui/approvals", c.authed(c.approvalsPage))
 	mux.Handle("GET /ui/approvals/{id}", c.authed(approvalRoute(c.approvalPage)))
 	mux.Handle("POST /ui/approvals/{id}", c.authed(approvalRoute(c.decide)))

@@ -105,6 +105,11 @@ type Config struct {
 	// settle.HistoryConfig): a call's page lists its failed attempts from
 	// it. Zero: the default bucket.
 	Attempts settle.HistoryConfig
+	// Backlog is the fleet's backlog and history (package backlog's
+	// *Monitor): the backlog states and drain estimates on the overview,
+	// which is not green while a tool backs up or stalls, and the charts
+	// of the last hour. Nil: none of them.
+	Backlog Backlog
 	// TraceURL, when set, links calls and dead letters to their trace: a
 	// URL template with TraceIDPlaceholder where the trace's id goes, e.g.
 	// Jaeger's http://127.0.0.1:16686/trace/{trace_id}. http or https only.

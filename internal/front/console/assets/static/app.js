@@ -6,9 +6,11 @@
   const get = (url) => fetch(url, { headers: { "X-Toolpool-Csrf": csrf }, credentials: "same-origin" });
 
   // Parts with data-poll are replaced by a fresh server-rendered
-  // fragment about once a second while the page is visible.
+  // fragment about once a second (data-every: milliseconds) while the
+  // page is visible.
   for (const el of document.querySelectorAll("[data-poll]")) {
     const url = el.dataset.poll;
+    const every = Math.max(+el.dataset.every || 1000, 1000);
     const tick = async () => {
       if (!document.hidden) {
         try {
@@ -16,9 +18,9 @@
           if (r.ok) el.innerHTML = await r.text(); // the server escaped it (html/template)
         } catch (e) { /* the next tick tries again */ }
       }
-      setTimeout(tick, 1000);
+      setTimeout(tick, every);
     };
-    setTimeout(tick, 1000);
+    setTimeout(tick, every);
   }
 
   const all = document.getElementById("check-all");

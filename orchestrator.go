@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/fleet/backlog"
 	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
@@ -48,6 +49,8 @@ const (
 	MaxRequestTimeoutDefault = httpapi.MaxTimeoutDefault
 	// AsyncRetentionDefault is OrchestratorConfig.AsyncRetention.
 	AsyncRetentionDefault = tasks.RetentionDefault
+	// BacklogAgeDefault is OrchestratorConfig.BacklogAge: 30s.
+	BacklogAgeDefault = backlog.BacklogAgeDefault
 	// MCPMaxSessionsDefault is OrchestratorConfig.MCPMaxSessions.
 	MCPMaxSessionsDefault = mcpfront.MaxSessionsDefault
 	// MCPSessionTimeoutDefault is OrchestratorConfig.MCPSessionTimeout.
@@ -175,6 +178,10 @@ type OrchestratorConfig struct {
 	// goes, e.g. Jaeger's http://127.0.0.1:16686/trace/{trace_id} or a
 	// Grafana Explore URL. http or https only. Empty: no links.
 	TraceURL string
+	// BacklogAge is the age of a tool's oldest queued call past which its
+	// backlog is backing up (the console's overview, the
+	// toolpool_backlog_state metric). Default BacklogAgeDefault.
+	BacklogAge time.Duration
 	// Checks are more readiness checks for Handler's /readyz, e.g. those
 	// of a Server in the same process (Server.Checks).
 	Checks []Check
@@ -197,6 +204,7 @@ func (c OrchestratorConfig) WithDefaults() OrchestratorConfig {
 	c.DiscoveryTTL = cmp.Or(c.DiscoveryTTL, DiscoveryTTLDefault)
 	c.HistoryTTL = cmp.Or(c.HistoryTTL, HistoryTTLDefault)
 	c.AsyncRetention = cmp.Or(c.AsyncRetention, AsyncRetentionDefault)
+	c.BacklogAge = cmp.Or(c.BacklogAge, BacklogAgeDefault)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.MaxCallsPerRequest = cmp.Or(c.MaxCallsPerRequest, MaxCallsPerRequestDefault)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, RequestTimeoutDefault)
@@ -227,6 +235,8 @@ func (c OrchestratorConfig) Validate() error {
 		return fmt.Errorf("toolpool: OrchestratorConfig.HistoryTTL must not be negative, got %s", c.HistoryTTL)
 	case c.AsyncRetention < time.Minute:
 		return fmt.Errorf("toolpool: OrchestratorConfig.AsyncRetention must be at least 1m, got %s", c.AsyncRetention)
+	case c.BacklogAge < 0:
+		return fmt.Errorf("toolpool: OrchestratorConfig.BacklogAge must not be negative, got %s", c.BacklogAge)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("toolpool: OrchestratorConfig.MaxBodyBytes must not be negative, got %d", c.MaxBodyBytes)
 	case c.MCPSessionTimeout < 0:
@@ -261,6 +271,7 @@ func (c OrchestratorConfig) hostConfig() (orchhost.Config, error) {
 		History:         settle.HistoryConfig{TTL: c.HistoryTTL, Replicas: c.Replicas},
 		Tasks:           tasks.Config{Retention: c.AsyncRetention, Replicas: c.Replicas},
 		NoPoisonWatcher: c.NoPoisonWatcher,
+		Backlog:         backlog.Config{BacklogAge: c.BacklogAge},
 		API: httpapi.Config{
 			Keys: keys, MaxBodyBytes: c.MaxBodyBytes, MaxCalls: c.MaxCallsPerRequest,
 			DefaultTimeout: c.RequestTimeout, MaxTimeout: c.MaxRequestTimeout,

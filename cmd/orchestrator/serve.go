@@ -35,6 +35,7 @@ type serveFlags struct {
 	drainTimeout time.Duration
 	attemptsTTL  time.Duration
 	asyncKeep    time.Duration
+	backlogAge   time.Duration
 	retryFor     time.Duration
 	front        httpFlags
 	// ready, when set, runs once the pool is up, in place of waiting for
@@ -114,6 +115,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.retryFor, "publish-retry-for", toolpool.OrchestratorPublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
 	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", toolpool.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	fs.DurationVar(&f.asyncKeep, "async-retention", toolpool.AsyncRetentionDefault, "how long an async call's or MCP task's results are kept after it ended (the toolpool_tasks bucket's TTL, fixed when the bucket is created; at least 1m)")
+	fs.DurationVar(&f.backlogAge, "backlog-age", toolpool.BacklogAgeDefault, "a tool whose oldest queued call is older than this is backing up (the console's overview, toolpool_backlog_state, the alerts)")
 	f.front.register(fs)
 }
 
@@ -169,6 +171,9 @@ func (f *serveFlags) check(given func(name string) bool) error {
 	f.catalog.Replicas = f.replicas
 	if f.concurrency < 1 {
 		return cli.Usagef("--concurrency must be at least 1")
+	}
+	if f.backlogAge <= 0 {
+		return cli.Usagef("--backlog-age must be positive, e.g. 30s")
 	}
 	return f.front.check(f.httpAddr)
 }
@@ -274,7 +279,7 @@ func (f *serveFlags) startOrchestrator(ctx context.Context, sd *cli.Shutdown, nc
 		Conn: nc, Instance: f.instance, Replicas: f.replicas, PublishRetryFor: f.retryFor,
 		MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
 		NoQueueWaitAdmission: !f.front.byQueueWait, NoFairness: !f.front.fairness,
-		DiscoveryTTL: f.catalog.DiscoveryTTL, HistoryTTL: f.attemptsTTL, AsyncRetention: f.asyncKeep, Metrics: metrics, Logger: log,
+		DiscoveryTTL: f.catalog.DiscoveryTTL, HistoryTTL: f.attemptsTTL, AsyncRetention: f.asyncKeep, BacklogAge: f.backlogAge, Metrics: metrics, Logger: log,
 	}
 	f.front.apply(&cfg, f.httpAddr)
 	if srv != nil {

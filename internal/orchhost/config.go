@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolpool/toolpool/internal/fleet/backlog"
 	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
@@ -72,6 +73,11 @@ type Config struct {
 	// the Host, and its Snapshot, when
 	// nil, to the sum of the orchestrators' schedulers; nil: no /ui.
 	Console *console.Config
+	// Backlog is the backlog monitor's configuration: the thresholds of
+	// its states (BacklogAge, StallAfter) and the history's stream
+	// (Keep; its Replicas default to Replicas). Its JetStream,
+	// Live, Snapshot, Instance and Logger are set by the Host.
+	Backlog backlog.Config
 	// Checks are more readiness checks for Handler's /readyz, e.g. those
 	// of a worker host in the same process (its Checks).
 	Checks []health.Check
@@ -90,6 +96,7 @@ func (c Config) WithDefaults() Config {
 	c.History.Replicas = cmp.Or(c.History.Replicas, c.Replicas)
 	c.Discovery.Replicas = cmp.Or(c.Discovery.Replicas, c.Replicas)
 	c.Tasks.Replicas = cmp.Or(c.Tasks.Replicas, c.Replicas)
+	c.Backlog.Replicas = cmp.Or(c.Backlog.Replicas, c.Replicas)
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewRegistry()
 	}

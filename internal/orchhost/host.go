@@ -20,6 +20,7 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/fleet/backlog"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/apikey"
@@ -48,21 +49,22 @@ const StartTimeoutDefault = 30 * time.Second
 // New, then Start and Stop it.
 type Host struct {
 	startstop.Base
-	cfg    Config
-	js     js.JetStream
-	d      *dispatch.Dispatcher
-	gate   *policy.Gate // in front of d: the result cache, approvals, budgets (policy.go)
-	pol    policyParts  // the gate's stores
-	api    *httpapi.Handler
-	m      *metrics.Dispatch
-	httpM  *metrics.HTTP
-	front  *metrics.Front
-	live   *discovery.Catalog // nil with a Catalog of the config's
-	mcp    *mcpfront.Server
-	ui     *console.Console            // nil without Config.Console
-	poison *dlq.PoisonWatcher          // set by Start, read by Stop's drain
-	tasks  atomic.Pointer[tasks.Store] // opened by Start: the durable tasks (tasks.go)
-	jsOK   []health.Check              // readiness's JetStream checks, run in the background
+	cfg     Config
+	js      js.JetStream
+	d       *dispatch.Dispatcher
+	gate    *policy.Gate // in front of d: the result cache, approvals, budgets (policy.go)
+	pol     policyParts  // the gate's stores
+	api     *httpapi.Handler
+	m       *metrics.Dispatch
+	httpM   *metrics.HTTP
+	front   *metrics.Front
+	live    *discovery.Catalog // nil with a Catalog of the config's
+	mcp     *mcpfront.Server
+	ui      *console.Console            // nil without Config.Console
+	backlog *backlog.Monitor            // the backlog and its history (backlog.go)
+	poison  *dlq.PoisonWatcher          // set by Start, read by Stop's drain
+	tasks   atomic.Pointer[tasks.Store] // opened by Start: the durable tasks (tasks.go)
+	jsOK    []health.Check              // readiness's JetStream checks, run in the background
 }
 
 // New returns a Host for cfg, with defaults applied. It does not touch
@@ -84,6 +86,9 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	if err := h.newDispatcher(); err != nil {
+		return nil, err
+	}
+	if err := h.newBacklog(); err != nil {
 		return nil, err
 	}
 	if err := h.newFronts(); err != nil {
@@ -113,6 +118,7 @@ func (h *Host) newMetrics() (err error) {
 func (h *Host) newDispatcher() (err error) {
 	dc := h.cfg.Dispatch
 	dc.NC, dc.JS, dc.Metrics, dc.Logger = h.cfg.Conn, h.js, h.m, h.cfg.Logger
+	dc.OnResult = h.observeResult // the backlog's history (backlog.go)
 	dc.Catalog = h.cfg.Catalog
 	if dc.Catalog == nil {
 		if h.live, err = discovery.NewCatalog(discovery.CatalogConfig{JetStream: h.js, Bucket: h.cfg.Discovery, Logger: h.cfg.Logger}); err != nil {
@@ -250,6 +256,9 @@ func (h *Host) startServing(ctx context.Context) error {
 	if err := h.openTasks(ctx); err != nil {
 		return err
 	}
+	if err := h.backlog.Start(ctx); err != nil {
+		return err
+	}
 	if h.ui != nil {
 		if err := h.ui.Start(ctx); err != nil {
 			return err
@@ -272,6 +281,7 @@ func (h *Host) stopAll(ctx context.Context) error {
 	if h.ui != nil {
 		err = errors.Join(err, h.ui.Stop(ctx))
 	}
+	err = errors.Join(err, h.backlog.Stop(ctx))
 	if t := h.tasks.Load(); t != nil { // before the dispatcher: its tasks are handed over
 		err = errors.Join(err, t.Stop(ctx))
 	}

@@ -12,7 +12,7 @@
 // charts from Range and its states from Backlog; the orchestrator's
 // metrics export the same states.
 //
-//	m, err := backlog.New(backlog.Config{Conn: nc, JetStream: j, Live: live})
+//	m, err := backlog.New(backlog.Config{JetStream: j, Live: live, Instance: id})
 //	if err == nil { err = m.Start(ctx) }
 //	if err != nil { … }
 //	defer m.Stop(context.Background())

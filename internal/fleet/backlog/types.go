@@ -84,13 +84,15 @@ const SampleEvery = 10 * time.Second
 // are left out and counted in Sample.Truncated.
 const MaxToolsPerSample = 200
 
-// Sample is the fleet's state in one slot of the history.
+// Sample is the fleet's state in one slot of the history: every
+// orchestrator's results in the slot summed, and the backlog at its end.
 type Sample struct {
 	// At is the slot's start (a multiple of SampleEvery, UTC). The rates
 	// are over the slot; the backlog is as read at its end.
 	At time.Time `json:"at"`
-	// Instance is the orchestrator that wrote it.
-	Instance string `json:"instance"`
+	// Instances are the orchestrators whose samples it sums (each
+	// writes its own results; the backlog is the first one's reading).
+	Instances []string `json:"instances"`
 	// Pool is every tool summed (Tool is ""): the rates and the backlog
 	// added up, P50/P99 over every result, OldestAge the largest, State
 	// the worst.
@@ -111,7 +113,8 @@ type ToolSample struct {
 	// nil when none failed.
 	ErrorsPerSec map[string]float64 `json:"errors_per_sec,omitempty"`
 	// P50 and P99 are the workers' execution times of the slot's
-	// results; 0 when there were none.
+	// results (read from a histogram: within 19 %, rounded up); 0 when
+	// there were none.
 	P50 time.Duration `json:"p50_ns,omitempty"`
 	P99 time.Duration `json:"p99_ns,omitempty"`
 	// Queued, Running, Waiting and OldestAge are as in ToolBacklog.

@@ -149,6 +149,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the dispatcher's measurements. Default NopMetrics.
 	Metrics Metrics
+	// OnResult, when set, is told of every result that reached its
+	// waiting caller, with its tool (the backlog's history counts them).
+	// It runs on the result consumer's goroutine: it must be quick and
+	// not keep res.
+	OnResult func(tool string, res *envelope.Result)
 
 	// MaxCallsInFlight caps the calls published and waiting for results
 	// across all Dispatch calls; a turn past it is refused at once with a

@@ -39,6 +39,9 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 	now := time.Now()
 	outcome, tool, _ := d.calls.deliver(key, arrival{res: res, data: data}, int64(len(data)), now, func(tool string, start time.Time) {
 		d.metrics.ResultReceived(tool, res.Class, now.Sub(start))
+		if d.cfg.OnResult != nil {
+			d.cfg.OnResult(tool, res)
+		}
 	})
 	if watched && outcome != outcomeDelivered {
 		return

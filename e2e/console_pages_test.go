@@ -146,3 +146,52 @@ func TestConsoleLiveCalls(t *testing.T) {
 		screenshot(t, ctx, "call.png")
 	})
 }
+
+// A backlog in a real pool: ten 4-second calls on a tool with two slots
+// back up past a 2-second --backlog-age; the overview turns amber naming
+// the tool and its oldest queued call, the charts draw the history the
+// orchestrator samples every 10 s, and the badge is green again once the
+// queue drained.
+func TestConsoleBacklogAndHistory(t *testing.T) {
+	t.Parallel()
+	p := startConsolePoolWith(t, hookCatalog, "--workers", "1", "--concurrency", "2", "--backlog-age", "2s", "--admit-by-queue-wait=false")
+	ctx := openConsole(t, p)
+	done := make(chan struct{})
+	for range 10 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			p.call(t, "sleep", `{"ms":4000}`)
+		}()
+	}
+	browse(t, ctx, "open the overview", chromedp.Navigate(p.url("/ui/")), chromedp.WaitVisible(css("#tools")))
+	eventually(t, "the overview to show sleep backing up", func() bool {
+		return textOf(t, ctx, `tr[data-tool="sleep"] td.backlog`) == "backing up" &&
+			strings.Contains(eval[string](t, ctx, `document.getElementById("pool-health").className`), "warn")
+	})
+	if alarm := textOf(t, ctx, `.alarm[data-tool="sleep"]`); !strings.Contains(alarm, "sleep backing up") {
+		t.Errorf("the alarm %q does not name sleep backing up", alarm)
+	}
+	if q, _ := strconv.Atoi(textOf(t, ctx, `tr[data-tool="sleep"] td.queued`)); q < 1 {
+		t.Errorf("sleep's queued %d while backing up", q)
+	}
+	// The history: a sample every 10 s; two make a line.
+	eventually(t, "the pool's charts to draw the queue", func() bool {
+		browse(t, ctx, "reload the overview", chromedp.Navigate(p.url("/ui/")), chromedp.WaitVisible(css("#tools")))
+		return eval[int](t, ctx, `document.querySelectorAll("#pool-queue polyline.s-queued, #pool-oldest polyline.s-oldest").length`) >= 2
+	})
+	if textOf(t, ctx, `tr[data-tool="sleep"] td.backlog`) == "backing up" {
+		screenshot(t, ctx, "overview-backlog.png")
+	}
+	browse(t, ctx, "sleep's page", chromedp.Navigate(p.url("/ui/tools/sleep")), chromedp.WaitVisible(css("#tool-calls")))
+	if n := eval[int](t, ctx, `document.querySelectorAll("#charts svg.chart").length`); n != 5 {
+		t.Errorf("sleep's page draws %d charts, want 5", n)
+	}
+	screenshot(t, ctx, "tool-history.png")
+	for range 10 {
+		<-done
+	}
+	browse(t, ctx, "the overview", chromedp.Navigate(p.url("/ui/")), chromedp.WaitVisible(css("#tools")))
+	eventually(t, "the badge to be green once the queue drained", func() bool {
+		return strings.Contains(eval[string](t, ctx, `document.getElementById("pool-health").className`), "good")
+	})
+}

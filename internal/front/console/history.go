@@ -176,3 +176,6 @@ func (c *Console) backlogOf(ctx context.Context) (map[string]backlog.ToolBacklog
 	}
 	return out, err
 }
+
+// The monitor satisfies the console's interface as it is.
+var _ Backlog = (*backlog.Monitor)(nil)

@@ -17,7 +17,7 @@ import (
 const (
 	chartW      = 480
 	chartH      = 150
-	chartLeft   = 44 // the y axis' labels
+	chartLeft   = 52 // the y axis' labels
 	chartRight  = 8
 	chartTop    = 8
 	chartBottom = 20 // the x axis' labels

@@ -109,7 +109,7 @@ func slotSample(at time.Time, calls float64, queued uint64, oldest time.Duration
 		P50: 2 * time.Millisecond, P99: 9 * time.Millisecond, Queued: queued, Running: 2, Waiting: 1, OldestAge: oldest, State: backlog.StateOK}
 	pool := ts
 	pool.Tool = ""
-	return backlog.Sample{At: at, Instance: "i1", Pool: pool, Tools: []backlog.ToolSample{ts}}
+	return backlog.Sample{At: at, Pool: pool, Tools: []backlog.ToolSample{ts}}
 }
 
 var polyline = regexp.MustCompile(`<polyline class="line ([\w-]+)" points="([^"]+)"/>`)

@@ -186,6 +186,9 @@ func TestChartsOfTheLastHour(t *testing.T) {
 	if !strings.Contains(tool, `id="tool-calls"`) || !strings.Contains(tool, `data-poll="/ui/charts.frag?tool=echo" data-every="10000"`) {
 		t.Error("the tool page lacks its charts, polled every 10 s")
 	}
+	if !strings.Contains(tool, `queued <span class="last">1</span>`) || strings.Count(tool, `<polyline class="line s-queued"`) != 2 {
+		t.Errorf("the tool page's queue chart does not draw echo's samples")
+	}
 	_, frag := b.get(t, c, "/ui/charts.frag?tool=idle")
 	if !strings.Contains(frag, `id="tool-calls"`) || strings.Contains(frag, "charts-empty") {
 		t.Errorf("a tool absent from complete samples is drawn as idle (zeros), not as no history:\n%s", frag)

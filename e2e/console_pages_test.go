@@ -186,6 +186,10 @@ func TestConsoleBacklogAndHistory(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll("#charts svg.chart").length`); n != 5 {
 		t.Errorf("sleep's page draws %d charts, want 5", n)
 	}
+	eventually(t, "sleep's queue chart to draw a line", func() bool {
+		browse(t, ctx, "reload sleep's page", chromedp.Navigate(p.url("/ui/tools/sleep")), chromedp.WaitVisible(css("#tool-calls")))
+		return eval[int](t, ctx, `document.querySelectorAll("#tool-queue polyline.s-queued").length`) >= 1
+	})
 	screenshot(t, ctx, "tool-history.png")
 	for range 10 {
 		<-done

@@ -175,6 +175,11 @@ type OrchestratorConfig struct {
 	// address that is not loopback (something in front authenticates);
 	// its operator is "anonymous" in the audit log.
 	ConsoleInsecureNoAuth bool
+	// TraceURL links the console's calls and dead letters to their trace
+	// in a tracing UI: a URL template with {trace_id} where the trace's id
+	// goes, e.g. Jaeger's http://127.0.0.1:16686/trace/{trace_id} or a
+	// Grafana Explore URL. http or https only. Empty: no links.
+	TraceURL string
 	// BacklogAge is the age of a tool's oldest queued call past which its
 	// backlog is backing up (the console's overview, the
 	// toolpool_backlog_state metric). Default BacklogAgeDefault.
@@ -254,7 +259,7 @@ func (c OrchestratorConfig) Validate() error {
 	case c.Console && len(c.ConsoleTokens) == 0 && !c.ConsoleLoopback && !c.ConsoleInsecureNoAuth:
 		return errors.New("toolpool: OrchestratorConfig.ConsoleTokens are required for a console not on loopback (or set ConsoleLoopback or ConsoleInsecureNoAuth)")
 	}
-	return nil
+	return console.CheckTraceURL("toolpool: OrchestratorConfig.TraceURL", c.TraceURL)
 }
 
 // hostConfig is the orchestrator host's configuration for c, with
@@ -294,7 +299,7 @@ func (c OrchestratorConfig) hostConfig() (orchhost.Config, error) {
 		if err != nil {
 			return orchhost.Config{}, err
 		}
-		hc.Console = &console.Config{Tokens: tokens, Loopback: c.ConsoleLoopback, InsecureNoAuth: c.ConsoleInsecureNoAuth}
+		hc.Console = &console.Config{Tokens: tokens, Loopback: c.ConsoleLoopback, InsecureNoAuth: c.ConsoleInsecureNoAuth, TraceURL: c.TraceURL}
 	}
 	return hc, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -34,6 +35,7 @@ type httpFlags struct {
 	uiTokensFile   string
 	uiTokens       map[string]string // from uiTokensFile and TOOLPOOL_UI_TOKENS
 	uiNoAuth       bool
+	traceURL       string              // --trace-url
 	getenv         func(string) string // os.Getenv; tests replace it
 }
 
@@ -58,6 +60,7 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&h.mcpNoAuth, "mcp-insecure-no-auth", false, "open /mcp on a non-loopback --http address without a token or API keys (closed there by default): anyone who reaches it runs tools")
 	fs.StringVar(&h.uiTokensFile, "ui-tokens", "", "operator token file for the console at /ui (YAML: name: token; also "+toolpool.EnvOperatorTokens+"=name=token,...); separate from API keys; required on a non-loopback --http")
 	fs.BoolVar(&h.uiNoAuth, "ui-insecure-no-auth", false, "open the console at /ui on a non-loopback --http address without operator tokens: anyone who reaches it can replay, purge and pause")
+	fs.StringVar(&h.traceURL, "trace-url", "", "link the console's calls and dead letters to their trace: a URL with {trace_id} where the trace's id goes, e.g. http://127.0.0.1:16686/trace/{trace_id} (Jaeger)")
 	fs.BoolVar(&h.fairness, "fairness", true, "share a saturated tool's slots between tenants (fair shares, per-key limits, priorities: docs/operations.md); --fairness=false publishes calls in arrival order and applies no per-key limit")
 	fs.BoolVar(&h.byQueueWait, "admit-by-queue-wait", true, "give 429 at once to turns calling a tool whose queue holds more work than the turn's timeout (estimated from the rate its workers drain it)")
 }
@@ -93,6 +96,9 @@ func (h *httpFlags) check(addr string) error {
 	if addr != "" && !loopbackAddr(addr) && len(h.uiTokens) == 0 && !h.uiNoAuth {
 		return cli.Usagef("--http %s is not a loopback address and the console at /ui would be open to anyone who reaches it. "+
 			"Give operator tokens (--ui-tokens FILE or %s), or pass --ui-insecure-no-auth if something in front authenticates", addr, toolpool.EnvOperatorTokens)
+	}
+	if err := checkTraceURL(h.traceURL); err != nil {
+		return err
 	}
 	if h.mcpToken == "" {
 		h.mcpToken = getenv(envMCPToken)
@@ -165,5 +171,22 @@ func (h *httpFlags) apply(cfg *toolpool.OrchestratorConfig, addr string) {
 	if addr != "" {
 		cfg.Console, cfg.ConsoleTokens = true, h.uiTokens
 		cfg.ConsoleLoopback, cfg.ConsoleInsecureNoAuth = loopbackAddr(addr), h.uiNoAuth
+		cfg.TraceURL = h.traceURL
 	}
+}
+
+// checkTraceURL checks --trace-url as OrchestratorConfig.TraceURL is
+// checked, naming the flag.
+func checkTraceURL(tmpl string) error {
+	if tmpl == "" {
+		return nil
+	}
+	u, err := url.Parse(strings.ReplaceAll(tmpl, "{trace_id}", "0123456789abcdef0123456789abcdef"))
+	switch {
+	case !strings.Contains(tmpl, "{trace_id}"):
+		return cli.Usagef("--trace-url %q has no {trace_id}: it is where a trace's id goes, e.g. http://127.0.0.1:16686/trace/{trace_id}", tmpl)
+	case err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return cli.Usagef("--trace-url %q must be an http:// or https:// URL with a host", tmpl)
+	}
+	return nil
 }

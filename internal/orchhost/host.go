@@ -179,6 +179,10 @@ func (h *Host) newFronts() (err error) {
 	uc := *h.cfg.Console
 	uc.Conn, uc.JetStream, uc.Live, uc.Logger = h.cfg.Conn, h.js, h.live, h.cfg.Logger
 	uc.Checks = h.checks()
+	uc.Attempts = h.cfg.History // a call's page reads its attempts there
+	if h.backlog != nil {
+		uc.Backlog = h.backlog // the overview's backlog states and the charts
+	}
 	// The Approvals page and the overview's budgets and cache column.
 	uc.Approvals, uc.Budgets, uc.CacheCounts = h.pol.approvals, h.pol.budgets, h.pol.cacheM.ByTool
 	if uc.Snapshot == nil {

@@ -66,12 +66,15 @@ type Filter struct {
 	// Text keeps the dead letters whose stored entry (error, attempts'
 	// messages, the call and its input) contains this text, in any case.
 	Text string
+	// CallID keeps the dead letters whose call id (the model's tool_use
+	// id) is this or starts with it.
+	CallID string
 }
 
 // readsBodies reports whether f needs more than the subject and the
 // sequence range, so that a purge must go letter by letter.
 func (f Filter) readsBodies() bool {
-	return f.Reason != "" || !f.Since.IsZero() || f.Code != "" || f.Tenant != "" || f.Text != "" || f.After > 0
+	return f.Reason != "" || !f.Since.IsZero() || f.Code != "" || f.Tenant != "" || f.Text != "" || f.After > 0 || f.CallID != ""
 }
 
 // subject is the TOOL_DLQ subject f covers.
@@ -145,7 +148,16 @@ func (f Filter) matches(l *Letter) bool {
 	if f.Text != "" && !containsFold(l.Data, f.Text) {
 		return false
 	}
-	return true
+	return f.CallID == "" || strings.HasPrefix(l.CallID(), f.CallID)
+}
+
+// CallID is the id of the letter's call: from its entry, else from its
+// header.
+func (l *Letter) CallID() string {
+	if l.Entry != nil && l.Entry.CallID != "" {
+		return l.Entry.CallID
+	}
+	return l.Header.Get(settle.HeaderCallID)
 }
 
 // Code is the error code of the letter's last attempt: from its entry,
@@ -175,7 +187,7 @@ func (l *Letter) Tenant() string {
 }
 
 // prematches reports whether a stored message may pass f, from what is
-// known without decoding it: the reason and code headers, the text in
+// known without decoding it: the reason, code and call id headers, the text in
 // its body. Scan skips the rest undecoded, so a filter that matches few
 // letters costs little more than reading them.
 func (f Filter) prematches(h nats.Header, data []byte) bool {
@@ -183,6 +195,9 @@ func (f Filter) prematches(h nats.Header, data []byte) bool {
 		return false
 	}
 	if f.Code != "" && h.Get(settle.HeaderReason) != "" && h.Get(settle.HeaderCode) != f.Code {
+		return false
+	}
+	if id := h.Get(settle.HeaderCallID); f.CallID != "" && id != "" && !strings.HasPrefix(id, f.CallID) {
 		return false
 	}
 	return f.Text == "" || containsFold(data, f.Text)

@@ -19,6 +19,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
+	"github.com/toolpool/toolpool/internal/worker/settle"
 )
 
 // Path is where the orchestrator serves the console.
@@ -100,6 +101,19 @@ type Config struct {
 	// tool since it started (metrics.Cache's ByTool), shown on the
 	// overview. Nil: no cache column.
 	CacheCounts func() []metrics.CacheToolCounts
+	// Attempts names the attempts bucket (the orchestrator's
+	// settle.HistoryConfig): a call's page lists its failed attempts from
+	// it. Zero: the default bucket.
+	Attempts settle.HistoryConfig
+	// Backlog is the fleet's backlog and history (package backlog's
+	// *Monitor): the backlog states and drain estimates on the overview,
+	// which is not green while a tool backs up or stalls, and the charts
+	// of the last hour. Nil: none of them.
+	Backlog Backlog
+	// TraceURL, when set, links calls and dead letters to their trace: a
+	// URL template with TraceIDPlaceholder where the trace's id goes, e.g.
+	// Jaeger's http://127.0.0.1:16686/trace/{trace_id}. http or https only.
+	TraceURL string
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -127,7 +141,7 @@ func (c Config) Validate() error {
 	case c.PageSize < 0 || c.PageSize > 1000:
 		return errors.New("console: Config.PageSize must be 1 to 1000")
 	}
-	return nil
+	return CheckTraceURL("console: Config.TraceURL", c.TraceURL)
 }
 
 // Console serves the operators' web console. Create it with New, serve
@@ -147,6 +161,7 @@ type Console struct {
 
 	storeMu sync.Mutex
 	store   *dlq.Store
+	hist    *settle.History
 }
 
 // New returns a Console for cfg, with defaults applied. It touches no

@@ -1,9 +1,11 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -11,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	js "github.com/nats-io/nats.go/jetstream"
 
@@ -24,13 +28,16 @@ import (
 
 // filterForm is the dead-letter filter of a request's query or form.
 type filterForm struct {
-	Tool, Reason, Code, Tenant, Text, Age string
+	Tool, Reason, Code, Tenant, Text, Age, CallID string
 }
 
 func readFilterForm(v url.Values) filterForm {
 	g := func(k string) string { return strings.TrimSpace(v.Get(k)) }
-	return filterForm{Tool: g("tool"), Reason: g("reason"), Code: g("code"), Tenant: g("tenant"), Text: g("q"), Age: g("age")}
+	return filterForm{Tool: g("tool"), Reason: g("reason"), Code: g("code"), Tenant: g("tenant"), Text: g("q"), Age: g("age"), CallID: g("call")}
 }
+
+// callIDMax is the longest call id a search takes.
+const callIDMax = 256
 
 // filter is f as a dlq.Filter; an error names the bad field.
 func (f filterForm) filter(now time.Time) (dlq.Filter, error) {
@@ -38,9 +45,12 @@ func (f filterForm) filter(now time.Time) (dlq.Filter, error) {
 	if err != nil {
 		return dlq.Filter{}, errors.New("reason: want one of " + classify.DeadLetterReasonList())
 	}
-	out := dlq.Filter{Tool: f.Tool, Reason: reason, Code: f.Code, Tenant: f.Tenant, Text: f.Text}
+	out := dlq.Filter{Tool: f.Tool, Reason: reason, Code: f.Code, Tenant: f.Tenant, Text: f.Text, CallID: f.CallID}
 	if f.Tool != "" && jetstream.CheckToken("tool", f.Tool) != nil {
 		return out, errors.New("tool: not a tool name")
+	}
+	if len(f.CallID) > callIDMax || !utf8.ValidString(f.CallID) || strings.ContainsFunc(f.CallID, unicode.IsControl) {
+		return out, fmt.Errorf("call: a call id (or its start) is text of at most %d bytes", callIDMax)
 	}
 	if f.Age != "" {
 		d, err := time.ParseDuration(f.Age)
@@ -55,7 +65,7 @@ func (f filterForm) filter(now time.Time) (dlq.Filter, error) {
 // query is f as a query string (for links to the next page).
 func (f filterForm) query() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"tool": f.Tool, "reason": f.Reason, "code": f.Code, "tenant": f.Tenant, "q": f.Text, "age": f.Age} {
+	for k, s := range map[string]string{"tool": f.Tool, "reason": f.Reason, "code": f.Code, "tenant": f.Tenant, "q": f.Text, "age": f.Age, "call": f.CallID} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -71,12 +81,14 @@ type letterRow struct {
 	Reason   string
 	Code     string
 	Tenant   string
+	CallID   string
 	Attempts int
 	Error    string
 }
 
 func rowOf(l *dlq.Letter) letterRow {
-	r := letterRow{Seq: l.Seq, Stored: l.Stored, Tool: l.Tool(), Reason: string(l.Reason()), Code: l.Code(), Tenant: l.Tenant()}
+	r := letterRow{Seq: l.Seq, Stored: l.Stored, Tool: l.Tool(), Reason: string(l.Reason()), Code: l.Code(), Tenant: l.Tenant(),
+		CallID: shorten(l.CallID(), 64)}
 	if l.Entry != nil {
 		r.Attempts = l.Entry.AttemptCount()
 		r.Error = ops.OneLine(l.Entry.Error, 160)
@@ -86,11 +98,22 @@ func rowOf(l *dlq.Letter) letterRow {
 	return r
 }
 
+// Orders of the dead-letter list.
+const (
+	orderNewest = "newest"
+	orderOldest = "oldest"
+)
+
 // lettersView is the list page's data.
 type lettersView struct {
 	Filter  filterForm
+	Order   string // orderNewest (the default) or orderOldest
+	Grouped bool   // the group view: counts by error code
 	Err     string
 	Rows    []letterRow
+	Groups  []codeGroup
+	Counted int  // letters the group view counted
+	Capped  bool // the group view counted the newest groupScanMax only
 	More    bool
 	Next    string // query of the next page
 	First   string // query of the first page (when not on it)
@@ -101,6 +124,29 @@ type lettersView struct {
 	Elapsed time.Duration
 }
 
+// Link is the list's URL with the filter, the order and the view, changed
+// by the key-value pairs given ("" removes a key).
+func (v *lettersView) Link(kv ...string) string {
+	q := v.Filter.query()
+	if v.Order != orderNewest {
+		q.Set("order", v.Order)
+	}
+	if v.Grouped {
+		q.Set("view", "codes")
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			q.Del(kv[i])
+		} else {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return Path + "dlq"
+	}
+	return Path + "dlq?" + q.Encode()
+}
+
 type toolCount struct {
 	Tool string
 	N    uint64
@@ -109,21 +155,21 @@ type toolCount struct {
 func (c *Console) lettersPage(w http.ResponseWriter, r *http.Request, ss *session) {
 	start := time.Now()
 	q := r.URL.Query()
-	v := &lettersView{Filter: readFilterForm(q), Reasons: classify.DeadLetterReasons()}
+	v := &lettersView{Filter: readFilterForm(q), Order: cmp.Or(q.Get("order"), orderNewest), Grouped: q.Get("view") == "codes",
+		Reasons: classify.DeadLetterReasons()}
 	s, err := c.dlqStore(r.Context())
 	if err != nil {
 		c.fail(w, ss, http.StatusBadGateway, "The dead letters cannot be read: "+err.Error())
 		return
 	}
 	f, err := v.Filter.filter(start)
+	if err == nil && v.Order != orderNewest && v.Order != orderOldest {
+		v.Order, err = orderNewest, errors.New("order: want newest or oldest")
+	}
 	if err != nil {
 		v.Err = err.Error()
 		c.renderStatus(w, http.StatusBadRequest, "letters", newView(ss, "Dead letters", "dlq", v))
 		return
-	}
-	if after, err := strconv.ParseUint(q.Get("after"), 10, 64); err == nil {
-		f.After = after
-		v.First = v.Filter.query().Encode()
 	}
 	counts, err := s.Counts(r.Context())
 	if err == nil {
@@ -134,20 +180,67 @@ func (c *Console) lettersPage(w http.ResponseWriter, r *http.Request, ss *sessio
 	}
 	v.UpTo, _ = c.lastSeq(r.Context())
 	f.UpTo = v.UpTo
-	letters, more, err := s.Page(r.Context(), f, c.cfg.PageSize)
+	switch {
+	case v.Grouped:
+		err = c.listGroups(r.Context(), s, f, v)
+	case v.Order == orderOldest:
+		err = c.listOldest(r.Context(), s, f, q, v)
+	default:
+		err = c.listNewest(r.Context(), s, f, q, v)
+	}
 	if err != nil {
 		v.Err = err.Error()
 	}
+	v.Elapsed = time.Since(start)
+	c.render(w, "letters", newView(ss, "Dead letters", "dlq", v))
+}
+
+// listOldest lists a page oldest first, from ?after= on.
+func (c *Console) listOldest(ctx context.Context, s *dlq.Store, f dlq.Filter, q url.Values, v *lettersView) error {
+	if after, err := strconv.ParseUint(q.Get("after"), 10, 64); err == nil {
+		f.After = after
+		v.First = v.Link("after", "")
+	}
+	letters, more, err := s.Page(ctx, f, c.cfg.PageSize)
 	for _, l := range letters {
 		v.Rows = append(v.Rows, rowOf(l))
 	}
 	if v.More = more; more && len(letters) > 0 {
-		nq := v.Filter.query()
-		nq.Set("after", strconv.FormatUint(letters[len(letters)-1].Seq, 10))
-		v.Next = nq.Encode()
+		v.Next = v.Link("after", strconv.FormatUint(letters[len(letters)-1].Seq, 10))
 	}
-	v.Elapsed = time.Since(start)
-	c.render(w, "letters", newView(ss, "Dead letters", "dlq", v))
+	return err
+}
+
+// listNewest lists a page newest first, from ?before= back.
+func (c *Console) listNewest(ctx context.Context, s *dlq.Store, f dlq.Filter, q url.Values, v *lettersView) error {
+	hi := f.UpTo
+	if before, err := strconv.ParseUint(q.Get("before"), 10, 64); err == nil && before > 0 {
+		hi = min(hi, before-1)
+		v.First = v.Link("before", "")
+	}
+	rng, ok, err := c.dlqRange(ctx, f, hi)
+	if err != nil || !ok {
+		return err
+	}
+	rows, more, err := newestFirst(ctx, s, f, rng, c.cfg.PageSize, rowOf)
+	v.Rows = rows
+	if v.More = more; more && len(rows) > 0 {
+		v.Next = v.Link("before", strconv.FormatUint(rows[len(rows)-1].Seq, 10))
+	}
+	return err
+}
+
+// listGroups counts the newest matching letters (up to groupScanMax) by
+// error code.
+func (c *Console) listGroups(ctx context.Context, s *dlq.Store, f dlq.Filter, v *lettersView) error {
+	rng, ok, err := c.dlqRange(ctx, f, f.UpTo)
+	if err != nil || !ok {
+		return err
+	}
+	keys, more, err := newestFirst(ctx, s, f, rng, groupScanMax, groupKeyOf)
+	v.Counted, v.Capped = len(keys), more
+	v.Groups = groupByCode(keys, func(code string) string { return v.Link("view", "", "code", code) })
+	return err
 }
 
 // lastSeq is TOOL_DLQ's last sequence.
@@ -174,6 +267,9 @@ type letterView struct {
 	Deliver   int
 	LastWords string // the is_error text the model read
 	WordsNote string // why there are none
+	Key       string // the call's key, for its page
+	TraceID   string
+	TraceURL  string
 }
 
 func (c *Console) letterPage(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -200,7 +296,8 @@ func (c *Console) letterPage(w http.ResponseWriter, r *http.Request, ss *session
 	if e := l.Entry; e != nil {
 		v.CallID, v.Attempts, v.Error, v.First, v.Last, v.Deliver = e.CallID, e.Attempts, e.Error, e.FirstFailure, e.LastFailure, e.Deliveries
 		if call, err := envelope.DecodeCall(e.Call, envelope.DefaultLimits); err == nil {
-			v.Session, v.Created, v.Input = call.Session, call.CreatedAt, call.Input
+			v.Session, v.Created, v.Input, v.Key = call.Session, call.CreatedAt, call.Input, call.Key
+			v.TraceID, v.TraceURL = traceID(call.Traceparent), c.traceLink(call.Traceparent)
 			v.LastWords, v.WordsNote = c.lastWords(r.Context(), call.Key)
 		} else if len(e.RawCall) > 0 {
 			v.Raw = shorten(strings.ToValidUTF8(string(e.RawCall), "�"), 4000)

@@ -5,8 +5,11 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/fleet/backlog"
 
 	"github.com/toolpool/toolpool/internal/fleet/ops"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
@@ -33,6 +36,7 @@ type toolRow struct {
 	Workers     []workerRow
 	Slots       int
 	Cache       *metrics.CacheToolCounts // this orchestrator's cache outcomes; nil: none
+	Backlog     *backlog.ToolBacklog     // its backlog judged; nil: not known (no monitor)
 }
 
 // classCount is the results of one error class.
@@ -66,6 +70,58 @@ type overview struct {
 	Budgets  []budgetRow
 	// BudgetErr is why the budgets could not be read.
 	BudgetErr string
+	// HasBacklog says the backlog columns are shown (Config.Backlog).
+	HasBacklog bool
+	// Alarms are the tools whose backlog is not ok, stalled first.
+	Alarms []backlog.ToolBacklog
+	// BacklogErr is why the backlog could not be read.
+	BacklogErr string
+}
+
+// HealthClass is the pool badge's colour: good when the pool is ready
+// and no tool's backlog is backing up or stalled, warn when one is
+// backing up, bad when the pool is not ready or a tool is stalled.
+func (ov *overview) HealthClass() string {
+	switch {
+	case !ov.Health.Ready():
+		return "bad"
+	case len(ov.Alarms) == 0:
+		return "good"
+	case ov.Alarms[0].State == backlog.StateStalled:
+		return "bad"
+	}
+	return "warn"
+}
+
+// addBacklog sets each tool's backlog and the alarms.
+func (c *Console) addBacklog(ctx context.Context, ov *overview, byTool map[string]*toolRow) {
+	ov.HasBacklog = c.cfg.Backlog != nil
+	bl, err := c.backlogOf(ctx)
+	if err != nil {
+		ov.BacklogErr = "The backlog cannot be read: " + err.Error()
+	}
+	for tool, b := range bl {
+		r := byTool[tool]
+		if r == nil {
+			r = &toolRow{Tool: tool}
+			byTool[tool] = r
+		}
+		r.Backlog = &b
+		if b.State != backlog.StateOK && b.State != "" {
+			ov.Alarms = append(ov.Alarms, b)
+		}
+	}
+	slices.SortFunc(ov.Alarms, func(a, b backlog.ToolBacklog) int {
+		if a.State != b.State {
+			if a.State == backlog.StateStalled {
+				return -1
+			}
+			if b.State == backlog.StateStalled {
+				return 1
+			}
+		}
+		return strings.Compare(a.Tool, b.Tool)
+	})
 }
 
 // overviewCache reads the state at most once per Refresh, whoever asks.
@@ -168,6 +224,7 @@ func (c *Console) readOverview(ctx context.Context, now time.Time) *overview {
 		}
 	}
 	ov.Caching = c.addCacheCounts(byTool)
+	c.addBacklog(ctx, ov, byTool)
 	ov.Budgets, ov.BudgetErr = c.readBudgets(ctx)
 	if c.cfg.Snapshot != nil {
 		for _, ts := range c.cfg.Snapshot().Tools {

@@ -9,7 +9,10 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/toolpool/toolpool/internal/fleet/backlog"
 
 	"github.com/toolpool/toolpool/internal/fleet/ops"
 )
@@ -19,7 +22,7 @@ var assets embed.FS
 
 // pageNames are the pages, each assets/<name>.html on top of
 // assets/layout.html and the replay and purge dialog (assets/dialog.html).
-var pageNames = []string{"login", "overview", "tool", "letters", "letter", "tail", "approvals", "error"}
+var pageNames = []string{"login", "overview", "tool", "letters", "letter", "tail", "call", "approvals", "error"}
 
 // pages are the parsed templates, one set per page.
 type pages struct {
@@ -52,12 +55,14 @@ var funcs = template.FuncMap{
 	"forever": func(t *time.Time) bool { return t != nil && time.Until(*t) > 365*24*time.Hour },
 	"left":    timeLeft,
 	"card":    func(r approvalRow, csrf, back string) approvalCard { return approvalCard{r, csrf, back} },
+	"short":   compactDuration,
+	"state":   func(s backlog.State) string { return strings.ReplaceAll(string(s), "_", " ") },
 }
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/dialog.html", "assets/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/dialog.html", "assets/charts.html", "assets/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: templates: %w", err)
 		}

@@ -17,6 +17,7 @@ func (c *Console) routes() *http.ServeMux {
 	mux.Handle("POST /ui/logout", c.authed(c.logout))
 	mux.Handle("GET /ui/{$}", c.authed(c.overviewPage))
 	mux.Handle("GET /ui/overview.frag", c.authed(c.overviewFragment))
+	mux.Handle("GET /ui/charts.frag", c.authed(c.chartsFragment))
 	mux.Handle("GET /ui/tools/{tool}", c.authed(toolRoute(c.toolPage)))
 	mux.Handle("GET /ui/tools/{tool}/frag", c.authed(toolRoute(c.toolFragment)))
 	mux.Handle("POST /ui/tools/{tool}/pause", c.authed(toolRoute(c.pause)))
@@ -28,6 +29,7 @@ func (c *Console) routes() *http.ServeMux {
 	mux.Handle("GET /ui/jobs/{id}", c.authed(c.jobStatus))
 	mux.Handle("GET /ui/tail", c.authed(c.tailPage))
 	mux.Handle("GET /ui/tail.json", c.authed(c.tailJSON))
+	mux.Handle("GET /ui/calls/{key}", c.authed(c.callPage))
 	mux.Handle("GET /ui/approvals", c.authed(c.approvalsPage))
 	mux.Handle("GET /ui/approvals/{id}", c.authed(approvalRoute(c.approvalPage)))
 	mux.Handle("POST /ui/approvals/{id}", c.authed(approvalRoute(c.decide)))
@@ -37,8 +39,16 @@ func (c *Console) routes() *http.ServeMux {
 	return mux
 }
 
+// overviewPageView is the overview page's data: the state (polled each
+// second) and the pool's charts (polled each SampleEvery).
+type overviewPageView struct {
+	Overview *overview
+	Charts   chartSet
+}
+
 func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request, ss *session) {
-	c.render(w, "overview", newView(ss, "Overview", "overview", c.over.get(r.Context())))
+	v := overviewPageView{Overview: c.over.get(r.Context()), Charts: c.charts(r.Context(), "", time.Now())}
+	c.render(w, "overview", newView(ss, "Overview", "overview", v))
 }
 
 func (c *Console) overviewFragment(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -51,6 +61,7 @@ type toolView struct {
 	Known    bool
 	Failures []failureGroup
 	Entry    *catalogEntry
+	Charts   chartSet
 }
 
 // failureGroup is a tool's recent failures of one code: how many, the
@@ -102,7 +113,9 @@ func (c *Console) toolData(r *http.Request) *toolView {
 }
 
 func (c *Console) toolPage(w http.ResponseWriter, r *http.Request, ss *session) {
-	c.render(w, "tool", newView(ss, r.PathValue("tool"), "tool", c.toolData(r)))
+	v := c.toolData(r)
+	v.Charts = c.charts(r.Context(), v.Row.Tool, time.Now())
+	c.render(w, "tool", newView(ss, r.PathValue("tool"), "tool", v))
 }
 
 func (c *Console) toolFragment(w http.ResponseWriter, r *http.Request, ss *session) {

@@ -25,6 +25,9 @@ type tailEntry struct {
 	Worker   string  `json:"worker,omitempty"`
 	ExecMS   float64 `json:"exec_ms"`
 	Attempts int     `json:"attempts,omitempty"`
+	Key      string  `json:"key,omitempty"` // the call's page is /ui/calls/{key}
+	CallID   string  `json:"call_id,omitempty"`
+	Trace    string  `json:"trace,omitempty"` // the trace's URL (Config.TraceURL)
 }
 
 // tailJSON answers the results after ?after=N that pass the filters
@@ -49,7 +52,8 @@ func (c *Console) tailJSON(w http.ResponseWriter, r *http.Request, _ *session) {
 	out := make([]tailEntry, len(rows))
 	for i, rr := range rows {
 		out[i] = tailEntry{N: rr.N, At: rr.At.UTC().Format(time.TimeOnly + ".000"), Tool: rr.Tool, Tenant: rr.Tenant,
-			Class: rr.Class, Code: rr.Code, Worker: rr.Worker, ExecMS: float64(rr.Exec.Microseconds()) / 1000, Attempts: rr.Attempts}
+			Class: rr.Class, Code: rr.Code, Worker: rr.Worker, ExecMS: float64(rr.Exec.Microseconds()) / 1000, Attempts: rr.Attempts,
+			Key: rr.Key, CallID: rr.CallID, Trace: c.traceLink(rr.Trace)}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"last": last, "results": out})
 }

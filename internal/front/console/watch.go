@@ -19,7 +19,7 @@ const (
 	tailSize      = 1000   // recent results, all tools
 	samplesPerTol = 512    // execution times per tool, for p50/p99
 	failuresPer   = 20     // recent failures per tool
-	tenantsMax    = 100000 // call keys whose tenant is remembered
+	tenantsMax    = 100000 // calls whose tenant and trace are remembered until their result
 	rateWindow    = 10     // seconds the calls per second are averaged over
 	classWindow   = 60     // seconds the results by class are counted over
 )
@@ -36,6 +36,14 @@ type resultRow struct {
 	Exec     time.Duration
 	Attempts int
 	Text     string // what the model read, for errors (shortened)
+	Key      string // the call's key: its page, /ui/calls/{key}
+	CallID   string // the model's tool_use id
+	Trace    string // the call's traceparent, when the watcher saw the call
+}
+
+// seenCall is what the watcher keeps of a call until its result.
+type seenCall struct {
+	tenant, trace string
 }
 
 // toolWatch is one tool's recent results.
@@ -66,14 +74,14 @@ type watcher struct {
 	mu      sync.Mutex
 	since   time.Time // when watching began; zero while idle
 	tools   map[string]*toolWatch
-	tail    []resultRow // ring of tailSize
-	n       uint64      // results seen
-	tenants map[string]string
+	tail    []resultRow         // ring of tailSize
+	n       uint64              // results seen
+	tenants map[string]seenCall // by call key
 }
 
 func newWatcher(nc *nats.Conn, idleAfter time.Duration, log *slog.Logger) *watcher {
 	return &watcher{nc: nc, idleAfter: idleAfter, log: log, wake: make(chan struct{}, 1),
-		tools: map[string]*toolWatch{}, tenants: map[string]string{}}
+		tools: map[string]*toolWatch{}, tenants: map[string]seenCall{}}
 }
 
 // touch marks a request: watching starts, or goes on.
@@ -95,7 +103,7 @@ func (w *watcher) run(ctx context.Context) {
 		subs = nil
 		w.mu.Lock()
 		w.since = time.Time{}
-		w.tools, w.tenants, w.tail, w.n = map[string]*toolWatch{}, map[string]string{}, nil, 0
+		w.tools, w.tenants, w.tail, w.n = map[string]*toolWatch{}, map[string]seenCall{}, nil, 0
 		w.mu.Unlock()
 	}
 	defer unsub()
@@ -134,17 +142,17 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-// onCall remembers the call's tenant, for its result.
+// onCall remembers the call's tenant and trace, for its result.
 func (w *watcher) onCall(m *nats.Msg) {
 	c, err := envelope.DecodeCall(m.Data, envelope.DefaultLimits)
-	if err != nil || c.Tenant == "" {
+	if err != nil || c.Tenant == "" && c.Traceparent == "" {
 		return
 	}
 	w.mu.Lock()
 	if len(w.tenants) >= tenantsMax {
 		clear(w.tenants)
 	}
-	w.tenants[c.Key] = c.Tenant
+	w.tenants[c.Key] = seenCall{tenant: c.Tenant, trace: c.Traceparent}
 	w.mu.Unlock()
 }
 
@@ -155,7 +163,7 @@ func (w *watcher) onResult(m *nats.Msg) {
 	}
 	now := time.Now()
 	row := resultRow{At: now, Tool: res.Tool, Class: string(res.Class), Code: res.Code, Worker: res.WorkerID,
-		Exec: res.ExecTime, Attempts: res.Attempts}
+		Exec: res.ExecTime, Attempts: res.Attempts, Key: res.Key, CallID: res.CallID}
 	if row.Class == "" {
 		row.Class = "ok"
 	}
@@ -164,8 +172,8 @@ func (w *watcher) onResult(m *nats.Msg) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if t, ok := w.tenants[res.Key]; ok {
-		row.Tenant = t
+	if sc, ok := w.tenants[res.Key]; ok {
+		row.Tenant, row.Trace = sc.tenant, sc.trace
 		delete(w.tenants, res.Key)
 	}
 	w.n++
@@ -278,6 +286,23 @@ func (w *watcher) tailAfter(n uint64, limit int, keep func(*resultRow) bool) ([]
 		out = out[len(out)-limit:]
 	}
 	return out, w.n
+}
+
+// byKey returns the newest result of the call with key key the tail
+// still holds, or, for a call seen and not answered yet, its trace.
+func (w *watcher) byKey(key string) (row resultRow, answered bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := len(w.tail) - 1; i >= 0; i-- {
+		if r := w.tail[i]; r.Key == key && (!answered || r.N > row.N) {
+			row, answered = r, true
+		}
+	}
+	if !answered {
+		sc := w.tenants[key]
+		row = resultRow{Key: key, Tenant: sc.tenant, Trace: sc.trace}
+	}
+	return row, answered
 }
 
 // shorten keeps s to about n bytes.

@@ -6,9 +6,11 @@
   const get = (url) => fetch(url, { headers: { "X-Toolpool-Csrf": csrf }, credentials: "same-origin" });
 
   // Parts with data-poll are replaced by a fresh server-rendered
-  // fragment about once a second while the page is visible.
+  // fragment about once a second (data-every: milliseconds) while the
+  // page is visible.
   for (const el of document.querySelectorAll("[data-poll]")) {
     const url = el.dataset.poll;
+    const every = Math.max(+el.dataset.every || 1000, 1000);
     const tick = async () => {
       if (!document.hidden) {
         try {
@@ -16,9 +18,9 @@
           if (r.ok) el.innerHTML = await r.text(); // the server escaped it (html/template)
         } catch (e) { /* the next tick tries again */ }
       }
-      setTimeout(tick, 1000);
+      setTimeout(tick, every);
     };
-    setTimeout(tick, 1000);
+    setTimeout(tick, every);
   }
 
   const all = document.getElementById("check-all");
@@ -95,6 +97,20 @@
     return tr;
   }
 
+  // linkCell is a cell with a link to href (the console's own pages, or a
+  // trace URL the server built from its template), or empty.
+  function linkCell(href, text, cls) {
+    const td = document.createElement("td");
+    td.className = cls;
+    if (href && (href.startsWith("/ui/") || /^https?:\/\//.test(href))) {
+      const a = document.createElement("a");
+      a.href = href; a.textContent = text.length > 24 ? text.slice(0, 24) + "…" : text;
+      if (!href.startsWith("/ui/")) a.rel = "noreferrer";
+      td.appendChild(a);
+    }
+    return td;
+  }
+
   // The live tail: results after the last seen, filtered, pausable.
   const tail = document.getElementById("tail");
   if (tail) {
@@ -120,7 +136,12 @@
             else {
               after = j.last;
               tail.dataset.waiting = 0;
-              for (const e of j.results) body.prepend(row([e.at, e.tool, e.tenant || "-", e.class, e.code || "", e.worker || "", e.attempts || "", e.exec_ms.toFixed(2) + " ms"], "class-" + e.class));
+              for (const e of j.results) {
+                const tr = row([e.at, e.tool, e.tenant || "-", e.class, e.code || "", e.worker || "", e.attempts || "", e.exec_ms.toFixed(2) + " ms"], "class-" + e.class);
+                tr.appendChild(linkCell(e.key ? "/ui/calls/" + encodeURIComponent(e.key) : "", e.call_id || e.key || "", "call"));
+                tr.appendChild(linkCell(e.trace || "", e.trace ? "trace" : "", "trace"));
+                body.prepend(tr);
+              }
               while (body.rows.length > 500) body.deleteRow(-1);
             }
           }

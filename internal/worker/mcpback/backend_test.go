@@ -195,7 +195,12 @@ func TestHTTPServerThroughThePool(t *testing.T) {
 // fails transiently, the server is restarted, and the retry succeeds.
 func TestStdioServerKilledMidCall(t *testing.T) {
 	t.Parallel()
-	b := setup(t, stdioConfig())
+	// Retries for up to about 10 s: the restart of a server (a process
+	// built with -race) takes longer than 4 quick attempts on a loaded
+	// machine, where the call was dead-lettered before it came back.
+	cfg := stdioConfig()
+	cfg.Template.Retry = classify.Policy{MaxAttempts: 10, BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * time.Second}
+	b := setup(t, cfg)
 	marker := filepath.Join(t.TempDir(), "crashed")
 	res := b.call(t, "go_crash_once", `{"marker":`+quote(marker)+`}`)
 	if res.IsError || res.Content.Text() != "survived" || res.Attempts < 2 {

@@ -101,16 +101,17 @@ type (
 		TraceID       string `json:"traceID"`
 		SpanID        string `json:"spanID"`
 		OperationName string `json:"operationName"`
-		References    []struct {
-			RefType string `json:"refType"`
-			TraceID string `json:"traceID"`
-			SpanID  string `json:"spanID"`
-		} `json:"references"`
+		References    []jRef `json:"references"`
 		StartTime int64  `json:"startTime"` // µs since the epoch
 		Duration  int64  `json:"duration"`  // µs
 		Tags      []jKV  `json:"tags"`
 		Logs      []jLog `json:"logs"`
 		ProcessID string `json:"processID"`
+	}
+	jRef struct {
+		RefType string `json:"refType"` // CHILD_OF or FOLLOWS_FROM
+		TraceID string `json:"traceID"`
+		SpanID  string `json:"spanID"`
 	}
 	jKV struct {
 		Key   string `json:"key"`

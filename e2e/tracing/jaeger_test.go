@@ -102,11 +102,11 @@ type (
 		SpanID        string `json:"spanID"`
 		OperationName string `json:"operationName"`
 		References    []jRef `json:"references"`
-		StartTime int64  `json:"startTime"` // µs since the epoch
-		Duration  int64  `json:"duration"`  // µs
-		Tags      []jKV  `json:"tags"`
-		Logs      []jLog `json:"logs"`
-		ProcessID string `json:"processID"`
+		StartTime     int64  `json:"startTime"` // µs since the epoch
+		Duration      int64  `json:"duration"`  // µs
+		Tags          []jKV  `json:"tags"`
+		Logs          []jLog `json:"logs"`
+		ProcessID     string `json:"processID"`
 	}
 	jRef struct {
 		RefType string `json:"refType"` // CHILD_OF or FOLLOWS_FROM

@@ -294,7 +294,7 @@ func TestTraceAcrossWorkers(t *testing.T) {
 }
 
 // waitTrace polls the query API until the trace holding the call's spans
-// has the request, call and both execute_tool spans, and returns it;
+// has the request, call, queued and both execute_tool spans, and returns it;
 // searching by either service finds it.
 func (p *tracedPool) waitTrace(t *testing.T) *jTrace {
 	t.Helper()
@@ -317,7 +317,7 @@ func (p *tracedPool) waitTrace(t *testing.T) *jTrace {
 				continue
 			}
 			last = tr.summary()
-			if len(tr.named(spanRequest)) > 0 && len(tr.named(spanCall)) > 0 && len(tr.named(spanExecute)) >= 2 {
+			if len(tr.named(spanRequest)) > 0 && len(tr.named(spanCall)) > 0 && len(tr.named(spanQueued)) > 0 && len(tr.named(spanExecute)) >= 2 {
 				found = tr
 			}
 			break

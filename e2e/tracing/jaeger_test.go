@@ -192,7 +192,8 @@ func (tr *jTrace) summary() string {
 	fmt.Fprintf(&b, "trace %s, %d spans:\n", tr.TraceID, len(tr.Spans))
 	for i := range tr.Spans {
 		s := &tr.Spans[i]
-		fmt.Fprintf(&b, "  %s %q (%s) parent %s, %dµs, tags", s.SpanID, s.OperationName, tr.service(s), s.parent(), s.Duration)
+		proc := tr.Processes[s.ProcessID]
+		fmt.Fprintf(&b, "  %s %q (%s%v) parent %s, %dµs, tags", s.SpanID, s.OperationName, proc.ServiceName, proc.Tags, s.parent(), s.Duration)
 		for _, f := range s.Tags {
 			fmt.Fprintf(&b, " %s=%v", f.Key, f.Value)
 		}

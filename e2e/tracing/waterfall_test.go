@@ -195,9 +195,18 @@ func waterfallHTML(t *testing.T, tr *jTrace) []byte {
 	for _, root := range tr.children("") {
 		add(root, 0)
 	}
+	type tick struct {
+		Left  float64
+		Label string
+	}
+	var ticks []tick
+	for i := range 5 {
+		at := time.Duration(float64(end-start)*float64(i)/4) * time.Microsecond
+		ticks = append(ticks, tick{Left: float64(25 * i), Label: at.Round(time.Millisecond).String()})
+	}
 	var buf bytes.Buffer
 	err := waterfallPage.Execute(&buf, map[string]any{
-		"TraceID": tr.TraceID, "Spans": len(tr.Spans), "Rows": rows,
+		"TraceID": tr.TraceID, "Spans": len(tr.Spans), "Rows": rows, "Ticks": ticks,
 		"Duration": (time.Duration(end-start) * time.Microsecond).Round(time.Millisecond).String(),
 		"Services": colors,
 	})
@@ -241,6 +250,9 @@ td.name b { font-weight: 600; } td.name small { color: #666; margin-left: 4px; }
 .bar.err { outline: 2px solid #c62828; }
 .ev { position: absolute; top: -2px; width: 2px; height: 18px; background: #111; }
 .dur { font-size: 11px; color: #444; }
+.axis { position: relative; height: 14px; font-size: 11px; color: #666; }
+.axis span { position: absolute; transform: translateX(-50%); }
+.axis span:first-child { transform: none; } .axis span:last-child { transform: translateX(-100%); }
 .attrs { font: 11px/1.3 ui-monospace, monospace; color: #555; margin-top: 2px; white-space: pre-wrap; }
 .evs { font: 11px/1.3 ui-monospace, monospace; color: #222; }
 .err-text { color: #c62828; font-weight: 600; }
@@ -249,6 +261,7 @@ td.name b { font-weight: 600; } td.name small { color: #666; margin-left: 4px; }
 <div class="sub">{{.Spans}} spans, {{.Duration}} — read from Jaeger's query API (<code>/api/traces</code>) and drawn by the test</div>
 <div class="legend">{{range $svc, $color := .Services}}<span><i style="background: {{$color}}"></i>{{$svc}}</span>{{end}}</div>
 <table>
+<tr><td class="name"></td><td><div class="axis">{{range .Ticks}}<span style="left: {{printf "%.0f" .Left}}%">{{.Label}}</span>{{end}}</div></td></tr>
 {{range .Rows}}<tr>
 <td class="name" style="padding-left: {{.Indent}}px"><b>{{.Name}}</b><small>{{.Service}}</small>{{if .Error}} <span class="err-text">error</span>{{end}}</td>
 <td><div class="track"><div class="bar{{if .Error}} err{{end}}" style="left: {{printf "%.3f" .Left}}%; width: {{printf "%.3f" .Width}}%; background: {{.Color}}"></div>{{range .Events}}<div class="ev" style="left: {{printf "%.3f" .Left}}%" title="{{.Label}}"></div>{{end}}</div>

@@ -202,10 +202,12 @@ func (tr *jTrace) summary() string {
 	return b.String()
 }
 
-// traces asks the query API for the traces with a span of service in the
-// last hour.
-func (j *jaeger) traces(ctx context.Context, service string) ([]jTrace, error) {
-	q := url.Values{"service": {service}, "lookback": {"1h"}, "limit": {"100"}}
+// traces asks the query API for the traces of the last hour with a span
+// of service named operation. (The operation narrows the search: every
+// request to the orchestrator is a trace of its own, the test's polls of
+// GET /v1/tools included, and a search returns at most limit traces.)
+func (j *jaeger) traces(ctx context.Context, service, operation string) ([]jTrace, error) {
+	q := url.Values{"service": {service}, "operation": {operation}, "lookback": {"1h"}, "limit": {"20"}}
 	var body struct {
 		Data   []jTrace `json:"data"`
 		Errors []any    `json:"errors"`

@@ -305,12 +305,12 @@ func (p *tracedPool) waitTrace(t *testing.T) *jTrace {
 		if time.Now().After(deadline) {
 			t.Fatalf("Jaeger does not hold the call's whole trace after %v; last seen: %s", waitLong, last)
 		}
-		traces, err := p.jaeger.traces(ctx, orchService)
+		traces, err := p.jaeger.traces(ctx, orchService, spanCall)
 		if err != nil {
 			last = err.Error()
 			continue
 		}
-		last = fmt.Sprintf("%d traces of %s, none with a span of call %s", len(traces), orchService, callID)
+		last = fmt.Sprintf("%d traces of %s with a span %q, none of call %s", len(traces), orchService, spanCall, callID)
 		for i := range traces {
 			tr := &traces[i]
 			if !tr.hasCall() {
@@ -323,7 +323,7 @@ func (p *tracedPool) waitTrace(t *testing.T) *jTrace {
 			break
 		}
 	}
-	workers, err := p.jaeger.traces(ctx, workerService)
+	workers, err := p.jaeger.traces(ctx, workerService, spanExecute)
 	if err != nil {
 		t.Fatal(err)
 	}

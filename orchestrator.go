@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool/internal/fleet/tasks"
 	"github.com/toolpool/toolpool/internal/front/console"
 	"github.com/toolpool/toolpool/internal/front/httpapi"
 	"github.com/toolpool/toolpool/internal/front/mcpfront"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchhost"
 	"github.com/toolpool/toolpool/internal/worker/settle"
@@ -177,6 +179,13 @@ type OrchestratorConfig struct {
 	// in, with the pool's state read from JetStream at scrape time.
 	// Default: a registry of its own. Handler serves it.
 	Metrics *MetricsRegistry
+	// TracerProvider, when set, records OpenTelemetry spans: a span per
+	// request of the HTTP API and per MCP tools/call, and one per call,
+	// "call <tool>", from its admission to its result, whose context the
+	// call carries to the workers (docs/observability.md). Default nil:
+	// no spans, at no cost. `orchestrator serve` sets it from the OTEL_*
+	// environment.
+	TracerProvider trace.TracerProvider
 	// Logger receives the Orchestrator's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -264,6 +273,7 @@ func (c OrchestratorConfig) hostConfig() (orchhost.Config, error) {
 			MaxCalls: c.MaxCallsPerRequest, MaxSessions: c.MCPMaxSessions, SessionTimeout: c.MCPSessionTimeout},
 		MCPAskHosts: c.MCPAskHosts,
 		Checks:      healthChecks(c.Checks), Metrics: c.Metrics.reg, Logger: c.Logger,
+		Tracer: tracing.NewTracer(c.TracerProvider),
 	}
 	if c.FixedCatalog != nil {
 		hc.Catalog = discovery.RegistryCatalog(c.FixedCatalog)

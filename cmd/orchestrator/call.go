@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
@@ -47,6 +48,12 @@ func callCommand() *cli.Command {
 				return cli.Usagef("--timeout must be positive")
 			}
 			log := cli.WarnLogger(env.Stderr)
+			sd := &cli.Shutdown{Role: "call", Logger: log}
+			defer sd.Stop() // exports the call's spans, when tracing is on
+			tp, err := cli.Tracing(ctx, sd, "toolpool-orchestrator", nil)
+			if err != nil {
+				return cli.Usagef("%v", err)
+			}
 			nc, err := natsFlags.Connect("", "toolpool-call", log)
 			if err != nil {
 				return cli.Unavailable(err)
@@ -54,7 +61,7 @@ func callCommand() *cli.Command {
 			defer nc.Close()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			res, err := callOnce(ctx, nc, log, session, tool, json.RawMessage(input))
+			res, err := callOnce(ctx, nc, log, tp.TracerProvider(), session, tool, json.RawMessage(input))
 			if err != nil {
 				return cli.Unavailable(err)
 			}
@@ -75,12 +82,13 @@ func callCommand() *cli.Command {
 // callOnce sends one call of tool with input through the pool nc is
 // connected to, as an agent's tool_use block with a new id, and returns
 // its result: an orchestrator of its own, under a new instance and
-// without a poison watcher, for the one call. An error means the call
+// without a poison watcher, for the one call (its spans go to tp, when
+// not nil). An error means the call
 // could not be made (no pool, no stream); a call that failed is a result
 // with IsError.
-func callOnce(ctx context.Context, nc *nats.Conn, log *slog.Logger, session, tool string, input json.RawMessage) (toolpool.Result, error) {
+func callOnce(ctx context.Context, nc *nats.Conn, log *slog.Logger, tp trace.TracerProvider, session, tool string, input json.RawMessage) (toolpool.Result, error) {
 	orch, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{
-		Conn: nc, NoPoisonWatcher: true, Logger: log, Instance: "call-" + randomID(),
+		Conn: nc, NoPoisonWatcher: true, Logger: log, Instance: "call-" + randomID(), TracerProvider: tp,
 	})
 	if err == nil {
 		err = orch.Start(ctx)

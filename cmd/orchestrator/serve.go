@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/cli"
@@ -40,6 +41,9 @@ type serveFlags struct {
 	// ready, when set, runs once the pool is up, in place of waiting for
 	// ctx (orchestrator run uses it); the pool shuts down when it returns.
 	ready func(ctx context.Context, orch *toolpool.Orchestrator)
+	// tracer records spans when the OTEL_* environment asks for them
+	// (cli.Tracing); nil: off.
+	tracer trace.TracerProvider
 }
 
 // serveHelp is serve's help text.
@@ -180,7 +184,12 @@ func (f *serveFlags) check(given func(name string) bool) error {
 // one shutdown (cli.Shutdown).
 func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	sd := &cli.Shutdown{Role: "orchestrator", Logger: log}
-	defer sd.Stop() // a failed start-up
+	defer sd.Stop()                                               // a failed start-up
+	tp, err := cli.Tracing(ctx, sd, "toolpool-orchestrator", log) // first: flushed last
+	if err != nil {
+		return err
+	}
+	f.tracer = tp.TracerProvider()
 	nc, url, err := f.connect(ctx, sd, log)
 	if err != nil {
 		return err
@@ -257,6 +266,7 @@ func (f *serveFlags) startServer(ctx context.Context, sd *cli.Shutdown, nc *nats
 	srv, err := toolpool.NewServer(toolpool.ServerConfig{
 		Conn: nc, Catalog: cat, Workers: f.workers, Concurrency: f.concurrency, DrainTimeout: f.drainTimeout,
 		Replicas: f.replicas, HistoryTTL: f.attemptsTTL, DiscoveryTTL: f.catalog.DiscoveryTTL, Metrics: metrics, Logger: log,
+		TracerProvider: f.tracer,
 	})
 	if err != nil {
 		_ = cat.Close()
@@ -275,6 +285,7 @@ func (f *serveFlags) startOrchestrator(ctx context.Context, sd *cli.Shutdown, nc
 		MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
 		NoQueueWaitAdmission: !f.front.byQueueWait, NoFairness: !f.front.fairness,
 		DiscoveryTTL: f.catalog.DiscoveryTTL, HistoryTTL: f.attemptsTTL, AsyncRetention: f.asyncKeep, Metrics: metrics, Logger: log,
+		TracerProvider: f.tracer,
 	}
 	f.front.apply(&cfg, f.httpAddr)
 	if srv != nil {

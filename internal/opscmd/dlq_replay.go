@@ -79,6 +79,17 @@ func (r *replayCmd) run(ctx context.Context, env *cli.Env, args []string) error 
 	}
 
 	cfg := dlq.ReplayConfig{Rate: rate, Timeout: r.timeout, DryRun: r.dryRun}
+	if !r.dryRun {
+		// A span per replay, linked to the dead letter's trace, when the
+		// OTEL_* environment asks for traces: exported before exit.
+		sd := &cli.Shutdown{Role: "dlq replay"}
+		defer sd.Stop()
+		tp, err := cli.Tracing(ctx, sd, "toolpool-orchestrator", nil)
+		if err != nil {
+			return cli.Usagef("%v", err)
+		}
+		cfg.Tracer = tp.Tracer()
+	}
 	var results *dlq.ReplayResults
 	if r.wait && !r.dryRun {
 		cfg.ReplyTo = "replay-" + nuid.Next()

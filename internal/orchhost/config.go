@@ -15,6 +15,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
@@ -79,6 +80,10 @@ type Config struct {
 	// the pool's state read from JetStream at scrape time. Default: a
 	// registry of its own. Handler serves it.
 	Metrics *metrics.Registry
+	// Tracer, when on, records the spans of the front doors' requests and
+	// of the calls (package tracing); the Host gives it to the
+	// dispatcher, the policy gate and the front doors. Default nil: off.
+	Tracer *tracing.Tracer
 	// Logger receives the Host's logs. Default slog.Default().
 	Logger *slog.Logger
 }

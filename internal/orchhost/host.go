@@ -113,6 +113,7 @@ func (h *Host) newMetrics() (err error) {
 func (h *Host) newDispatcher() (err error) {
 	dc := h.cfg.Dispatch
 	dc.NC, dc.JS, dc.Metrics, dc.Logger = h.cfg.Conn, h.js, h.m, h.cfg.Logger
+	dc.Tracer = h.cfg.Tracer
 	dc.Catalog = h.cfg.Catalog
 	if dc.Catalog == nil {
 		if h.live, err = discovery.NewCatalog(discovery.CatalogConfig{JetStream: h.js, Bucket: h.cfg.Discovery, Logger: h.cfg.Logger}); err != nil {
@@ -136,6 +137,7 @@ func (h *Host) newDispatcher() (err error) {
 func (h *Host) newFronts() (err error) {
 	ac := h.cfg.API
 	ac.Dispatcher, ac.Metrics, ac.Logger = h.gate, h.front, h.cfg.Logger
+	ac.Tracer = h.cfg.Tracer
 	ac.Tasks = hostTasks{h}
 	ac.Definitions = httpapi.DefinitionsFunc(func(ctx context.Context) ([]tools.Definition, error) {
 		return h.Definitions(ctx), nil
@@ -145,6 +147,7 @@ func (h *Host) newFronts() (err error) {
 	}
 	mc := h.cfg.MCP
 	mc.Dispatcher, mc.Tools, mc.Logger = h, h.mcpTools, h.cfg.Logger
+	mc.Tracer = h.cfg.Tracer
 	mc.Tasks = hostTasks{h}
 	if mc.Keys == nil {
 		mc.Keys = h.cfg.API.Keys

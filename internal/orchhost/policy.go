@@ -50,6 +50,7 @@ func (h *Host) newGate(catalog dispatch.Catalog) (err error) {
 		Next: h.d, Catalog: catalog, Logger: log,
 		Budgets: h.pol.budgets, Approvals: h.pol.approvals,
 		Cache: h.pol.cache, Metrics: rescache.GateMetrics(h.pol.cacheM),
+		Tracer: h.cfg.Tracer,
 	})
 	return err
 }

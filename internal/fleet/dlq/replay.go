@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -50,6 +52,12 @@ type ReplayConfig struct {
 	// Limits are the envelope limits the stored calls are decoded with.
 	// Default envelope.DefaultLimits.
 	Limits envelope.Limits
+	// Tracer, when on, gives each replay a span "replay <tool>" linked to
+	// the dead letter's trace, and the replayed call its context: the new
+	// attempts are in a trace of their own, linked to the original one
+	// (replaytrace.go). Default nil: the replayed call keeps the dead
+	// letter's traceparent.
+	Tracer *tracing.Tracer
 }
 
 // Replayed is what happened to one dead letter in Store.Replay.
@@ -197,6 +205,11 @@ func (s *Store) replayOne(ctx context.Context, seq uint64, cfg ReplayConfig) (r 
 	if cfg.DryRun {
 		return r, nil
 	}
+	var span trace.Span
+	if cfg.Tracer.On() {
+		span = startReplaySpan(ctx, cfg.Tracer, call, seq) // replaytrace.go
+		defer func() { endReplaySpan(span, r, err) }()
+	}
 	data, err := envelope.EncodeCall(call)
 	if err != nil {
 		r.Err = fmt.Errorf("%w: %w", ErrNotReplayable, err)
@@ -205,6 +218,9 @@ func (s *Store) replayOne(ctx context.Context, seq uint64, cfg ReplayConfig) (r 
 	m := nats.NewMsg(jetstream.CallSubject(call.Tool))
 	m.Data = data
 	m.Header.Set(nats.MsgIdHdr, call.Key)
+	if span != nil && call.Traceparent != "" {
+		m.Header.Set(envelope.HeaderTraceparent, call.Traceparent)
+	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.PublishTimeout)
 	ack, err := s.js.PublishMsg(pctx, m)
 	cancel()
@@ -213,6 +229,9 @@ func (s *Store) replayOne(ctx context.Context, seq uint64, cfg ReplayConfig) (r 
 		return r, r.Err
 	}
 	r.Duplicate = ack.Duplicate
+	if span != nil {
+		span.AddEvent("published", trace.WithAttributes(attrStreamSeq.String(strconv.FormatUint(ack.Sequence, 10))))
+	}
 	if err := s.Delete(ctx, seq); err != nil && !errors.Is(err, ErrNotFound) {
 		r.Err = fmt.Errorf("dlq: dead letter %d was republished as call %s but could not be removed: %w", seq, call.ID, err)
 		return r, r.Err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -96,6 +97,9 @@ type Config struct {
 	// /v1/tool_calls/{id}). Default nil: the preference is ignored (the
 	// calls are answered synchronously) and /v1/tool_calls/{id} is 404.
 	Tasks TaskStore
+	// Tracer, when on, makes every request a server span, the parent of
+	// its calls' spans (trace.go). Default nil: off.
+	Tracer *tracing.Tracer
 }
 
 // Metrics receives the HTTP front door's counts. Implementations must be

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -47,6 +48,11 @@ func New(cfg Config) (*Handler, error) {
 // ServeHTTP routes a request. Errors are JSON ErrorResponse bodies. With
 // Config.Keys, every request needs an API key.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Tracer.On() { // a server span: trace.go
+		sw, r2, span := h.startSpan(w, r)
+		defer endSpan(span, sw)
+		w, r = sw, r2
+	}
 	if h.cfg.Keys.Len() > 0 {
 		k, err := authenticate(h.cfg.Keys, r)
 		if err != nil {
@@ -56,6 +62,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r = r.WithContext(apikey.NewContext(r.Context(), k))
+		if h.cfg.Tracer.On() {
+			spanTenant(r, k.Tenant)
+		}
 	}
 	if id, ok := strings.CutPrefix(r.URL.Path, PathToolCalls+"/"); ok {
 		h.taskRoute(w, r, id) // async calls: async.go
@@ -103,6 +112,9 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	traceparent := r.Header.Get(envelope.HeaderTraceparent)
+	if h.cfg.Tracer.On() {
+		traceparent = tracing.FromContext(r.Context()) // the request's span: its calls' parent
+	}
 	if !dispatch.ValidTraceparent(traceparent) {
 		traceparent = dispatch.NewTraceparent()
 	}

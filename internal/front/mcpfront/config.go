@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
@@ -134,6 +135,9 @@ type Config struct {
 	// a host that declares URL-mode elicitation is sent to
 	// ApprovalURL/<approval id> instead of a form. Empty: forms only.
 	ApprovalURL string
+	// Tracer, when on, makes every tools/call a server span, the parent
+	// of its call's span (trace.go). Default nil: off.
+	Tracer *tracing.Tracer
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }

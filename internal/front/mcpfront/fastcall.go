@@ -2,6 +2,7 @@ package mcpfront
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // The fast path of tools/call on /mcp (see docs/decisions.md, "MCP
@@ -44,6 +46,8 @@ type fastParams struct {
 	args     json.RawMessage
 	progress any  // the progressToken; nil: none
 	noCache  bool // _meta asks for a fresh run (MetaCache)
+	// traceparent is _meta's W3C trace context ("" for none).
+	traceparent string
 }
 
 // readFastParams reads params as the go-sdk reads CallToolParamsRaw; ok
@@ -82,6 +86,8 @@ func readFastParams(params json.RawMessage) (p fastParams, ok bool) {
 					p.progress = mv
 				case MetaCache:
 					p.noCache = metaNoCache(mv)
+				case metaTraceparent:
+					p.traceparent, _ = mv.(string)
 				}
 			}
 		default:
@@ -120,6 +126,9 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, hs *httpSessio
 	h.Set("Connection", "keep-alive")
 	out := &sseStream{w: w}
 	in := callIn{name: p.name, args: p.args, key: keyOfInfo(auth.TokenInfoFromContext(r.Context())), session: "mcp-" + hs.ss.ID(), noCache: p.noCache}
+	if s.cfg.Tracer.On() {
+		in.traceparent = cmp.Or(p.traceparent, r.Header.Get(envelope.HeaderTraceparent))
+	}
 	if p.progress != nil {
 		in.progress, in.notify = p.progress, out.notify
 	}

@@ -1,6 +1,7 @@
 package mcpfront
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
 // The fast path of a 2026-07-28 tools/call (see fastcall.go for the
@@ -63,6 +65,8 @@ func readFastParams26(params json.RawMessage, version string) (p fastParams, met
 			p.progress = mv
 		case MetaCache:
 			p.noCache = metaNoCache(mv)
+		case metaTraceparent:
+			p.traceparent, _ = mv.(string)
 		}
 	}
 	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != version {
@@ -114,6 +118,9 @@ func (s *Server) fastCall26(w http.ResponseWriter, r *http.Request, m goodMessag
 	}
 	in := callIn{name: p.name, args: p.args, key: keyOfInfo(info), session: s.poolSessionOf(h, user, meta), noCache: p.noCache,
 		host: hostOf(meta, user)}
+	if s.cfg.Tracer.On() {
+		in.traceparent = cmp.Or(p.traceparent, h.Get(envelope.HeaderTraceparent))
+	}
 	if p.progress != nil {
 		in.progress, in.notify = p.progress, out.notify
 	}

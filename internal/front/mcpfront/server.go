@@ -8,16 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/infra/mcpwire"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -258,6 +261,13 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result
 	}
 	in := callIn{name: p.Name, args: p.Arguments, key: keyOf(req.Extra), session: s.poolSession(req.Session, req.Extra, p.Meta),
 		noCache: metaNoCache(p.Meta[MetaCache])}
+	if s.cfg.Tracer.On() {
+		var h http.Header
+		if req.Extra != nil {
+			h = req.Extra.Header
+		}
+		in.traceparent = traceparentOf(p.Meta, h)
+	}
 	if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
 		in.progress, in.notify = tok, req.Session.NotifyProgress
 	}
@@ -291,12 +301,20 @@ type callIn struct {
 	noCache bool      // _meta asks for a fresh run (MetaCache)
 	host    *hostCall // a 2026-07-28 host that declares elicitation; nil otherwise
 	callID  string    // the pool call id (run sets it)
+	// traceparent is the request's trace context (_meta, else the HTTP
+	// header), the parent of the call's span with tracing on (trace.go).
+	traceparent string
 }
 
 // run runs one tools/call through the pool. ctx ends when the client
 // cancels the call.
-func (s *Server) run(ctx context.Context, c callIn) (mcp.Result, error) {
+func (s *Server) run(ctx context.Context, c callIn) (out mcp.Result, err error) {
 	key := c.key
+	if s.cfg.Tracer.On() { // trace.go
+		var span trace.Span
+		ctx, span = s.startCallSpan(ctx, c.name, c.traceparent, tenantOf(key))
+		defer func() { endCallSpan(span, out, err) }()
+	}
 	if key != nil && !key.Allows(c.name) {
 		return nil, s.unknownTool(ctx, c.name, key)
 	}
@@ -320,7 +338,11 @@ func (s *Server) run(ctx context.Context, c callIn) (mcp.Result, error) {
 		// default priority, as on the HTTP API.
 		ctx = dispatch.WithPriority(dispatch.WithWeight(dispatch.WithTenant(ctx, key.Tenant), key.Weight), key.Priority)
 	}
-	ctx = dispatch.WithTraceparent(ctx, dispatch.NewTraceparent())
+	if s.cfg.Tracer.On() {
+		ctx = dispatch.WithTraceparent(ctx, tracing.FromContext(ctx)) // the span's: its call's parent
+	} else {
+		ctx = dispatch.WithTraceparent(ctx, dispatch.NewTraceparent())
+	}
 	if c.progress != nil && c.notify != nil {
 		relay := newProgressRelay(ctx, c.notify, c.progress, s.cfg.Logger)
 		defer relay.close()

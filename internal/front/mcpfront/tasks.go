@@ -12,8 +12,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool/internal/front/apikey"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -95,6 +97,9 @@ type taskRequest struct {
 	// params.task.ttl); 0: the store's default. The store may keep it
 	// less.
 	TTL time.Duration
+	// Traceparent is the trace context the task's call runs under: the
+	// creating request's span with tracing on; "" for a new trace.
+	Traceparent string
 }
 
 // taskRecord is a task as this package reads it from the store
@@ -306,7 +311,7 @@ func (s *Server) storeError(ctx context.Context, method string, err error) error
 
 // createTask checks a task-augmented tools/call as run does, then starts
 // its task.
-func (s *Server) createTask(ctx context.Context, in taskIn) (any, error) {
+func (s *Server) createTask(ctx context.Context, in taskIn) (out any, err error) {
 	var p struct {
 		Name      *string         `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -341,6 +346,12 @@ func (s *Server) createTask(ctx context.Context, in taskIn) (any, error) {
 	req.NoCache = rawMetaNoCache(p.Meta)
 	if p.Task.TTL != nil {
 		req.TTL = time.Duration(*p.Task.TTL) * time.Millisecond
+	}
+	if s.cfg.Tracer.On() { // the task's call runs under this request's span: trace.go
+		var span trace.Span
+		ctx, span = s.startCallSpan(ctx, name, rawMetaTraceparent(p.Meta), req.Tenant)
+		defer func() { endTaskSpan(span, err) }()
+		req.Traceparent = tracing.FromContext(ctx)
 	}
 	t, err := s.store().Start(ctx, req)
 	var now *immediate

@@ -1,6 +1,7 @@
 package mcpfront
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +42,7 @@ func (f fleetTasks) Start(ctx context.Context, req taskRequest) (taskRecord, err
 	t, err := f.st.Start(ctx, tasks.Request{
 		Tenant: req.Tenant, Session: req.Session, Calls: []envelope.ToolUseBlock{req.Call},
 		Weight: req.Weight, Priority: req.Priority, TTL: req.TTL, KeyName: req.KeyName, NoCache: req.NoCache,
-		Traceparent: dispatch.NewTraceparent(), Front: frontName,
+		Traceparent: cmp.Or(req.Traceparent, dispatch.NewTraceparent()), Front: frontName,
 	})
 	if err != nil {
 		return taskRecord{}, fleetError(err, req.Call.Name)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -149,6 +150,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the dispatcher's measurements. Default NopMetrics.
 	Metrics Metrics
+	// Tracer, when on, gives every call a span "call <tool>" from its
+	// admission to its result, whose context the call carries to the
+	// workers (calltrace.go). Default nil: off, and a call costs nothing
+	// for it.
+	Tracer *tracing.Tracer
 
 	// MaxCallsInFlight caps the calls published and waiting for results
 	// across all Dispatch calls; a turn past it is refused at once with a

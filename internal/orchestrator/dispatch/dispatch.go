@@ -50,7 +50,7 @@ import (
 // instead. A ctx carrying a ProgressFunc
 // (WithProgress) gets the progress its calls' tools report
 // (tools.ReportProgress), with the calls' ids.
-func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) ([]envelope.Result, error) {
+func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envelope.ToolUseBlock) (_ []envelope.Result, err error) {
 	if !d.turns.enter() {
 		return nil, d.notRunningErr()
 	}
@@ -60,19 +60,23 @@ func (d *Dispatcher) Dispatch(ctx context.Context, session string, calls []envel
 	}
 	t := d.newTurn(ctx, session, calls)
 	defer t.release()
+	if d.cfg.Tracer.On() {
+		t.startTrace() // calltrace.go
+		defer t.endTrace(&err)
+	}
 
 	t.prepare()
-	t.lookUpStored(false)              // after a restart of the NATS server: recovery.go
-	if err := d.admit(t); err != nil { // admission control: admission.go
+	t.lookUpStored(false)             // after a restart of the NATS server: recovery.go
+	if err = d.admit(t); err != nil { // admission control: admission.go
 		return nil, err
 	}
 	defer d.unadmit(t)
 	admittedHook(ctx)
 	t.schedule() // fair shares: fair.go
-	if err := t.publish(); err != nil {
+	if err = t.publish(); err != nil {
 		return nil, err
 	}
-	if err := t.wait(); err != nil {
+	if err = t.wait(); err != nil {
 		return nil, err
 	}
 	t.advise()

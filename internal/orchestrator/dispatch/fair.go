@@ -174,6 +174,9 @@ func (t *turn) markGranted(i int) {
 		sl.held = false
 		t.held--
 		t.admHold(i, +1)
+		if t.tr != nil {
+			t.traceGranted(i)
+		}
 	}
 }
 

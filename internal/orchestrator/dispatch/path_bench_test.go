@@ -9,8 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -73,40 +76,60 @@ func (m *resultMsg) Data() []byte    { return m.data }
 func (m *resultMsg) Subject() string { return m.subject }
 
 func BenchmarkDispatchPath(b *testing.B) {
-	input := []byte(`{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`)
 	for _, k := range []int{1, 4} {
 		for _, fm := range fairModes {
-			b.Run("turn-of-"+strconv.Itoa(k)+"/"+fm.name, func(b *testing.B) {
-				lj := &loopbackJS{}
-				cfg := Config{JS: lj, Instance: "bench", Catalog: discovery.StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true,
-					ResultCheckInterval: -1} // no result consumer to watch
-				fm.mod(&cfg)
-				d, err := New(cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				lj.d = d
-				startLocal(b, d) // Start would create the result consumer
-				n := 0
-				calls := make([]envelope.ToolUseBlock, k)
-				ctx := context.Background()
-				b.ReportAllocs()
-				start := time.Now()
-				for b.Loop() {
-					for i := range calls {
-						n++
-						calls[i] = envelope.ToolUseBlock{Type: "tool_use", ID: "toolu_" + strconv.Itoa(n), Name: "echo", Input: input}
-					}
-					res, err := d.Dispatch(ctx, "bench-session", calls)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if res[0].IsError {
-						b.Fatalf("is_error: %s", res[0].Content.Text())
-					}
-				}
-				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "calls/s")
-			})
+			b.Run("turn-of-"+strconv.Itoa(k)+"/"+fm.name, func(b *testing.B) { benchDispatchPath(b, k, fm.mod) })
 		}
 	}
+}
+
+// BenchmarkDispatchPathTraced is BenchmarkDispatchPath's fair mode with
+// tracing on, every call sampled: a span per call with its events,
+// handed to a batching processor whose exporter drops them (the cost
+// the orchestrator pays, without a collector's network).
+//
+//	go test -run '^$' -bench 'DispatchPath(Traced)?$' -benchmem ./internal/orchestrator/dispatch/
+func BenchmarkDispatchPathTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tr := tracing.NewTracer(tp)
+	for _, k := range []int{1, 4} {
+		b.Run("turn-of-"+strconv.Itoa(k)+"/fair", func(b *testing.B) {
+			benchDispatchPath(b, k, func(c *Config) { c.Tracer = tr })
+		})
+	}
+}
+
+func benchDispatchPath(b *testing.B, k int, mod func(*Config)) {
+	input := []byte(`{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`)
+	lj := &loopbackJS{}
+	cfg := Config{JS: lj, Instance: "bench", Catalog: discovery.StaticCatalog("echo"), MaxQueueDepth: -1, NoQueueWaitAdmission: true,
+		ResultCheckInterval: -1} // no result consumer to watch
+	mod(&cfg)
+	d, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lj.d = d
+	startLocal(b, d) // Start would create the result consumer
+	n := 0
+	calls := make([]envelope.ToolUseBlock, k)
+	ctx := context.Background()
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		for i := range calls {
+			n++
+			calls[i] = envelope.ToolUseBlock{Type: "tool_use", ID: "toolu_" + strconv.Itoa(n), Name: "echo", Input: input}
+		}
+		res, err := d.Dispatch(ctx, "bench-session", calls)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res[0].IsError {
+			b.Fatalf("is_error: %s", res[0].Content.Text())
+		}
+	}
+	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "calls/s")
 }

@@ -60,7 +60,7 @@ func (t *turn) prepare() {
 			ReplyTo:     d.cfg.Instance,
 			CreatedAt:   t.now,
 			Deadline:    t.deadline,
-			Traceparent: traceparent,
+			Traceparent: t.callTraceparent(i),
 		})
 		if err != nil {
 			putCallMsg(msg)
@@ -68,10 +68,16 @@ func (t *turn) prepare() {
 			d.rejected(c.Name, true, t.results[i].Code)
 			continue
 		}
+		if t.tr != nil {
+			t.traceKey(i, key)
+		}
 		cached, ok, epoch := d.calls.registerEpoch(key, c.Name, waiter{ch: t.ch, idx: i, t: t}, t.now)
 		if ok {
 			putCallMsg(msg)
 			t.results[i] = cachedResult(c.ID, c.Name, cached)
+			if t.tr != nil {
+				t.traceDedup(i, "cached")
+			}
 			continue
 		}
 		t.slots[i] = slot{state: slotWaiting, epoch: epoch, info: info, key: key, msg: msg}

@@ -117,7 +117,7 @@ func (t *turn) publish() error {
 			return err
 		}
 		sl := &t.slots[i]
-		msg := sl.msg.address(t.calls[i].Name, callMsgID(sl.key, sl.epoch), t.traceparent, t.progress != nil)
+		msg := sl.msg.address(t.calls[i].Name, callMsgID(sl.key, sl.epoch), t.callTraceparent(i), t.progress != nil)
 		p.queue = append(p.queue, pubWait{idx: i, msg: msg, cm: sl.msg})
 		sl.msg = nil // the publisher's until its PubAck
 		if err := p.send(&p.queue[len(p.queue)-1], p.sendAt); err != nil {
@@ -299,6 +299,9 @@ func (p *publisher) acked(e *pubWait, ack *js.PubAck) {
 	d.metrics.CallDispatched(c.Name)
 	if ours(ack, e.attempts) {
 		t.slots[e.idx].seq = ack.Sequence // a cancellation cancels this message
+	}
+	if t.tr != nil {
+		t.tracePublished(e.idx, ack.Sequence, !ours(ack, e.attempts))
 	}
 	if ack.Duplicate {
 		// Published before: by this turn's lost first attempt, or by

@@ -60,8 +60,11 @@ type turn struct {
 	waiting  int         // slots registered in the table and not answered
 
 	// traceparent is the W3C trace context of the turn's calls, in their
-	// envelopes and in their messages' traceparent header.
+	// envelopes and in their messages' traceparent header; with tracing on
+	// (tr), each call carries its own span's instead.
 	traceparent string
+	// tr is the calls' spans with Config.Tracer on; nil when it is off.
+	tr *turnTrace
 
 	// progress is the caller's ProgressFunc (WithProgress), nil when it
 	// asked for none.
@@ -148,6 +151,9 @@ func (t *turn) answer(dl delivery) {
 	}
 	t.results[dl.idx] = *dl.res // the turn owns it: see delivery
 	t.slots[dl.idx].state = slotAnswered
+	if t.tr != nil {
+		t.traceAnswered(dl.idx)
+	}
 	t.endTicket(dl.idx)
 	t.waiting--
 	t.d.metrics.Pending(-1)

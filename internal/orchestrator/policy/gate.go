@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/pooltype"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -35,6 +36,10 @@ type Config struct {
 	Approvals Approvals
 	Metrics   Metrics
 	Logger    *slog.Logger // nil: slog.Default()
+	// Tracer, when on, gives the calls of the turns the gate applies to
+	// their spans from admission on, with the gate's events (trace.go).
+	// nil: off.
+	Tracer *tracing.Tracer
 }
 
 // Gate applies the result cache, approval gates and budgets to a turn's

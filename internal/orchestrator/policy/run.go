@@ -39,6 +39,7 @@ func (t *gateTurn) dispatch(idx []int) error {
 			r := t.results[first]
 			r.CallID = t.calls[i].ID
 			t.results[i], t.answered[i], t.outcome[i] = r, true, CacheCoalesced
+			t.cacheEvent(i, CacheCoalesced)
 			t.refund(i) // it did not run
 		}
 	}
@@ -96,6 +97,7 @@ func (t *gateTurn) storedMeanwhile(i int) bool {
 	}
 	res.CallID = t.calls[i].ID
 	t.results[i], t.answered[i], t.outcome[i] = res, true, CacheHit
+	t.cacheEvent(i, CacheHit)
 	t.refund(i)
 	return true
 }
@@ -118,7 +120,11 @@ func (t *gateTurn) runCalls(idx []int) error {
 	for j, i := range idx {
 		blocks[j] = t.blocks[i]
 	}
-	got, err := t.g.cfg.Next.Dispatch(t.ctx, t.session, blocks)
+	ctx := t.ctx
+	if sub := t.subSpans(idx); sub != nil {
+		ctx = dispatch.WithCallSpans(ctx, sub) // the dispatcher's events on the gate's spans
+	}
+	got, err := t.g.cfg.Next.Dispatch(ctx, t.session, blocks)
 	if err == nil && len(got) == len(idx) {
 		for j, i := range idx {
 			t.results[i] = withNote(got[j], nearly(t.spends[i]), t.calls[i].Tool)
@@ -167,6 +173,7 @@ func (t *gateTurn) awaitOther(i int) error {
 		case ok:
 			res.CallID = c.ID
 			t.results[i], t.outcome[i] = res, CacheCoalesced
+			t.cacheEvent(i, CacheCoalesced)
 			t.refund(i) // it did not run: as a cache hit, it spends nothing
 			return nil
 		case t.ctx.Err() != nil:

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -27,6 +29,8 @@ type gateTurn struct {
 	// approval is a call's approval id ("" when it needs none).
 	approval []string
 	spends   []Spend
+	// spans are the calls' spans with tracing on (trace.go); nil when off.
+	spans []trace.Span
 	// budgetRefused counts the calls refused by a spent budget;
 	// retryAfter is the soonest reset among them.
 	// They are shared by the turn's goroutines: mu guards them.
@@ -48,6 +52,7 @@ func (g *Gate) newTurn(ctx context.Context, session string, blocks []envelope.To
 		info, _ := g.cfg.Catalog.Lookup(ctx, b.Name)
 		t.calls[i] = Call{Tenant: tenant, Key: key, Session: session, ID: b.ID, Tool: b.Name, Input: b.Input, Info: info}
 	}
+	t.startSpans()
 	return t
 }
 
@@ -75,6 +80,7 @@ func (t *gateTurn) run() ([]envelope.Result, error) {
 	err := t.chargeAndRun(free)
 	wg.Wait()
 	t.report()
+	t.endSpans(cmpErr(err, gatedErr))
 	if err = cmpErr(err, gatedErr); err != nil {
 		return nil, err
 	}
@@ -116,6 +122,7 @@ func (t *gateTurn) lookUpCache() {
 		t.cacheKey[i] = key
 		if bypass {
 			t.outcome[i] = CacheBypass
+			t.cacheEvent(i, CacheBypass)
 			continue
 		}
 		res, hit, err := cache.Get(t.ctx, key)
@@ -124,10 +131,12 @@ func (t *gateTurn) lookUpCache() {
 		}
 		if !hit {
 			t.outcome[i] = CacheMiss
+			t.cacheEvent(i, CacheMiss)
 			continue
 		}
 		res.CallID = c.ID
 		t.results[i], t.answered[i], t.outcome[i] = res, true, CacheHit
+		t.cacheEvent(i, CacheHit)
 	}
 }
 
@@ -153,12 +162,15 @@ func (t *gateTurn) approveThenRun(idx []int) error {
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, errNotHeld):
+				t.approvalEvent(i, "unavailable", "")
 				t.answer(i, unavailableResult(&t.calls[i]))
 			case err != nil:
 				firstErr = cmpErr(firstErr, err)
 			case d.State == Approved:
+				t.approvalEvent(i, "approved", d.ID)
 				approved = append(approved, i)
 			default:
+				t.approvalEvent(i, approvalOutcome(d.State), d.ID)
 				t.answer(i, decisionResult(&t.calls[i], d))
 			}
 		})
@@ -182,6 +194,9 @@ func (t *gateTurn) decide(a Approvals, i int) (Decision, error) {
 		return Decision{}, errNotHeld
 	}
 	t.approval[i] = d.ID
+	if d.State == Pending {
+		t.approvalEvent(i, "held", d.ID)
+	}
 	if d.State != Pending || approvalNoWait(t.ctx) {
 		return d, nil
 	}
@@ -224,6 +239,7 @@ func (t *gateTurn) chargeAndRun(idx []int) error {
 		var ex *Exhausted
 		switch {
 		case errors.As(err, &ex):
+			t.budgetEvent(i, "refused", ex.Budget.Name)
 			t.answer(i, exhaustedResult(c, ex.Budget))
 			t.mu.Lock()
 			t.budgetRefused++
@@ -231,8 +247,10 @@ func (t *gateTurn) chargeAndRun(idx []int) error {
 			t.mu.Unlock()
 		case err != nil:
 			t.g.log.Warn("policy: a budget could not be charged; the call is not run", "tool", c.Tool, "err", err)
+			t.budgetEvent(i, "unavailable", "")
 			t.answer(i, unavailableResult(c))
 		default:
+			t.budgetEvent(i, "charged", "")
 			t.spends[i] = spend
 			run = append(run, i)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/docscheck"
+	"github.com/toolpool/toolpool/internal/testdeps"
 )
 
 // root is the module's root, from this package's folder.
@@ -100,17 +101,10 @@ func compileContext(t *testing.T) context.Context {
 // pins (openai, @anthropic-ai/sdk, @google/genai, the MCP SDK).
 func TestTypeScriptSnippets(t *testing.T) {
 	t.Parallel()
-	modules, err := filepath.Abs(filepath.Join(root, "e2e", "node_modules"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// e2e's pinned packages, installed from the lockfile when missing
+	// (typescript and @types/node among them).
+	_, modules := testdeps.NodeModules(t)
 	tsc := filepath.Join(modules, ".bin", "tsc")
-	if _, err := os.Stat(filepath.Join(modules, "typescript", "package.json")); err != nil {
-		if inCI() {
-			t.Fatalf("TypeScript is not installed in e2e/node_modules (%v): run cd e2e && npm ci", err)
-		}
-		t.Skip("TypeScript and the SDKs the docs' snippets use are not installed: run cd e2e && npm ci")
-	}
 	progs, skipped := programs(t, docscheck.TypeScript, docscheck.JavaScript)
 	if len(progs) == 0 {
 		t.Fatal("the docs have no TypeScript snippet to check; has the extraction broken?")

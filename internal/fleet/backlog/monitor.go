@@ -63,6 +63,10 @@ func New(cfg Config) (*Monitor, error) {
 // backing up.
 func (m *Monitor) BacklogAge() time.Duration { return m.cfg.BacklogAge }
 
+// historyOpenTimeout bounds the binding (or creation) of the history's
+// stream at start.
+const historyOpenTimeout = 5 * time.Second
+
 // Start binds the history's stream (creating it when missing) and starts
 // sampling. Without the stream (a server
 // short of storage, a stream of another shape) the monitor runs without
@@ -70,7 +74,12 @@ func (m *Monitor) BacklogAge() time.Duration { return m.cfg.BacklogAge }
 func (m *Monitor) Start(ctx context.Context) error {
 	err := m.Base.Start(ctx, func(context.Context) error {
 		if !m.cfg.NoHistory {
-			h, err := openHistory(ctx, m.cfg)
+			// Bounded on its own: a server that never answers (a user
+			// not allowed the stream gets no reply) must not use up the
+			// caller's start.
+			octx, cancel := context.WithTimeout(ctx, historyOpenTimeout)
+			h, err := openHistory(octx, m.cfg)
+			cancel()
 			if err != nil {
 				m.log.Warn("no backlog history: the console's charts stay empty", "err", err)
 			}

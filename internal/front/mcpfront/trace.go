@@ -93,3 +93,12 @@ func endTaskSpan(span trace.Span, err error) {
 	}
 	span.End()
 }
+
+// withTraceparent is ctx with the traceparent of the call it runs: its
+// tools/call span's with tracing on, else a new trace's.
+func (s *Server) withTraceparent(ctx context.Context) context.Context {
+	if s.cfg.Tracer.On() {
+		return dispatch.WithTraceparent(ctx, tracing.FromContext(ctx))
+	}
+	return dispatch.WithTraceparent(ctx, dispatch.NewTraceparent())
+}

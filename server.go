@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool/internal/infra/discovery"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/internal/worker/host"
 	"github.com/toolpool/toolpool/internal/worker/settle"
@@ -134,6 +136,15 @@ type ServerConfig struct {
 	Metrics *MetricsRegistry
 	// Logger receives the Server's logs. Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when set, gets an OpenTelemetry span per delivery
+	// of a call: "execute_tool <tool>" (the GenAI conventions' attributes,
+	// error.type on a failure, retry and dead_letter events), a child of
+	// the call's W3C traceparent, and "queued <tool>" on the first
+	// delivery, the time the call waited for a worker. A tool's handler
+	// context carries the execute_tool span, and CallInfo.Traceparent is
+	// its traceparent. The Server does not shut the provider down. Default
+	// nil: no spans, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -194,7 +205,7 @@ func (c ServerConfig) hostConfig() host.Config {
 		Conn: c.Conn, Registry: c.Registry, StartEmpty: c.StartEmpty, Workers: c.Workers,
 		Worker: worker.Config{
 			Concurrency: c.Concurrency, WorkerID: c.WorkerID, DrainTimeout: c.DrainTimeout,
-			AckWait: c.AckWait, PublishRetryFor: c.PublishRetryFor,
+			AckWait: c.AckWait, PublishRetryFor: c.PublishRetryFor, Tracer: tracing.NewTracer(c.TracerProvider),
 		},
 		History: settle.HistoryConfig{TTL: c.HistoryTTL, Replicas: c.Replicas}, NoHistory: c.NoHistory,
 		Discovery: discovery.BucketConfig{TTL: c.DiscoveryTTL, Replicas: c.Replicas}, NoAnnounce: c.NoAnnounce,

@@ -61,7 +61,7 @@ func callCommand() *cli.Command {
 			defer nc.Close()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			res, err := callOnce(ctx, nc, log, tp, session, tool, json.RawMessage(input))
+			res, err := callOnce(ctx, nc, log, tp.TracerProvider(), session, tool, json.RawMessage(input))
 			if err != nil {
 				return cli.Unavailable(err)
 			}

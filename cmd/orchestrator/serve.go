@@ -189,7 +189,7 @@ func runServe(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	f.tracer = tp
+	f.tracer = tp.TracerProvider()
 	nc, url, err := f.connect(ctx, sd, log)
 	if err != nil {
 		return err
@@ -266,6 +266,7 @@ func (f *serveFlags) startServer(ctx context.Context, sd *cli.Shutdown, nc *nats
 	srv, err := toolpool.NewServer(toolpool.ServerConfig{
 		Conn: nc, Catalog: cat, Workers: f.workers, Concurrency: f.concurrency, DrainTimeout: f.drainTimeout,
 		Replicas: f.replicas, HistoryTTL: f.attemptsTTL, DiscoveryTTL: f.catalog.DiscoveryTTL, Metrics: metrics, Logger: log,
+		TracerProvider: f.tracer,
 	})
 	if err != nil {
 		_ = cat.Close()

@@ -5,6 +5,11 @@
 //
 // It runs the worker host (internal/worker/host, what toolpool.Server
 // wraps) directly, so that it links nothing of the orchestrator side.
+//
+// Tracing is off unless the OpenTelemetry environment asks for it
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=otlp, …): then every
+// attempt is an "execute_tool <tool>" span of service toolpool-worker,
+// exported over OTLP/HTTP and flushed after the drain at SIGTERM.
 package main
 
 import (
@@ -131,8 +136,16 @@ func workerCommand() *cli.Command {
 func serve(ctx context.Context, f *workerFlags, cat *host.Catalog, nc *nats.Conn, log *slog.Logger) error {
 	sd := &cli.Shutdown{Role: "worker", Logger: log}
 	defer sd.Stop() // a failed start-up
+	// Deferred first: the spans are flushed after the workers drained.
+	tp, err := cli.Tracing(ctx, sd, "toolpool-worker", log)
+	if err != nil {
+		_ = cat.Close()
+		nc.Close()
+		return err
+	}
 	cfg := f.cfg
 	cfg.Conn, cfg.Catalog, cfg.Logger, cfg.Discovery = nc, cat, log, f.catalog.Bucket()
+	cfg.Worker.Tracer = tp.Tracer()
 	h, err := host.New(cfg)
 	if err != nil {
 		_ = cat.Close()

@@ -12,7 +12,6 @@ import (
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/fleet/ops"
-	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/progress"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -89,7 +88,7 @@ func (r *replayCmd) run(ctx context.Context, env *cli.Env, args []string) error 
 		if err != nil {
 			return cli.Usagef("%v", err)
 		}
-		cfg.Tracer = tracing.NewTracer(tp)
+		cfg.Tracer = tp.Tracer()
 	}
 	var results *dlq.ReplayResults
 	if r.wait && !r.dryRun {

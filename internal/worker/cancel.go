@@ -268,8 +268,12 @@ var _ interface {
 // CallInfo describes the job's call to its handler (tools.CallInfoFrom).
 func (j *job) CallInfo() tools.CallInfo {
 	call := j.call
+	tp := call.Traceparent
+	if j.tr != nil { // tracing on: the execute_tool span's
+		tp = j.tr.traceparent
+	}
 	return tools.CallInfo{
 		ID: call.ID, Key: call.Key, Tenant: call.Tenant, Tool: j.served.tool.Name, Session: call.Session,
-		Attempt: j.attempt, Deadline: call.Deadline, WorkerID: j.w.cfg.WorkerID, Traceparent: call.Traceparent,
+		Attempt: j.attempt, Deadline: call.Deadline, WorkerID: j.w.cfg.WorkerID, Traceparent: tp,
 	}
 }

@@ -84,6 +84,9 @@ func (w *Worker) conclude(j *job, d *delivery, ev *Event, log *slog.Logger) {
 	default:
 		ok = w.settle(j, v, s)
 	}
+	if j.tr != nil {
+		w.endSpan(j, d, v, ev, ok)
+	}
 	if !ok {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
@@ -98,6 +99,10 @@ type Config struct {
 	// HistoryTimeout bounds each read or write of History. Default
 	// HistoryTimeoutDefault.
 	HistoryTimeout time.Duration
+	// Tracer records a span per delivery ("execute_tool <tool>", and
+	// "queued <tool>" on the first), children of the call's traceparent.
+	// Default nil: off, at no cost.
+	Tracer *tracing.Tracer
 }
 
 // WithDefaults returns c with zero fields set to the documented defaults: a

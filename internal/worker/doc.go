@@ -76,6 +76,18 @@
 // tools.progress.<instance>.<key>, at most one every 100 ms, the last one
 // winning (progress.go).
 //
+// # Tracing
+//
+// With Config.Tracer set, every delivery is an OpenTelemetry span
+// "execute_tool <tool>", a child of the call's traceparent, from the
+// delivery to its settle, with the GenAI conventions' attributes, the
+// attempt, error.type "<class>.<code>" on a failure and the events retry,
+// dead_letter and handed_back; the first delivery also has a span
+// "queued <tool>" from the message's publish to the delivery. The
+// handler's context carries the execute_tool span, and its
+// tools.CallInfo.Traceparent is that span's (trace.go). A nil Tracer
+// costs a nil check per step.
+//
 // # Shutdown
 //
 // Stop (and Run, when its context ends) stops pulling (open pulls are

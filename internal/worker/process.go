@@ -51,6 +51,10 @@ type job struct {
 	logH callHandler
 	log  slog.Logger
 
+	// The delivery's spans (trace.go): nil with tracing off. A pointer
+	// keeps the job in its allocation size class.
+	tr *jobTrace
+
 	// The run's timer (runContext, tick): heartbeats and the timeout.
 	timer         *time.Timer
 	timeout, beat time.Duration
@@ -112,12 +116,18 @@ func (w *Worker) process(j *job) {
 		d.Case, d.Decision = classify.CaseMalformed, malformedDecision(err)
 		d.malformed = strings.TrimPrefix(j.msg.Subject(), jetstream.CallSubjectPrefix)
 		log := w.cfg.Logger.With(slog.String("tool", d.malformed), slog.Uint64("stream_seq", meta.Sequence.Stream))
+		if w.cfg.Tracer.On() {
+			w.startSpans(j, meta, start, d.malformed, nil)
+		}
 		w.conclude(j, &d, &ev, log)
 		return
 	}
 	log := j.callLog(call) // attributes added only when it logs
 	j.call = call
 	d.Deadline = call.Deadline
+	if w.cfg.Tracer.On() {
+		w.startSpans(j, meta, start, rt.Name, call)
+	}
 	w.attend(j, meta, &d, &ev, log)
 	w.conclude(j, &d, &ev, log)
 }
@@ -260,7 +270,7 @@ func (w *Worker) execute(j *job, call *envelope.Call) (out tools.Output, err err
 			timeout = max(rem, time.Millisecond)
 		}
 	}
-	ctx := j.runContext(w.calls, timeout, j.served.heartbeat)
+	ctx := j.runContext(w.handlerContext(j), timeout, j.served.heartbeat)
 	defer j.endRun()
 
 	j.handler = handlerRun{j: j}

@@ -36,14 +36,14 @@ const (
 	GenAIToolCallID    = semconv.GenAIToolCallIDKey
 	ErrorType          = semconv.ErrorTypeKey // "<class>" or "<class>.<code>", e.g. "transient.http_503"
 
-	Attempt    = attribute.Key("toolpool.attempt")     // 1-based delivery number
-	WorkerID   = attribute.Key("toolpool.worker.id")   // the worker that ran the attempt
-	CallKey    = attribute.Key("toolpool.call.key")    // the call's key (dedup scope + id)
-	Tenant     = attribute.Key("toolpool.tenant")      // the caller's tenant, when there is one
-	Session    = attribute.Key("toolpool.session")     // the agent's session, when there is one
-	Instance   = attribute.Key("toolpool.instance")    // the orchestrator instance
-	Front      = attribute.Key("toolpool.front")       // "http", "mcp", "go", "task"
-	Outcome    = attribute.Key("toolpool.outcome")     // e.g. "success", "error", "dead_letter", "cache_hit"
+	Attempt    = attribute.Key("toolpool.attempt")   // 1-based delivery number
+	WorkerID   = attribute.Key("toolpool.worker.id") // the worker that ran the attempt
+	CallKey    = attribute.Key("toolpool.call.key")  // the call's key (dedup scope + id)
+	Tenant     = attribute.Key("toolpool.tenant")    // the caller's tenant, when there is one
+	Session    = attribute.Key("toolpool.session")   // the agent's session, when there is one
+	Instance   = attribute.Key("toolpool.instance")  // the orchestrator instance
+	Front      = attribute.Key("toolpool.front")     // "http", "mcp", "go", "task"
+	Outcome    = attribute.Key("toolpool.outcome")   // e.g. "success", "error", "dead_letter", "cache_hit"
 	QueueWait  = attribute.Key("toolpool.queue.wait_ms")
 	RetryDelay = attribute.Key("toolpool.retry.delay_ms")
 )

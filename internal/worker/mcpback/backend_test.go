@@ -286,6 +286,26 @@ func TestProgressReachesReportProgress(t *testing.T) {
 	}
 }
 
+// TestTraceparentReachesServer: the call's traceparent (with tracing on,
+// its execute_tool span's) goes to the MCP server in _meta.traceparent
+// (SEP-414), on both transports; a call without one sends none.
+func TestTraceparentReachesServer(t *testing.T) {
+	t.Parallel()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, cfg := range []mcpback.Config{stdioConfig(), httpConfig(httpServer(t, mcptest.Options{}))} {
+		b := startBackend(t, cfg)
+		h := handler(t, b, cfg.Prefix+"traceparent")
+		out, err := h(tools.WithCallInfo(context.Background(), tools.CallInfo{Traceparent: tp}), json.RawMessage(`{}`))
+		if err != nil || out.Content.Text() != "traceparent="+tp {
+			t.Errorf("%s: %v %q, want the call's traceparent", cfg.Name, err, out.Content.Text())
+		}
+		out, err = h(context.Background(), json.RawMessage(`{}`))
+		if err != nil || out.Content.Text() != "traceparent=" {
+			t.Errorf("%s without a traceparent: %v %q", cfg.Name, err, out.Content.Text())
+		}
+	}
+}
+
 // TestCancelReachesServer: when the call's context ends, the server's
 // handler sees its own context cancelled (notifications/cancelled).
 func TestCancelReachesServer(t *testing.T) {

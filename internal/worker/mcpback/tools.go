@@ -304,6 +304,14 @@ func (b *Backend) handler(name string) tools.Handler {
 		b.progress.Store(token, func(p tools.Progress) { tools.ReportProgress(ctx, p) })
 		defer b.progress.Delete(token)
 		params.SetProgressToken(token)
+		if ci, ok := tools.CallInfoFrom(ctx); ok && ci.Traceparent != "" {
+			// MCP reserves _meta.traceparent for the W3C trace context
+			// (SEP-414): the server's spans join the call's trace.
+			if params.Meta == nil {
+				params.Meta = mcp.Meta{}
+			}
+			params.Meta["traceparent"] = ci.Traceparent
+		}
 		rl := &rateLimit{}
 		res, err := cs.CallTool(context.WithValue(ctx, rateLimitKey{}, rl), params)
 		switch {

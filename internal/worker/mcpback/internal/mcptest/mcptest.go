@@ -40,7 +40,8 @@ func NewServer(opts Options) *mcp.Server {
 	return s
 }
 
-// addAnswering adds the tools that answer: echo, fail, sleep and media.
+// addAnswering adds the tools that answer: echo, fail, sleep, traceparent
+// and media.
 func addAnswering(s *mcp.Server, opts Options) {
 	s.AddTool(&mcp.Tool{
 		Name: "echo", Description: "Returns its text.",
@@ -57,6 +58,13 @@ func addAnswering(s *mcp.Server, opts Options) {
 		Name: "sleep", Description: "Sleeps for ms milliseconds in steps, reporting progress; cancellable.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"},"steps":{"type":"integer"}},"required":["ms"]}`),
 	}, sleep(opts.Cancelled))
+	s.AddTool(&mcp.Tool{
+		Name: "traceparent", Description: "Returns the traceparent of its request's _meta.",
+		InputSchema: json.RawMessage(`{"type":"object"}`),
+	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tp, _ := req.Params.Meta["traceparent"].(string)
+		return &mcp.CallToolResult{Content: textContent("traceparent=" + tp)}, nil
+	})
 	s.AddTool(&mcp.Tool{
 		Name: "media", Description: "Returns one block of each kind.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),

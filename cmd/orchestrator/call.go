@@ -52,7 +52,7 @@ func callCommand() *cli.Command {
 			defer sd.Stop() // exports the call's spans, when tracing is on
 			tp, err := cli.Tracing(ctx, sd, "toolpool-orchestrator", nil)
 			if err != nil {
-				return cli.Usagef("%v", err)
+				return err // a *cli.UsageError naming the variable
 			}
 			nc, err := natsFlags.Connect("", "toolpool-call", log)
 			if err != nil {

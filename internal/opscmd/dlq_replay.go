@@ -86,7 +86,7 @@ func (r *replayCmd) run(ctx context.Context, env *cli.Env, args []string) error 
 		defer sd.Stop()
 		tp, err := cli.Tracing(ctx, sd, "toolpool-orchestrator", nil)
 		if err != nil {
-			return cli.Usagef("%v", err)
+			return err // a *cli.UsageError naming the variable
 		}
 		cfg.Tracer = tp.Tracer()
 	}

@@ -43,7 +43,7 @@ func startReplaySpan(ctx context.Context, tr *tracing.Tracer, call *envelope.Cal
 	if call.Session != "" {
 		opts = append(opts, trace.WithAttributes(tracing.Session.String(call.Session)))
 	}
-	_, span := tr.Start(ctx, "replay "+call.Tool, opts...)
+	_, span := tr.Start(ctx, "replay "+call.Tool, opts...) // DecodeCall checked the name
 	if tp := tracing.Traceparent(span.SpanContext()); tp != "" {
 		call.Traceparent = tp
 	}

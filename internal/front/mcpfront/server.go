@@ -20,7 +20,6 @@ import (
 	"github.com/toolpool/toolpool/internal/front/apikey"
 	"github.com/toolpool/toolpool/internal/infra/mcpwire"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
-	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -338,11 +337,7 @@ func (s *Server) run(ctx context.Context, c callIn) (out mcp.Result, err error) 
 		// default priority, as on the HTTP API.
 		ctx = dispatch.WithPriority(dispatch.WithWeight(dispatch.WithTenant(ctx, key.Tenant), key.Weight), key.Priority)
 	}
-	if s.cfg.Tracer.On() {
-		ctx = dispatch.WithTraceparent(ctx, tracing.FromContext(ctx)) // the span's: its call's parent
-	} else {
-		ctx = dispatch.WithTraceparent(ctx, dispatch.NewTraceparent())
-	}
+	ctx = s.withTraceparent(ctx) // trace.go
 	if c.progress != nil && c.notify != nil {
 		relay := newProgressRelay(ctx, c.notify, c.progress, s.cfg.Logger)
 		defer relay.close()

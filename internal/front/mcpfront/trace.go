@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolpool/toolpool/internal/infra/tracing"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
 
@@ -60,6 +61,7 @@ func (s *Server) startCallSpan(ctx context.Context, tool, traceparent, tenant st
 	if traceparent != "" {
 		ctx = tracing.Remote(ctx, traceparent) // ignored when not valid
 	}
+	tool = dispatch.SpanToolName(tool) // the client's text, unchecked yet
 	attrs := []attribute.KeyValue{attrMCPMethod.String("tools/call"), tracing.GenAIToolName.String(tool),
 		tracing.Front.String(frontName)}
 	if tenant != "" {
@@ -90,4 +92,13 @@ func endTaskSpan(span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
+}
+
+// withTraceparent is ctx with the traceparent of the call it runs: its
+// tools/call span's with tracing on, else a new trace's.
+func (s *Server) withTraceparent(ctx context.Context) context.Context {
+	if s.cfg.Tracer.On() {
+		return dispatch.WithTraceparent(ctx, tracing.FromContext(ctx))
+	}
+	return dispatch.WithTraceparent(ctx, dispatch.NewTraceparent())
 }

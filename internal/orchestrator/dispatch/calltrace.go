@@ -67,6 +67,7 @@ func WithCallSpans(ctx context.Context, spans []trace.Span) context.Context {
 // tenant (WithTenant). tr must be on.
 func StartCallSpan(ctx context.Context, tr *tracing.Tracer, tool, id, session string) trace.Span {
 	ctx = parentContext(ctx)
+	tool = SpanToolName(tool)
 	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, tracing.GenAIToolName.String(tool), tracing.GenAIToolCallID.String(id))
 	if session != "" {
@@ -77,6 +78,17 @@ func StartCallSpan(ctx context.Context, tr *tracing.Tracer, tool, id, session st
 	}
 	_, span := tr.Start(ctx, "call "+tool, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 	return span
+}
+
+// SpanToolName is tool as span names and attributes carry it: the name,
+// when it is a valid tool name (envelope.ValidToolName), else "_invalid"
+// — a caller's unchecked text (an unknown tool's name may be anything, of
+// any length) goes into no span.
+func SpanToolName(tool string) string {
+	if envelope.ValidToolName(tool) {
+		return tool
+	}
+	return "_invalid"
 }
 
 // parentContext is ctx with the parent of its calls' spans: its own span,

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,5 +202,26 @@ func TestCallSpansOff(t *testing.T) {
 	calls, hdrs := echo.seen()
 	if len(calls) != 1 || calls[0].Traceparent != incoming || hdrs[0].Get(envelope.HeaderTraceparent) != incoming {
 		t.Fatalf("with tracing off the call must carry the incoming traceparent: %+v", calls)
+	}
+}
+
+// TestCallSpanOfAnInvalidToolName: a caller's unchecked tool name goes
+// into no span.
+func TestCallSpanOfAnInvalidToolName(t *testing.T) {
+	t.Parallel()
+	tr, rec := newRecorder(t)
+	b := setup(t, func(c *Config) { c.Tracer = tr })
+	long := strings.Repeat("x", 10_000)
+	res, err := b.d.Dispatch(timeout(t, 10*time.Second), "", []envelope.ToolUseBlock{use("toolu_bad", long, `{}`), use("toolu_sp", "a b", `{}`)})
+	if err != nil || !res[0].IsError || !res[1].IsError {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	for _, s := range rec.Ended() {
+		if v, _ := attrOf(s, tracing.GenAIToolName); s.Name() != "call _invalid" || v.AsString() != "_invalid" {
+			t.Errorf("span %.40q, gen_ai.tool.name %.40q; want call _invalid", s.Name(), v.AsString())
+		}
+	}
+	if n := len(rec.Ended()); n != 2 {
+		t.Errorf("%d spans, want 2", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 )
 
 // Defaults of Config.
@@ -184,6 +185,10 @@ type Config struct {
 	// Logger receives the pool's and the embedded server's logs. Default:
 	// discarded.
 	Logger *slog.Logger
+	// Tracer, when on, records the pool phase's spans (the dispatcher's,
+	// the gate's and the workers'), to measure what tracing costs; the raw
+	// baseline has none. Default nil: off.
+	Tracer *tracing.Tracer
 	// Fronts are the front doors measured after direct dispatch (which is
 	// always measured): FrontHTTP (the HTTP API through pkg/client),
 	// FrontMCP (a host's JSON-RPC requests on /mcp, written by hand) and

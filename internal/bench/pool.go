@@ -165,7 +165,7 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry,
 		// The bench's catalog is the registry: no announcements.
 		p.server, err = host.New(host.Config{
 			Conn: wnc, Registry: reg, Workers: cfg.Workers, NoAnnounce: true,
-			Worker:  worker.Config{Concurrency: cfg.WorkerConcurrency},
+			Worker:  worker.Config{Concurrency: cfg.WorkerConcurrency, Tracer: cfg.Tracer},
 			Metrics: promReg, Logger: cfg.Logger,
 		})
 		if err != nil {
@@ -189,7 +189,7 @@ func startPool(ctx context.Context, cfg Config, url string, reg *tools.Registry,
 	}
 	p.orch, err = orchhost.New(orchhost.Config{
 		Conn: onc, NoPoisonWatcher: true, Catalog: catalog,
-		Dispatch: dc, Metrics: promReg, Logger: cfg.Logger,
+		Dispatch: dc, Metrics: promReg, Logger: cfg.Logger, Tracer: cfg.Tracer,
 	})
 	if err != nil {
 		return nil, err

@@ -29,6 +29,15 @@ func (b *benchCmd) runThroughput(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	b.cfg.Logger = log
+	// Spans of the pool phase when the OTEL_* environment asks for them
+	// (what tracing costs), exported before the report is written.
+	sd := &cli.Shutdown{Role: "bench", Logger: log}
+	defer sd.Stop()
+	tp, err := cli.Tracing(ctx, sd, "toolpool-bench", log)
+	if err != nil {
+		return err
+	}
+	b.cfg.Tracer = tp.Tracer()
 	b.cfg.Connect = func(url, name string) (*nats.Conn, error) { return b.nats.Connect(url, name, log) }
 	b.cfg.Progress = progress.Terminal(env.Stderr)
 	closeProfiles, err := b.profiles.open(&b.cfg)

@@ -180,6 +180,7 @@ func (h *Host) newFronts() (err error) {
 	uc.Conn, uc.JetStream, uc.Live, uc.Logger = h.cfg.Conn, h.js, h.live, h.cfg.Logger
 	uc.Checks = h.checks()
 	uc.Attempts = h.cfg.History // a call's page reads its attempts there
+	uc.Tracer = h.cfg.Tracer    // its replays' spans
 	if h.backlog != nil {
 		uc.Backlog = h.backlog // the overview's backlog states and the charts
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/health"
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/startstop"
+	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/internal/orchestrator/sched"
 	"github.com/toolpool/toolpool/internal/worker/settle"
 )
@@ -114,6 +115,10 @@ type Config struct {
 	// URL template with TraceIDPlaceholder where the trace's id goes, e.g.
 	// Jaeger's http://127.0.0.1:16686/trace/{trace_id}. http or https only.
 	TraceURL string
+	// Tracer, when on, gives each replay the console starts a span
+	// linked to its dead letter's trace (as `orchestrator dlq replay`
+	// does). Nil: off.
+	Tracer *tracing.Tracer
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.

@@ -143,7 +143,7 @@ func (c *Console) runReplay(j *job, s *dlq.Store, sel selection, rate float64, w
 		fail(err)
 		return
 	}
-	cfg := dlq.ReplayConfig{Rate: rate, Timeout: wait, ReplyTo: "console-" + nuid.Next()}
+	cfg := dlq.ReplayConfig{Rate: rate, Timeout: wait, ReplyTo: "console-" + nuid.Next(), Tracer: c.cfg.Tracer}
 	results, err := dlq.WatchReplayResults(ctx, c.cfg.JetStream, cfg.ReplyTo)
 	if err != nil {
 		fail(err)

@@ -87,7 +87,7 @@ type statusWriter struct {
 
 // WriteHeader notes the status and writes it.
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	if w.status == 0 && code >= 200 { // not an informational 1xx
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -16,6 +16,13 @@
 // (nats-server 2.11 or later; on an older server, Get ignores an entry
 // past its TTL, and the bucket's age limit removes it after TTLMax).
 //
+// On a replicated bucket any replica may answer a direct get, a follower
+// that has not yet applied the latest Put included: a result stored a
+// moment ago can read as a miss for that moment. A miss only costs a run
+// (a cache never promises more); decisions that must not see the past,
+// such as whether a claim is live, are made by publishes that expect the
+// key's last sequence, which only the stream's leader accepts.
+//
 // The store only stores and reads: which calls are cached, bypassed or
 // coalesced is the policy gate's decision (package policy).
 package rescache

@@ -140,6 +140,17 @@ func TestWorkerRefusesLongID(t *testing.T) {
 	}
 }
 
+// TestWorkerRefusesShortAckWait: a liveness window under a second would
+// have live workers' calls delivered again between their heartbeats.
+func TestWorkerRefusesShortAckWait(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	code := run(t.Context(), []string{"--demo-tools", "--nats-url", "nats://127.0.0.1:1", "--ack-wait", "500ms"}, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--ack-wait is 500ms; it must be at least 1s") {
+		t.Errorf("exit %d, stderr %q; want 2 and a message naming --ack-wait", code, stderr.String())
+	}
+}
+
 // TestWorkerExitsWhenConnectionClosedForGood: a worker whose NATS
 // connection is closed for good (here the server stops accepting its
 // credentials: nats.go gives up after the second refusal) used to keep
@@ -177,13 +188,15 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 // fourth finding with real processes: a worker process holding a call of
 // sleep (timeout 11 minutes) is killed with SIGKILL. The consumer's AckWait
 // used to be the tool's timeout plus 5 s, so the call came back only after
-// 11 min 5 s. AckWait is now a liveness window kept by heartbeats, so a
-// second worker gets the call well within a minute and answers it.
+// 11 min 5 s. AckWait is now a liveness window kept by heartbeats (here
+// --ack-wait 4s, the default being 20 s), so a second worker gets the call
+// that long after the victim's last heartbeat and answers it.
 func TestKilledWorkersCallComesBackWithinLivenessWindow(t *testing.T) {
 	t.Parallel()
 	bin := buildWorker(t)
 	srv, _, j := natstest.StartProvisioned(t)
-	victim := startWorker(t, bin, srv.ClientURL(), "victim", nil)
+	const ackWait = 4 * time.Second
+	victim := startWorker(t, bin, srv.ClientURL(), "victim", nil, "--ack-wait", ackWait.String())
 
 	d, err := dispatch.New(dispatch.Config{JS: j, Catalog: discovery.ConsumerCatalog(j, time.Millisecond),
 		DefaultTimeout: 5 * time.Minute, Logger: natstest.Logger(t)})
@@ -196,8 +209,8 @@ func TestKilledWorkersCallComesBackWithinLivenessWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { stopped, stop := context.WithCancel(context.Background()); stop(); _ = d.Stop(stopped) }()
-	if got := natstest.CallConsumerInfo(t, j, "sleep").Config.AckWait; got >= time.Minute {
-		t.Errorf("tool_sleep's AckWait is %v; want a liveness window, not the tool's timeout", got)
+	if got := natstest.CallConsumerInfo(t, j, "sleep").Config.AckWait; got != ackWait {
+		t.Errorf("tool_sleep's AckWait is %v; want the worker's --ack-wait %v, not the tool's timeout", got, ackWait)
 	}
 	type answer struct {
 		res []envelope.Result
@@ -218,7 +231,7 @@ func TestKilledWorkersCallComesBackWithinLivenessWindow(t *testing.T) {
 	}
 	<-victim.Done()
 	killed := time.Now()
-	startWorker(t, bin, srv.ClientURL(), "survivor", nil)
+	startWorker(t, bin, srv.ClientURL(), "survivor", nil, "--ack-wait", ackWait.String())
 
 	const bound = time.Minute // far below sleep's 11-minute timeout; not a speed test
 	select {

@@ -56,6 +56,7 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "serve the diagnostic tools echo, sleep and flaky")
 	fs.DurationVar(&w.DrainTimeout, "drain-timeout", host.DrainTimeoutDefault, "on SIGTERM, how long in-flight calls may finish before they are handed back")
 	fs.DurationVar(&w.PublishRetryFor, "publish-retry-for", host.PublishRetryForDefault, "how long a result whose publish failed (e.g. during a leader election) is published again before the call is handed back; negative: hand back at once")
+	fs.DurationVar(&w.AckWait, "ack-wait", host.AckWaitDefault, "liveness window: a call held by a worker that stopped answering (killed, cut off) goes to another worker this long after its last heartbeat; give every worker of a tool the same value")
 	fs.StringVar(&w.WorkerID, "id", "", "worker id in results and logs (default host-pid-random)")
 	fs.StringVar(&f.metricsAddr, "metrics", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: none)")
 	fs.DurationVar(&f.cfg.History.TTL, "attempts-ttl", host.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
@@ -74,6 +75,8 @@ func (f *workerFlags) check() error {
 		return cli.Usagef("--concurrency must be at least 1")
 	case w.DrainTimeout < 0:
 		return cli.Usagef("--drain-timeout must not be negative")
+	case w.AckWait < host.AckWaitMin:
+		return cli.Usagef("--ack-wait is %s; it must be at least %s", w.AckWait, host.AckWaitMin)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/worker"
 	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -34,12 +35,14 @@ const (
 	LostConnDrain = time.Second
 )
 
-// Defaults of the workers' configuration (Config.Worker), for the worker
-// binary's flags.
+// Defaults and bounds of the workers' configuration (Config.Worker), for
+// the worker binary's flags.
 const (
 	ConcurrencyDefault     = worker.ConcurrencyDefault
 	DrainTimeoutDefault    = worker.DrainTimeoutDefault
 	PublishRetryForDefault = worker.PublishRetryForDefault
+	AckWaitDefault         = jetstream.AckWaitDefault
+	AckWaitMin             = jetstream.AckWaitMin
 	WorkerIDMaxBytes       = worker.WorkerIDMaxBytes
 	HistoryTTLDefault      = settle.HistoryTTLDefault
 )

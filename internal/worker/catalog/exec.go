@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,38 @@ func newCommand(e *Entry, lookupEnv func(string) (string, bool)) *command {
 	return &command{argv: c.Command, env: env, dir: c.Dir, grace: c.TermGrace, max: c.MaxOutputBytes}
 }
 
+// Variables an exec tool's command gets for each attempt, as a webhook
+// gets its headers: the same on every attempt but EnvAttempt.
+const (
+	EnvCallID      = "TOOLPOOL_CALL_ID" // the call's id (the model's tool_use_id)
+	EnvAttempt     = "TOOLPOOL_ATTEMPT" // the attempt number, from 1
+	EnvTraceparent = "TRACEPARENT"      // the W3C trace context, as OpenTelemetry's environment carrier names it
+)
+
+// callEnv is env with the attempt's variables (EnvCallID, EnvAttempt,
+// EnvTraceparent) appended: later entries win, so a listed variable of
+// the same name does not reach the command. A value holding a NUL byte,
+// which no environment can carry, is left out.
+func callEnv(ctx context.Context, env []string) []string {
+	ci, ok := tools.CallInfoFrom(ctx)
+	if !ok {
+		return env
+	}
+	out := make([]string, len(env), len(env)+3)
+	copy(out, env)
+	add := func(name, v string) {
+		if v != "" && strings.IndexByte(v, 0) < 0 {
+			out = append(out, name+"="+v)
+		}
+	}
+	add(EnvCallID, ci.ID)
+	if ci.Attempt > 0 {
+		add(EnvAttempt, strconv.Itoa(ci.Attempt))
+	}
+	add(EnvTraceparent, ci.Traceparent)
+	return out
+}
+
 // run executes the command with input on its stdin. The process runs in a
 // process group of its own (startCommand: on Linux the group dies with the
 // worker process too); when the attempt's context ends the group gets
@@ -65,7 +98,7 @@ func (c *command) run(ctx context.Context, input json.RawMessage) (tools.Output,
 	}
 	defer p.close()
 	cmd := &exec.Cmd{
-		Path: c.argv[0], Args: c.argv, Env: c.env, Dir: c.dir,
+		Path: c.argv[0], Args: c.argv, Env: callEnv(ctx, c.env), Dir: c.dir,
 		Stdin: p.stdinR, Stdout: p.stdoutW, Stderr: p.stderrW,
 	}
 	release, err := startCommand(cmd)

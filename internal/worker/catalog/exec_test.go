@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/pkg/classify"
 	"github.com/toolpool/toolpool/pkg/envelope"
+	"github.com/toolpool/toolpool/pkg/tools"
 )
 
 func TestExecStdinToStdout(t *testing.T) {
@@ -266,5 +268,50 @@ func TestTailBuffer(t *testing.T) {
 	_, _ = b.Write([]byte("short"))
 	if got := b.String(); got != "short" {
 		t.Errorf("tail %q", got)
+	}
+}
+
+// TestExecCallEnv: each attempt's command learns its call the way a
+// webhook does from its headers: the call id, the attempt and the trace
+// context, which a listed variable of the same name cannot override.
+func TestExecCallEnv(t *testing.T) {
+	t.Parallel()
+	env := loadTools(t, Options{}, helperEntry(t, "env", "", "env"))["env"]
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := tools.WithCallInfo(t.Context(), tools.CallInfo{ID: "toolu_env", Attempt: 2, Traceparent: tp})
+	out, err := env.Handler(ctx, json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(out.Content.Text(), "\n")
+	for _, kv := range []string{EnvCallID + "=toolu_env", EnvAttempt + "=2", EnvTraceparent + "=" + tp, "FOO=foo-value"} {
+		if !slices.Contains(got, kv) {
+			t.Errorf("environment lacks %s: %q", kv, got)
+		}
+	}
+
+	// Through the pool: the worker's own call info.
+	p := startPool(t, env)
+	res := p.call(t, "env", `{}`)
+	if res.IsError || !slices.Contains(strings.Split(res.Content.Text(), "\n"), EnvCallID+"="+res.CallID) ||
+		!slices.Contains(strings.Split(res.Content.Text(), "\n"), EnvAttempt+"=1") {
+		t.Errorf("through the pool (call %s): %q", res.CallID, res.Content.Text())
+	}
+	t.Logf("through the pool: %q", res.Content.Text())
+}
+
+// TestCallEnvOverridesAndNUL: the attempt's variables come last (exec
+// keeps the last of a name), and a value no environment can carry is left
+// out rather than failing the start.
+func TestCallEnvOverridesAndNUL(t *testing.T) {
+	t.Parallel()
+	ctx := tools.WithCallInfo(t.Context(), tools.CallInfo{ID: "bad\x00id", Attempt: 1, Traceparent: "00-tp"})
+	env := callEnv(ctx, []string{"TRACEPARENT=from-the-worker", "PATH=/bin"})
+	want := []string{"TRACEPARENT=from-the-worker", "PATH=/bin", EnvAttempt + "=1", EnvTraceparent + "=00-tp"}
+	if !slices.Equal(env, want) {
+		t.Errorf("callEnv = %q, want %q", env, want)
+	}
+	if got := callEnv(t.Context(), []string{"PATH=/bin"}); !slices.Equal(got, []string{"PATH=/bin"}) {
+		t.Errorf("callEnv without a call = %q", got)
 	}
 }

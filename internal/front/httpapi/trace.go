@@ -9,6 +9,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolpool/toolpool/internal/infra/metrics"
 	"github.com/toolpool/toolpool/internal/infra/tracing"
 	"github.com/toolpool/toolpool/pkg/envelope"
 )
@@ -38,7 +39,7 @@ func route(path string) string {
 
 // startSpan starts r's server span and returns the request carrying it,
 // and the writer that notes the answer's status for end.
-func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request) (*statusWriter, *http.Request, trace.Span) {
+func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request) (*metrics.StatusWriter, *http.Request, trace.Span) {
 	ctx := r.Context()
 	if tp := r.Header.Get(envelope.HeaderTraceparent); tp != "" {
 		ctx = tracing.Remote(ctx, tp) // ignored when not valid
@@ -51,16 +52,13 @@ func (h *Handler) startSpan(w http.ResponseWriter, r *http.Request) (*statusWrit
 		opts = append(opts, trace.WithAttributes(semconv.HTTPRouteKey.String(rt)))
 	}
 	ctx, span := h.cfg.Tracer.Start(ctx, name, opts...)
-	return &statusWriter{ResponseWriter: w}, r.WithContext(ctx), span
+	return &metrics.StatusWriter{ResponseWriter: w}, r.WithContext(ctx), span
 }
 
 // endSpan ends a request's span with the answer's status: an error for
 // a 5xx (OpenTelemetry's rule for server spans), error.type its code.
-func endSpan(span trace.Span, sw *statusWriter) {
-	status := sw.status
-	if status == 0 {
-		status = http.StatusOK
-	}
+func endSpan(span trace.Span, sw *metrics.StatusWriter) {
+	status := sw.Status()
 	span.SetAttributes(semconv.HTTPResponseStatusCodeKey.Int(status))
 	if status >= 500 {
 		code := strconv.Itoa(status)
@@ -76,30 +74,3 @@ func spanTenant(r *http.Request, tenant string) {
 		trace.SpanFromContext(r.Context()).SetAttributes(tracing.Tenant.String(tenant))
 	}
 }
-
-// statusWriter notes the status of the answer it writes. Unwrap lets
-// http.ResponseController reach the connection's writer (deadlines,
-// flushes).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-// WriteHeader notes the status and writes it.
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 { // not an informational 1xx
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Write writes the body; a body written without WriteHeader is a 200.
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap is the writer it wraps.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

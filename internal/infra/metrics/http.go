@@ -56,44 +56,54 @@ func (m *HTTP) Wrap(mux http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Inc()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &StatusWriter{ResponseWriter: w}
 		defer func() {
 			m.inFlight.Dec()
 			route := r.Pattern
 			if route == "" {
 				route = UnmatchedRoute
 			}
-			code := sw.status
-			if code == 0 {
-				code = http.StatusOK
-			}
-			m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+			m.requests.WithLabelValues(route, strconv.Itoa(sw.Status())).Inc()
 			m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
 		mux.ServeHTTP(sw, r)
 	})
 }
 
-// statusWriter remembers the status code written.
-type statusWriter struct {
+// StatusWriter notes the status of the answer written through it, for a
+// middleware that reports it (the request metrics here, the HTTP API's
+// request span). Unwrap lets http.ResponseController reach the
+// connection's writer (deadlines, flushes).
+type StatusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+// WriteHeader notes the status (the final one: not an informational 1xx)
+// and writes it.
+func (w *StatusWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+// Write writes the body; a body written without WriteHeader is a 200.
+func (w *StatusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
 
-// Unwrap lets http.ResponseController reach the underlying writer
-// (Flush, deadlines).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Status is the status written, 200 when the handler wrote nothing (as
+// net/http answers then).
+func (w *StatusWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// Unwrap is the writer it wraps.
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -21,8 +21,14 @@ import (
 
 // pipeDrainWait bounds the wait for a command's output pipes to close once
 // its process group is gone: a process that left the group (setsid) may
-// still hold them.
-const pipeDrainWait = time.Second
+// still hold them. Output the command left unread in a pipe extends the
+// wait, by pipeDrainWait at a time up to pipeDrainMax: its readers were
+// not scheduled yet (a worker process starved of CPU), and closing the
+// pipe under them would drop the command's output.
+const (
+	pipeDrainWait = time.Second
+	pipeDrainMax  = 30 * time.Second
+)
 
 // command is the handler of an exec tool.
 type command struct {
@@ -193,20 +199,30 @@ func (p *pipes) read(out, errOut io.Writer) *sync.WaitGroup {
 }
 
 // drain waits for the readers to reach the end of the output pipes, once
-// the command's process group is gone: for pipeDrainWait at most, as a
-// process that left the group (setsid) may still hold them; then the
-// pipes are closed under them.
+// the command's process group is gone: for pipeDrainWait, as a process
+// that left the group (setsid) may still hold them; longer while a pipe
+// holds output not read yet (up to pipeDrainMax). Then the pipes are
+// closed under the readers, which keep what they had read.
 func (p *pipes) drain(readers *sync.WaitGroup) {
+	defer func() { _ = p.stdinW.Close() }()
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(pipeDrainWait):
-		_ = p.stdoutR.Close()
-		_ = p.stderrR.Close()
-		<-drained
+	t := time.NewTimer(pipeDrainWait)
+	defer t.Stop()
+	for waited := pipeDrainWait; ; waited += pipeDrainWait {
+		select {
+		case <-drained:
+			return
+		case <-t.C:
+		}
+		if waited >= pipeDrainMax || !(unread(p.stdoutR) || unread(p.stderrR)) {
+			break
+		}
+		t.Reset(pipeDrainWait)
 	}
-	_ = p.stdinW.Close()
+	_ = p.stdoutR.Close()
+	_ = p.stderrR.Close()
+	<-drained
 }
 
 // close closes every end (those closed already are no matter).

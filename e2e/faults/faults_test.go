@@ -69,6 +69,7 @@ func underLoad(t *testing.T, p *pool, l load, name string, kill, restart func())
 // come back that long after its last heartbeat, which is what the test
 // waits for; the window's length is not what it checks.
 func TestWorkerKilledUnderLoad(t *testing.T) {
+	t.Parallel()
 	p := startPool(t, 3, "--ack-wait", killedWorkerAckWait.String())
 	p.eventually(fmt.Sprintf("the tool's consumer to have the workers' --ack-wait %v as AckWait", killedWorkerAckWait),
 		func() bool { return p.consumerAckWait(tool) == killedWorkerAckWait })
@@ -93,6 +94,7 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 // window: docs/operations.md says such a call runs once, so no call may
 // run twice.
 func TestOrchestratorKilledUnderLoad(t *testing.T) {
+	t.Parallel()
 	p := startPool(t, 3)
 	out := underLoad(t, p, defaultLoad, "okill", func() { p.orch.signal(syscall.SIGKILL, 10*time.Second) }, p.startOrchestrator)
 	check(t, p, "orchestrator kill -9 and restart under load", out, func([]string, bool, bool) bool { return false })
@@ -104,6 +106,7 @@ func TestOrchestratorKilledUnderLoad(t *testing.T) {
 // acknowledged, must all be answered. A call runs again only when its
 // agent posted it again (see repostedAfterRestart).
 func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
+	t.Parallel()
 	p := startPool(t, 3)
 	out := underLoad(t, p, defaultLoad, "natsterm", func() { p.nats.signal(syscall.SIGTERM, 30*time.Second) }, p.startNATS)
 	check(t, p, "nats-server SIGTERM and restart under load", out, repostedAfterRestart)
@@ -116,6 +119,7 @@ func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
 // running at the kill: docs/operations.md says a killed server can forget
 // deliveries and deliver those calls again as new.
 func TestNATSServerSIGKILLUnderLoad(t *testing.T) {
+	t.Parallel()
 	p := startPool(t, 3)
 	out := underLoad(t, p, defaultLoad, "natskill", func() { p.nats.signal(syscall.SIGKILL, 10*time.Second) }, p.startNATS)
 	check(t, p, "nats-server SIGKILL and restart under load", out, func(_ []string, running, reposted bool) bool {
@@ -129,6 +133,7 @@ func TestNATSServerSIGKILLUnderLoad(t *testing.T) {
 // outcome is unknown" instead of a second execution. No call may run
 // twice.
 func TestNATSServerSIGKILLNotIdempotent(t *testing.T) {
+	t.Parallel()
 	p := startPool(t, 3)
 	l := defaultLoad
 	l.tool = tallyOnce

@@ -51,6 +51,10 @@ const (
 	MaxRequestTimeoutDefault = httpapi.MaxTimeoutDefault
 	// AsyncRetentionDefault is OrchestratorConfig.AsyncRetention.
 	AsyncRetentionDefault = tasks.RetentionDefault
+	// AsyncLeaseDefault is OrchestratorConfig.AsyncLease.
+	AsyncLeaseDefault = tasks.LeaseDefault
+	// AsyncLeaseMin is the shortest OrchestratorConfig.AsyncLease.
+	AsyncLeaseMin = time.Second
 	// BacklogAgeDefault is OrchestratorConfig.BacklogAge: 30s.
 	BacklogAgeDefault = backlog.BacklogAgeDefault
 	// MCPMaxSessionsDefault is OrchestratorConfig.MCPMaxSessions.
@@ -117,6 +121,13 @@ type OrchestratorConfig struct {
 	// bucket, fixed when the bucket is created, at least a minute.
 	// Default AsyncRetentionDefault (24h).
 	AsyncRetention time.Duration
+	// AsyncLease is how long a replica's claim on an async call (or an
+	// MCP task) it runs lasts without a refresh (it refreshes every third
+	// of it, and looks for lapsed claims as often): a task whose replica
+	// died is adopted by another about this long after the dead one's
+	// last refresh. Give every replica the same value. At least
+	// AsyncLeaseMin; default AsyncLeaseDefault (15s).
+	AsyncLease time.Duration
 	// NoPoisonWatcher runs without the poison watcher, which sets aside
 	// (dead-letters) a call that stops every worker running it.
 	NoPoisonWatcher bool
@@ -213,6 +224,7 @@ func (c OrchestratorConfig) WithDefaults() OrchestratorConfig {
 	c.DiscoveryTTL = cmp.Or(c.DiscoveryTTL, DiscoveryTTLDefault)
 	c.HistoryTTL = cmp.Or(c.HistoryTTL, HistoryTTLDefault)
 	c.AsyncRetention = cmp.Or(c.AsyncRetention, AsyncRetentionDefault)
+	c.AsyncLease = cmp.Or(c.AsyncLease, AsyncLeaseDefault)
 	c.BacklogAge = cmp.Or(c.BacklogAge, BacklogAgeDefault)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.MaxCallsPerRequest = cmp.Or(c.MaxCallsPerRequest, MaxCallsPerRequestDefault)
@@ -244,6 +256,8 @@ func (c OrchestratorConfig) Validate() error {
 		return fmt.Errorf("toolpool: OrchestratorConfig.HistoryTTL must not be negative, got %s", c.HistoryTTL)
 	case c.AsyncRetention < time.Minute:
 		return fmt.Errorf("toolpool: OrchestratorConfig.AsyncRetention must be at least 1m, got %s", c.AsyncRetention)
+	case c.AsyncLease < AsyncLeaseMin:
+		return fmt.Errorf("toolpool: OrchestratorConfig.AsyncLease must be at least %s, got %s", AsyncLeaseMin, c.AsyncLease)
 	case c.BacklogAge < 0:
 		return fmt.Errorf("toolpool: OrchestratorConfig.BacklogAge must not be negative, got %s", c.BacklogAge)
 	case c.MaxBodyBytes < 0:
@@ -278,7 +292,7 @@ func (c OrchestratorConfig) hostConfig() (orchhost.Config, error) {
 		},
 		Discovery:       discovery.BucketConfig{TTL: c.DiscoveryTTL, Replicas: c.Replicas},
 		History:         settle.HistoryConfig{TTL: c.HistoryTTL, Replicas: c.Replicas},
-		Tasks:           tasks.Config{Retention: c.AsyncRetention, Replicas: c.Replicas},
+		Tasks:           tasks.Config{Retention: c.AsyncRetention, Lease: c.AsyncLease, Replicas: c.Replicas},
 		NoPoisonWatcher: c.NoPoisonWatcher,
 		Backlog:         backlog.Config{BacklogAge: c.BacklogAge},
 		API: httpapi.Config{

@@ -43,6 +43,20 @@ func TestServeRefusesBadInstance(t *testing.T) {
 	}
 }
 
+// TestServeRefusesShortAsyncLease: a task's replica refreshes its lease
+// every third of it; a lease under a second would have live replicas'
+// tasks adopted between their refreshes. The flag is refused by name.
+func TestServeRefusesShortAsyncLease(t *testing.T) {
+	t.Parallel()
+	_, err := parseServe([]string{"--async-lease", "500ms"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--async-lease is 500ms; it must be at least 1s") {
+		t.Errorf("--async-lease 500ms: err %v; want one naming --async-lease", err)
+	}
+	if _, err := parseServe([]string{"--async-lease", "5s"}, io.Discard); err != nil {
+		t.Errorf("--async-lease 5s: %v", err)
+	}
+}
+
 // orchestratorBin builds the orchestrator binary (once per go test run:
 // testbin shares it).
 func orchestratorBin(t *testing.T) string {

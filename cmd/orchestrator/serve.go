@@ -38,6 +38,7 @@ type serveFlags struct {
 	drainTimeout time.Duration
 	attemptsTTL  time.Duration
 	asyncKeep    time.Duration
+	asyncLease   time.Duration
 	backlogAge   time.Duration
 	retryFor     time.Duration
 	front        httpFlags
@@ -121,6 +122,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.retryFor, "publish-retry-for", toolpool.OrchestratorPublishRetryForDefault, "how long a call JetStream did not acknowledge (e.g. during a leader election) is published again before the agent gets a 503; negative: at once")
 	fs.DurationVar(&f.attemptsTTL, "attempts-ttl", toolpool.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	fs.DurationVar(&f.asyncKeep, "async-retention", toolpool.AsyncRetentionDefault, "how long an async call's or MCP task's results are kept after it ended (the toolpool_tasks bucket's TTL, fixed when the bucket is created; at least 1m)")
+	fs.DurationVar(&f.asyncLease, "async-lease", toolpool.AsyncLeaseDefault, "how long a replica's claim on an async call or MCP task it runs lasts unrefreshed: another replica adopts the task this long after its replica died; give every replica the same value; at least 1s")
 	fs.DurationVar(&f.backlogAge, "backlog-age", toolpool.BacklogAgeDefault, "a tool whose oldest queued call is older than this is backing up (the console's overview, toolpool_backlog_state, the alerts)")
 	f.front.register(fs)
 }
@@ -177,6 +179,9 @@ func (f *serveFlags) check(given func(name string) bool) error {
 	f.catalog.Replicas = f.replicas
 	if f.concurrency < 1 {
 		return cli.Usagef("--concurrency must be at least 1")
+	}
+	if f.asyncLease < toolpool.AsyncLeaseMin {
+		return cli.Usagef("--async-lease is %s; it must be at least %s", f.asyncLease, toolpool.AsyncLeaseMin)
 	}
 	if f.backlogAge <= 0 {
 		return cli.Usagef("--backlog-age must be positive, e.g. 30s")
@@ -295,7 +300,7 @@ func (f *serveFlags) startOrchestrator(ctx context.Context, sd *cli.Shutdown, nc
 		Conn: nc, Instance: f.instance, Replicas: f.replicas, PublishRetryFor: f.retryFor,
 		MaxCallsInFlight: f.front.maxInFlight, MaxQueueDepth: f.front.maxQueueDepth,
 		NoQueueWaitAdmission: !f.front.byQueueWait, NoFairness: !f.front.fairness,
-		DiscoveryTTL: f.catalog.DiscoveryTTL, HistoryTTL: f.attemptsTTL, AsyncRetention: f.asyncKeep, BacklogAge: f.backlogAge, Metrics: metrics, Logger: log,
+		DiscoveryTTL: f.catalog.DiscoveryTTL, HistoryTTL: f.attemptsTTL, AsyncRetention: f.asyncKeep, AsyncLease: f.asyncLease, BacklogAge: f.backlogAge, Metrics: metrics, Logger: log,
 		TracerProvider: f.tracer,
 	}
 	f.front.apply(&cfg, f.httpAddr)

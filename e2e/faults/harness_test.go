@@ -126,8 +126,9 @@ func catalog() string {
 }
 
 // startPool starts a nats-server, the orchestrator and workers worker
-// processes, and waits until every worker has announced the tool.
-func startPool(t *testing.T, workers int) *pool {
+// processes, each run with workerArgs besides its own, and waits until
+// every worker has announced the tool.
+func startPool(t *testing.T, workers int, workerArgs ...string) *pool {
 	t.Helper()
 	dir := t.TempDir()
 	ports := natstest.FreePorts(t, 2)
@@ -156,7 +157,8 @@ func startPool(t *testing.T, workers int) *pool {
 		id := fmt.Sprintf("w%d", i+1)
 		w := newProgram(t, "worker "+id, workerBin,
 			append(base, "TALLY_LOG="+p.execLog, "TALLY_WORKER="+id),
-			"--nats-url", p.natsURL, "--tools", cat, "--builtin-tools=none", "--id", id, "--concurrency", "32")
+			append([]string{"--nats-url", p.natsURL, "--tools", cat, "--builtin-tools=none", "--id", id, "--concurrency", "32"},
+				workerArgs...)...)
 		w.start()
 		p.workers = append(p.workers, w)
 	}
@@ -257,6 +259,22 @@ func (p *pool) natsState() string {
 		}
 	})
 	return b.String()
+}
+
+// consumerAckWait is the AckWait of the consumer of tool name, or 0 when
+// it cannot be read.
+func (p *pool) consumerAckWait(name string) time.Duration {
+	var d time.Duration
+	p.withJS(func(ctx context.Context, j js.JetStream) {
+		c, err := j.Consumer(ctx, jetstream.StreamCalls, jetstream.ConsumerName(name))
+		if err != nil {
+			return
+		}
+		if info, err := c.Info(ctx); err == nil {
+			d = info.Config.AckWait
+		}
+	})
+	return d
 }
 
 // callsQueued is how many calls TOOL_CALLS holds, or -1 when it cannot be

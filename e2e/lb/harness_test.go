@@ -63,6 +63,10 @@ type stackConfig struct {
 	workers     int     // worker processes
 	concurrency int     // each worker's --concurrency
 	napSeconds  float64 // how long each execution of the tool sleeps
+	// asyncLease, when not zero, is the replicas' --async-lease: how
+	// long after a dead replica's last lease refresh another adopts its
+	// async calls and MCP tasks (15 s by default).
+	asyncLease time.Duration
 }
 
 // startStack starts nats-server, two replicas, the workers and HAProxy,
@@ -93,10 +97,13 @@ func startStack(t *testing.T, cfg stackConfig) *stack {
 
 	for i := range 2 {
 		r := &replica{name: fmt.Sprintf("r%d", i+1), addr: fmt.Sprintf("127.0.0.1:%d", ports[1+i])}
+		args := []string{"serve", "--nats-url", s.natsURL, "--workers", "0", "--http", r.addr,
+			"--instance", r.name, "--drain-timeout", "5s", "--http-drain-timeout", "5s"}
+		if cfg.asyncLease != 0 {
+			args = append(args, "--async-lease", cfg.asyncLease.String())
+		}
 		r.cmd = proctest.Command{
-			Name: "replica " + r.name, Path: orchestratorBin, Dir: t.TempDir(), Env: base, LogTail: 8000,
-			Args: []string{"serve", "--nats-url", s.natsURL, "--workers", "0", "--http", r.addr,
-				"--instance", r.name, "--drain-timeout", "5s", "--http-drain-timeout", "5s"},
+			Name: "replica " + r.name, Path: orchestratorBin, Dir: t.TempDir(), Env: base, LogTail: 8000, Args: args,
 		}
 		s.replicas = append(s.replicas, r)
 	}

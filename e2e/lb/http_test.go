@@ -94,6 +94,7 @@ func (s *stack) do(req *http.Request) (*http.Response, []byte, error) {
 // to both replicas in turn (its header, its log and each replica's own
 // request counter agree), and every answer holds the right result.
 func TestHTTPSyncCallsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{workers: 1, concurrency: 8, napSeconds: 0})
 	const n = 20
 	seen := map[string]int{}

@@ -98,6 +98,7 @@ func (s *stack) mcpPosts(t *testing.T) []string {
 // session), lists the tools and calls one several times, each request
 // landing on the replica after the last one's.
 func TestMCPGoSDKAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{workers: 1, concurrency: 8})
 	rec := &hopRecorder{next: &http.Transport{}}
 	t.Cleanup(rec.next.(*http.Transport).CloseIdleConnections)
@@ -209,6 +210,7 @@ func runNode(t *testing.T, node, dir string, args ...string) []byte {
 // initializes, lists the tools and calls one several times, its
 // consecutive requests landing on different replicas.
 func TestMCPTypeScriptSDKAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	node, modules := nodeModules(t, "@modelcontextprotocol/sdk")
 	s := startStack(t, stackConfig{workers: 1, concurrency: 8})
 	var calls []map[string]any
@@ -287,6 +289,7 @@ func inspector(t *testing.T, s *stack, v any, args ...string) {
 // the proxy: tools/list and tools/call, each run a new session whose
 // requests land on different replicas.
 func TestMCPInspectorCLIAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{workers: 1, concurrency: 8})
 	var listed struct {
 		Tools []struct {

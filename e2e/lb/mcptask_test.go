@@ -45,6 +45,13 @@ type extTask struct {
 		} `json:"content"`
 	} `json:"result"`
 	Error *rpcError `json:"error"`
+	// IsError and Content are those of a tools/call answered on the spot
+	// (resultType "complete") instead of with a task.
+	IsError bool `json:"isError"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
 }
 
 // mcpRequest sends one JSON-RPC request of revision 2026-07-28 with the
@@ -143,11 +150,23 @@ func mcpTaskCall(ctx context.Context, s *stack, id string, accept func()) outcom
 		case err != nil:
 			o.err = err.Error()
 			return o
+		case storeUnavailable(rerr):
+			o.retries++
+			time.Sleep(backoff(attempt, nil))
+			continue
 		case rerr != nil:
 			o.err = fmt.Sprintf("tools/call: error %d: %s", rerr.Code, rerr.Message)
 			return o
 		}
 		o.replicas[resp.Header.Get(replicaHeader)]++
+		if saturated(task) {
+			// The call was not run; the answer says to try again, as
+			// the HTTP front door's 429 does.
+			task = extTask{}
+			o.retries++
+			time.Sleep(backoff(attempt, nil))
+			continue
+		}
 		if task.ResultType != "task" || task.TaskID == "" {
 			o.err = fmt.Sprintf("tools/call answered %+v, want a task", task)
 			return o
@@ -183,6 +202,10 @@ func mcpTaskCall(ctx context.Context, s *stack, id string, accept func()) outcom
 		case err != nil:
 			o.err = err.Error()
 			return o
+		case storeUnavailable(rerr):
+			o.retries++
+			time.Sleep(backoff(attempt, nil))
+			continue
 		case rerr != nil:
 			o.err = fmt.Sprintf("tasks/get %s: error %d: %s", o.ref, rerr.Code, rerr.Message)
 			return o
@@ -191,6 +214,33 @@ func mcpTaskCall(ctx context.Context, s *stack, id string, accept func()) outcom
 		task = got
 	}
 	return taskOutcome(o, task)
+}
+
+// storeUnavailable reports whether rerr is the MCP front door's answer
+// when the task store (its NATS KV bucket) did not answer in time, as on
+// a heavily loaded machine: a tools/call so answered recorded no task (its
+// lease, written first, is removed again, and a record without a lease
+// never runs) and a tasks/get changed nothing, so a client asks again, as
+// the HTTP front door's 503 with Retry-After tells an async client to. A
+// task that ran after all would show as a second execution of its marker.
+func storeUnavailable(rerr *rpcError) bool {
+	return rerr != nil && rerr.Code == -32603 && strings.HasPrefix(rerr.Message, "the task store is unavailable")
+}
+
+// saturated reports whether a tools/call was answered on the spot with
+// the pool's saturation refusal (dispatch.SaturatedResult: the call was
+// not run, try it again later), the answer a loaded machine gets when the
+// tool's queue holds more work than the call's timeout.
+func saturated(task extTask) bool {
+	if task.ResultType != "complete" || !task.IsError {
+		return false
+	}
+	for _, c := range task.Content {
+		if strings.Contains(c.Text, "was not run: the tool pool is saturated") {
+			return true
+		}
+	}
+	return false
 }
 
 // taskOutcome completes o from an ended task.

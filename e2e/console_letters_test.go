@@ -119,9 +119,12 @@ func TestConsoleDeadLetters(t *testing.T) {
 		if id == "" {
 			t.Fatal("the list shows no call id")
 		}
-		browse(t, ctx, "search by the call id", chromedp.Navigate(p.url("/ui/dlq")), chromedp.WaitVisible(css(`input[name="call"]`)),
-			chromedp.SendKeys(css(`input[name="call"]`), id), chromedp.Submit(css(`input[name="call"]`)),
-			chromedp.WaitVisible(css(`#letters tbody tr[data-seq]`)))
+		browse(t, ctx, "the unfiltered list", chromedp.Navigate(p.url("/ui/dlq")), chromedp.WaitVisible(css(`input[name="call"]`)))
+		// Its rows are visible too: only the page the search loads, whose
+		// body is not marked, answers.
+		eval[bool](t, ctx, `(document.body.dataset.before = "search") !== ""`)
+		browse(t, ctx, "search by the call id", chromedp.SendKeys(css(`input[name="call"]`), id), chromedp.Submit(css(`input[name="call"]`)),
+			chromedp.WaitVisible(css(`body:not([data-before]) #letters tbody tr[data-seq]`)))
 		if got := eval[[]string](t, ctx, `[...document.querySelectorAll("#letters tbody td.callid")].map(c => c.textContent)`); len(got) != 1 || got[0] != id {
 			t.Errorf("search by call id %q found %v", id, got)
 		}

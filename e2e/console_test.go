@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,27 +142,77 @@ func (p *consolePool) hasLetter(t *testing.T, seq uint64) bool {
 	return err == nil
 }
 
-// newBrowser starts headless Chromium with a fresh profile; the network
-// of this machine is closed, so everything that would reach out is off.
+// sharedBrowser is one headless Chromium that the console tests share
+// while any of them runs: starting one takes seconds of CPU (up to 20 s on
+// a loaded machine), a browser context in it a few milliseconds. Each test
+// gets its own browser context (newBrowser): its own cookies, storage and
+// cache, as in a browser of its own. The last test to finish closes it, so
+// no process or goroutine outlives the tests (TestMain's leak check).
+var sharedBrowser struct {
+	mu     sync.Mutex
+	users  int
+	ctx    context.Context // the browser's first tab, parent of the tests' contexts
+	cancel func()
+}
+
+// acquireBrowser returns the shared browser's context, starting Chromium
+// when no test holds it; release gives it back.
+func acquireBrowser(t *testing.T) (browser context.Context, release func()) {
+	t.Helper()
+	b := &sharedBrowser
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.users == 0 {
+		profile, err := os.MkdirTemp("", "toolpool-e2e-chromium-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The network of this machine is closed, so everything that would
+		// reach out is off.
+		opts := []chromedp.ExecAllocatorOption{
+			chromedp.ExecPath(findChromium(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+			chromedp.UserDataDir(profile), chromedp.WindowSize(1400, 1000),
+		}
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx)
+		closeAll := func() {
+			cancel()
+			cancelAlloc()
+			os.RemoveAll(profile)
+		}
+		if err := chromedp.Do(ctx); err != nil {
+			closeAll()
+			t.Fatalf("start chromium: %v", err)
+		}
+		b.ctx, b.cancel = ctx, closeAll
+	}
+	b.users++
+	return b.ctx, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.users--; b.users == 0 {
+			b.cancel()
+			b.ctx, b.cancel = nil, nil
+		}
+	}
+}
+
+// newBrowser opens a tab in a fresh browser context of the shared headless
+// Chromium: nothing of another test's (cookies, sessions, storage) is
+// seen in it. The context is disposed of when t ends.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(findChromium(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	if err := chromedp.Do(ctx); err != nil {
-		cancel()
-		cancelAlloc()
-		t.Fatalf("start chromium: %v", err)
-	}
+	browser, release := acquireBrowser(t)
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
 	t.Cleanup(func() {
 		cancel()
-		cancelAlloc()
+		release()
 	})
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("open a tab in a new browser context: %v", err)
+	}
 	return ctx
 }
 

@@ -394,11 +394,25 @@ func TestPermissions(t *testing.T) {
 				t.Fatalf("orchestrator charge %d: %v", i+1, err)
 			}
 		}
-		if list, err := store.List(ctx); err != nil || len(list) != 1 || list[0].Spent != 2 {
-			t.Errorf("orchestrator reads the spending: %+v, %v", list, err)
-		}
-		if list, err := budget.ListStatus(ctx, opsJ, time.Now()); err != nil || len(list) != 1 || list[0].Spent != 2 {
-			t.Errorf("ops reads the spending: %+v, %v", list, err)
+		// The refused third charge was added and taken back: a replica
+		// of the counters that has not applied the refund yet may answer
+		// the direct get with 3 for a moment; an error or any other value
+		// fails at once.
+		for who, list := range map[string]func() ([]budget.Status, error){
+			"orchestrator": func() ([]budget.Status, error) { return store.List(ctx) },
+			"ops":          func() ([]budget.Status, error) { return budget.ListStatus(ctx, opsJ, time.Now()) },
+		} {
+			for {
+				got, err := list()
+				if err == nil && len(got) == 1 && got[0].Spent == 2 {
+					break
+				}
+				if err != nil || len(got) != 1 || got[0].Spent != 3 || ctx.Err() != nil {
+					t.Errorf("%s reads the spending: %+v, %v; want 2 spent", who, got, err)
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		}
 		if err := budget.Reset(ctx, opsJ, def.Name, time.Now()); err != nil {
 			t.Fatalf("ops resets the budget: %v", err)

@@ -24,11 +24,12 @@ import (
 // A worker that dies mid-call (its connection gone, the call not acked)
 // loses nothing: once its heartbeats stop, JetStream redelivers the call
 // after the consumer's AckWait (the liveness window, not the tool's
-// timeout) to another worker, which completes it, and the caller gets one
-// result.
+// timeout; here 4 s, the default being 20 s) to another worker, which
+// completes it, and the caller gets one result.
 func TestCrashedWorkerCallRedelivered(t *testing.T) {
 	t.Parallel()
 	const timeout = 3 * time.Second
+	const ackWait = 4 * time.Second // both workers: each brings the consumer to its own
 	started := make(chan struct{}, 1)
 	var mu sync.Mutex
 	ranOn := map[int]string{} // attempt → worker id
@@ -52,7 +53,10 @@ func TestCrashedWorkerCallRedelivered(t *testing.T) {
 		},
 	}
 	p := newPool(t, tool)
-	dying, dyingConn := startWorkerOn(t, p.srv.ClientURL(), p.reg, func(c *worker.Config) { c.WorkerID = "dying" })
+	dying, dyingConn := startWorkerOn(t, p.srv.ClientURL(), p.reg, func(c *worker.Config) { c.WorkerID, c.AckWait = "dying", ackWait })
+	if got := natstest.CallConsumerInfo(t, p.js, "long_job").Config.AckWait; got != ackWait {
+		t.Errorf("tool_long_job's AckWait is %v; want the workers' %v", got, ackWait)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
@@ -64,7 +68,7 @@ func TestCrashedWorkerCallRedelivered(t *testing.T) {
 	}
 	crashed := time.Now()
 	dyingConn.Close() // no ack, no nak, no heartbeat: as if the process died
-	survivor := p.startWorker(func(c *worker.Config) { c.WorkerID = "survivor" })
+	survivor := p.startWorker(func(c *worker.Config) { c.WorkerID, c.AckWait = "survivor", ackWait })
 
 	res := await(t, turn)[0]
 

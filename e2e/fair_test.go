@@ -243,11 +243,12 @@ func newFairPool(t *testing.T, tool, entry string, mods ...func(*dispatch.Config
 }
 
 // startWorker starts a worker process of concurrency slots serving the
-// catalog, and waits until it has announced the tool.
-func (p *fairPool) startWorker(id string, concurrency int) *proctest.Proc {
+// catalog, with more flags if given, and waits until it has announced the
+// tool.
+func (p *fairPool) startWorker(id string, concurrency int, flags ...string) *proctest.Proc {
 	p.t.Helper()
-	proc := proctest.Start(p.t, workerBin, "--nats-url", p.url, "--tools", p.tools,
-		"--concurrency", fmt.Sprint(concurrency), "--id", id, "--drain-timeout", "2s")
+	proc := proctest.Start(p.t, workerBin, append([]string{"--nats-url", p.url, "--tools", p.tools,
+		"--concurrency", fmt.Sprint(concurrency), "--id", id, "--drain-timeout", "2s"}, flags...)...)
 	proc.Eventually(waitLong, p.tool+" announced by "+id, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -475,8 +476,9 @@ func TestFairPerKeyCapAcrossWorkers(t *testing.T) {
 
 // A per-key rate limit holds over a worker's death: one key's backlog is
 // started at the limit's pace while one of the two worker processes is
-// killed (SIGKILL: its calls come back after the liveness window) and a new
-// one starts; in any window of the limit's period the key's calls started
+// killed (SIGKILL: its calls come back after the liveness window, here
+// --ack-wait 4s for every worker, the default being 20 s) and a new one
+// starts; in any window of the limit's period the key's calls started
 // (each counted at its first start) stay within the rate and the burst,
 // and every call is answered once.
 func TestFairRateLimitOverWorkerRestart(t *testing.T) {
@@ -486,8 +488,9 @@ func TestFairRateLimitOverWorkerRestart(t *testing.T) {
 	hook := newFairHook(t)
 	limits := fmt.Sprintf("      rate: %d\n      per: %s\n      burst: %d\n", rate, per, burst)
 	p := newFairPool(t, "fair_rated", hook.fairTool("fair_rated", 16, limits))
-	victim := p.startWorker("rate-worker-0", 8)
-	p.startWorker("rate-worker-1", 8)
+	ackWait := []string{"--ack-wait", "4s"} // every worker: each brings the consumer to its own
+	victim := p.startWorker("rate-worker-0", 8, ackWait...)
+	p.startWorker("rate-worker-1", 8, ackWait...)
 	// No warm-up: its calls would be the same key's, and the limit
 	// counts them as any other.
 
@@ -495,7 +498,7 @@ func TestFairRateLimitOverWorkerRestart(t *testing.T) {
 	waitA := p.backlog(context.Background(), "A", calls, &answered)
 	eventually(t, "a third of the calls to start", func() bool { return hook.startsOf("A") >= calls/3 })
 	victim.Kill()
-	p.startWorker("rate-worker-2", 8)
+	p.startWorker("rate-worker-2", 8, ackWait...)
 	waitA()
 
 	// The first start of each call (a call of the killed worker runs again

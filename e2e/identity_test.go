@@ -349,7 +349,7 @@ func TestWorkerDiesMidCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			bt, tool := newBlockingTool("send_mail", tc.idempotent)
-			tool.Timeout = 2 * time.Second // AckWait 10s: the redelivery comes then
+			tool.Timeout = 2 * time.Second
 			p := newPool(t, tool)
 			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 			defer cancel()
@@ -357,8 +357,15 @@ func TestWorkerDiesMidCall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			withHistory := func(c *worker.Config) { c.History = history }
+			// The redelivery comes the ack wait after the death: 4 s for
+			// both workers (each brings the consumer to its own), the
+			// default being 20 s.
+			const ackWait = 4 * time.Second
+			withHistory := func(c *worker.Config) { c.History, c.AckWait = history, ackWait }
 			_, nc1 := startWorkerOn(t, p.srv.ClientURL(), p.reg, withHistory)
+			if got := natstest.CallConsumerInfo(t, p.js, "send_mail").Config.AckWait; got != ackWait {
+				t.Errorf("tool_send_mail's AckWait is %v; want the workers' %v", got, ackWait)
+			}
 
 			turn := p.dispatchAsync(ctx, toolUse("send_mail", `{"to":"ops"}`))
 			eventually(t, "the call to start", func() bool { return bt.execs.Load() == 1 })

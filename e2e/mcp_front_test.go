@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	js "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/proctest"
 	"github.com/toolpool/toolpool/internal/testbin"
+	"github.com/toolpool/toolpool/jetstream"
 )
 
 // mcpServe is `orchestrator serve` with the demo tools and the reference
@@ -214,7 +216,14 @@ func TestMCPCancelRunningCall(t *testing.T) {
 	if n := metricValue(t, s.http, "toolpool_worker_calls_in_flight", `tool="sleep"`); n != 0 {
 		t.Errorf("sleep calls in flight after the cancel = %v; want 0", n)
 	}
-	time.Sleep(2 * time.Second) // a retry, had there been one, would be due by now
+	// Settled for good: TOOL_CALLS is a work queue, so a call handed back
+	// or retried (a nak with a delay) would stay in it until its next
+	// attempt, and a dead letter is counted before its call is removed.
+	j, err := js.New(natstest.Connect(t, "nats://"+s.nats))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cancelled call to leave TOOL_CALLS", func() bool { return streamState(t, j, jetstream.StreamCalls).Msgs == 0 })
 	for _, outcome := range []string{"retry", "dead_letter"} {
 		if n := metricValue(t, s.http, "toolpool_worker_calls_finished_total", `outcome="`+outcome+`"`, `tool="sleep"`); n != 0 {
 			t.Errorf("sleep calls with outcome %s = %v; want none for a cancelled call", outcome, n)

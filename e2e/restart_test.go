@@ -14,6 +14,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
+	"github.com/toolpool/toolpool/internal/pooltest"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/envelope"
 	"github.com/toolpool/toolpool/pkg/tools"
@@ -86,7 +87,8 @@ func TestCallsSurviveServerRestart(t *testing.T) {
 
 	// A call from a dispatcher that keeps waiting through the restart.
 	p := &pool{t: t, srv: srv, js: j, reg: reg}
-	p.d = startDispatcher(t, j, discovery.RegistryCatalog(reg))
+	p.o = pooltest.StartOrchestrator(t, j.Conn(), discovery.RegistryCatalog(reg))
+	p.d = p.o.Dispatcher()
 	waiting := toolUse("archive", `{"doc":2}`)
 	turn := p.dispatchAsync(ctx, waiting)
 	eventually(t, "both calls to be stored", func() bool { return streamState(t, j, jetstream.StreamCalls).Msgs == 2 })
@@ -98,6 +100,13 @@ func TestCallsSurviveServerRestart(t *testing.T) {
 	// Same data directory, same address, so the dispatcher's connection
 	// comes back.
 	srv2 := startServerAt(t, dataDir, hostPort(t, url))
+	// The orchestrator stops before srv2 does (cleanups run last first):
+	// with no server, its stop would wait out a request's timeout (5 s).
+	t.Cleanup(func() {
+		stopped, stop := context.WithCancel(context.Background())
+		stop()
+		_ = p.o.Stop(stopped)
+	})
 	_, j2 := provision(t, srv2.ClientURL())
 	if got := streamState(t, j2, jetstream.StreamCalls).Msgs; got != 2 {
 		t.Fatalf("TOOL_CALLS holds %d calls after the restart, want 2", got)

@@ -80,12 +80,7 @@ func TestApprovalPermissions(t *testing.T) {
 		t.Fatal("the orchestrator's Wait never saw the decision")
 	}
 
-	wj, err := js.New(c.connect(t, "worker", workerPassword))
-	if err != nil {
-		t.Fatal(err)
-	}
-	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
-	defer cancelShort()
+	wj, short := c.untilRefused(t, "worker", workerPassword, 10*time.Second)
 	if kv, err := wj.KeyValue(short, approval.BucketDefault); err == nil {
 		if _, err := kv.Get(short, d.ID); err == nil {
 			t.Error("a worker read an approval")

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -263,4 +264,36 @@ func (c *cluster) getJSON(n *node, path string, v any) error {
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// untilRefused connects as user and returns a JetStream on that connection
+// with a context that ends at limit, or as soon as the server reports a
+// permissions violation on the connection (its cause, context.Cause, is
+// that violation). A refused request gets no answer: the server drops it
+// and tells the connection asynchronously, so a check that an operation
+// is refused ends with the refusal instead of waiting out its own
+// timeout, and an operation that is allowed still completes. The
+// violation ends every request on the connection: use one per operation
+// checked.
+func (c *cluster) untilRefused(t *testing.T, user, password string, limit time.Duration) (js.JetStream, context.Context) {
+	t.Helper()
+	refused, cancel := context.WithCancelCause(context.Background())
+	t.Cleanup(func() { cancel(nil) })
+	ctx, cancelLimit := context.WithTimeout(refused, limit)
+	t.Cleanup(cancelLimit)
+	nc, err := nats.Connect(c.urls(), nats.UserInfo(user, password),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				cancel(err)
+			}
+		}))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	j, err := js.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, ctx
 }

@@ -494,15 +494,22 @@ func TestStreamLeaderKilledUnderLoad(t *testing.T) {
 }
 
 // One of two worker processes is killed with SIGKILL a third into the
-// load: its calls in flight are redelivered to the other after AckWait;
-// every call gets exactly one result.
+// load: its calls in flight are redelivered to the other after AckWait
+// (both run with --ack-wait 4s, the default being 20 s); every call gets
+// exactly one result.
 func TestWorkerProcessKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, "120s")
 	p := startPool(t, c)
-	victim := startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "victim")
-	startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "survivor")
+	const ackWait = 4 * time.Second
+	victim := startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "victim",
+		"--ack-wait", ackWait.String())
+	startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "survivor",
+		"--ack-wait", ackWait.String())
 	p.warmUpWorkers(t, "echo", `{"text":"warm"}`, "victim", "survivor")
+	if got := natstest.CallConsumerInfo(t, p.j, "echo").Config.AckWait; got != ackWait {
+		t.Errorf("tool_echo's AckWait is %v; want the workers' --ack-wait %v", got, ackWait)
+	}
 	rep := p.runLoad(t, "worker", "echo", `{"text":"hello"}`,
 		func() {
 			victim.Kill()

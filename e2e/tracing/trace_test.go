@@ -244,6 +244,7 @@ func (p *tracedPool) call(ctx context.Context) answer {
 // event; the webhook's requests carry their attempt's span as parent.
 func TestTraceAcrossWorkers(t *testing.T) {
 	needJaeger(t)
+	chromium := startBrowser(t) // for the screenshot at the end
 	hook := newFlakyService(t)
 	p := startPool(t, hook.srv.URL+"/orders")
 	a := p.startWorker("worker-a", "worker-a")
@@ -290,7 +291,7 @@ func TestTraceAcrossWorkers(t *testing.T) {
 	tr := p.waitTrace(t)
 	t.Logf("%s", tr.summary())
 	checkTrace(t, tr, ans, hook.requests(), a, b)
-	t.Run("screenshot", func(t *testing.T) { screenshotTrace(t, p.jaeger, tr) })
+	t.Run("screenshot", func(t *testing.T) { screenshotTrace(t, chromium, p.jaeger, tr) })
 }
 
 // waitTrace polls the query API until the trace holding the call's spans

@@ -35,11 +35,11 @@ const chromiumPath = "/usr/bin/chromium"
 // is: the assets are made by an npm build in Jaeger's own repository).
 const placeholderUI = "This is not the Jaeger UI you are looking for"
 
-// screenshotTrace makes docs/observability.md's picture of the trace:
-// Jaeger's own trace page when its UI is in the binary, else the trace as
-// the query API returned it, drawn as a waterfall by waterfallHTML.
-func screenshotTrace(t *testing.T, j *jaeger, tr *jTrace) {
-	ctx := newBrowser(t)
+// screenshotTrace makes docs/observability.md's picture of the trace with
+// b: Jaeger's own trace page when its UI is in the binary, else the trace
+// as the query API returned it, drawn as a waterfall by waterfallHTML.
+func screenshotTrace(t *testing.T, b *browser, j *jaeger, tr *jTrace) {
+	ctx := b.context(t)
 	page := j.queryURL + "/trace/" + tr.TraceID
 	if j.placeholderUI(t) {
 		file := filepath.Join(t.TempDir(), "trace.html")
@@ -87,16 +87,25 @@ func (j *jaeger) placeholderUI(t *testing.T) bool {
 	return bytes.Contains(body, []byte(placeholderUI))
 }
 
-// newBrowser starts headless Chromium with a fresh profile. Without
-// Chromium the screenshot is skipped, except in CI (CI=true).
-func newBrowser(t *testing.T) context.Context {
+// browser is headless Chromium started by startBrowser.
+type browser struct {
+	missing string        // why there is no Chromium to start, or ""
+	ready   chan struct{} // closed once the start ended; then ctx, err
+	ctx     context.Context
+	err     error
+}
+
+// startBrowser starts headless Chromium with a fresh profile, without
+// waiting for it: its start (seconds of CPU on a busy machine) overlaps
+// the test's own work until context is called. It is stopped when t ends.
+func startBrowser(t *testing.T) *browser {
 	t.Helper()
+	b := &browser{ready: make(chan struct{})}
 	path, err := exec.LookPath(chromiumPath)
 	if err != nil {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatalf("%s is missing, and CI must make the trace screenshot: install Debian's chromium package (.ci/run does)", chromiumPath)
-		}
-		t.Skipf("%s is missing: install Debian's chromium package (apt-get install chromium) to make the trace screenshot", chromiumPath)
+		b.missing = fmt.Sprintf("%s is missing", chromiumPath)
+		close(b.ready)
+		return b
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
@@ -106,16 +115,33 @@ func newBrowser(t *testing.T) context.Context {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	if err := chromedp.Do(ctx); err != nil {
-		cancel()
-		cancelAlloc()
-		t.Fatalf("start chromium: %v", err)
-	}
+	go func() {
+		defer close(b.ready)
+		b.ctx, b.err = ctx, chromedp.Do(ctx)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		cancelAlloc()
+		<-b.ready
 	})
-	return ctx
+	return b
+}
+
+// context waits for the browser's start and returns its context. Without
+// Chromium t is skipped, except in CI (CI=true); a failed start fails t.
+func (b *browser) context(t *testing.T) context.Context {
+	t.Helper()
+	<-b.ready
+	if b.missing != "" {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatalf("%s, and CI must make the trace screenshot: install Debian's chromium package (.ci/run does)", b.missing)
+		}
+		t.Skipf("%s: install Debian's chromium package (apt-get install chromium) to make the trace screenshot", b.missing)
+	}
+	if b.err != nil {
+		t.Fatalf("start chromium: %v", b.err)
+	}
+	return b.ctx
 }
 
 // waterfallRow is one span of the drawing.

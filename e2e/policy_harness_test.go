@@ -141,7 +141,8 @@ func startPolicyStack(t *testing.T) *policyStack {
 		r.cmd = proctest.Command{
 			Name: "replica " + r.name, Path: orchestratorBin, LogTail: 8000,
 			Args: []string{"serve", "--nats-url", s.natsURL, "--workers", "0", "--http", r.addr,
-				"--instance", r.name, "--api-keys", keys, "--drain-timeout", "5s", "--http-drain-timeout", "5s"},
+				"--instance", r.name, "--api-keys", keys, "--drain-timeout", "5s", "--http-drain-timeout", "5s",
+				"--async-lease", "6s"}, // a killed replica's tasks are adopted 6 s after its last refresh, not 15
 		}
 		r.proc = r.cmd.Start(t)
 		r.proc.WaitHTTP(r.url("/readyz"), waitLong)

@@ -57,6 +57,19 @@ func TestServeRefusesShortAsyncLease(t *testing.T) {
 	}
 }
 
+// TestServeRefusesNonPositiveReconnectWait: --nats-reconnect-wait 0 is a
+// usage error naming the flag, not a silent 2 s.
+func TestServeRefusesNonPositiveReconnectWait(t *testing.T) {
+	t.Parallel()
+	_, err := parseServe([]string{"--nats-reconnect-wait", "0s"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--nats-reconnect-wait is 0s; it must be positive") {
+		t.Errorf("--nats-reconnect-wait 0s: err %v; want one naming --nats-reconnect-wait", err)
+	}
+	if _, err := parseServe([]string{"--nats-reconnect-wait", "200ms"}, io.Discard); err != nil {
+		t.Errorf("--nats-reconnect-wait 200ms: %v", err)
+	}
+}
+
 // orchestratorBin builds the orchestrator binary (once per go test run:
 // testbin shares it).
 func orchestratorBin(t *testing.T) string {
@@ -122,13 +135,15 @@ func httpStatus(url string) (int, string) {
 // that stops accepting its credentials (nats.go closes the connection for
 // good after the second refusal) used to stay up with /healthz 200 and
 // answer nothing; it now exits non-zero so that its supervisor restarts it.
+// serve reconnects every 200 ms (--nats-reconnect-wait; 2 s by default,
+// which only spaces the two refusals further apart).
 func TestServeExitsWhenConnectionClosedForGood(t *testing.T) {
 	t.Parallel()
 	srv := natstest.StartPasswordServer(t, "orch", "first-secret")
 	url := srv.URL
 
 	p := runServeProc(t, orchestratorBin(t), []string{"NATS_USER=orch", "NATS_PASSWORD=first-secret"},
-		"--nats-url", url, "--workers", "1", "--demo-tools", "--drain-timeout", "30s")
+		"--nats-url", url, "--workers", "1", "--demo-tools", "--drain-timeout", "30s", "--nats-reconnect-wait", "200ms")
 	p.waitHealthy(t)
 	srv.ChangePassword(t, "second-secret")
 	if code := p.waitExit(t); code == 0 {

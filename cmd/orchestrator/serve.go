@@ -105,6 +105,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 // before its own.
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.nats.Register(fs)
+	f.nats.RegisterReconnect(fs)
 	f.log.Register(fs)
 	fs.StringVar(&f.dataDir, "data-dir", "data", "embedded server: where JetStream keeps its store")
 	fs.StringVar(&f.natsListen, "nats-listen", toolpool.EmbeddedListenDefault, "embedded server: client address, so separate worker processes can join")
@@ -169,6 +170,9 @@ func (f *serveFlags) check(given func(name string) bool) error {
 		if err := cli.CheckToken("--instance", f.instance); err != nil {
 			return err
 		}
+	}
+	if err := f.nats.CheckReconnect(); err != nil {
+		return err
 	}
 	if f.workers < 0 {
 		return cli.Usagef("--workers must not be negative")

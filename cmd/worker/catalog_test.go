@@ -38,7 +38,8 @@ func TestWorkerServesExampleCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t),
+		ProbeInterval: 100 * time.Millisecond, GoneAfter: time.Second})
 	if err == nil {
 		err = live.Start(ctx)
 	}
@@ -301,7 +302,9 @@ func TestUsageSaysDefaultOnce(t *testing.T) {
 // tool, a long-running orchestrator's catalog stops counting it well before
 // its announcement expires (here the bucket's TTL is an hour), so a new call
 // to the tool is answered at once with no_worker instead of waiting for its
-// deadline.
+// deadline. The catalog probes the workers' liveness subjects every 100 ms
+// and lets a worker go after 1 s without a subscriber (defaults 1 s and
+// 5 s, which only make it take longer).
 func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
 	t.Parallel()
 	bin := buildWorker(t)
@@ -311,7 +314,8 @@ func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
 	if _, _, err := discovery.OpenBucket(ctx, j, discovery.BucketConfig{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t)})
+	live, err := discovery.NewCatalog(discovery.CatalogConfig{JetStream: j, Logger: natstest.Logger(t),
+		ProbeInterval: 100 * time.Millisecond, GoneAfter: time.Second})
 	if err == nil {
 		err = live.Start(ctx)
 	}
@@ -370,7 +374,7 @@ func TestKilledWorkerAnsweredNoWorker(t *testing.T) {
 	}
 	<-exited
 	killed := time.Now()
-	// Generous: the catalog needs discovery.GoneAfterDefault and a probe.
+	// Generous: the catalog needs GoneAfter and a probe.
 	const bound = time.Minute
 	for {
 		if info, ok := live.Lookup(ctx, "echo"); !ok && info.NoWorker {

@@ -151,18 +151,32 @@ func TestWorkerRefusesShortAckWait(t *testing.T) {
 	}
 }
 
+// TestWorkerRefusesNonPositiveReconnectWait: --nats-reconnect-wait 0 is a
+// usage error naming the flag, not a silent 2 s.
+func TestWorkerRefusesNonPositiveReconnectWait(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	code := run(t.Context(), []string{"--demo-tools", "--nats-url", "nats://127.0.0.1:1", "--nats-reconnect-wait", "0s"}, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--nats-reconnect-wait is 0s; it must be positive") {
+		t.Errorf("exit %d, stderr %q; want 2 and a message naming --nats-reconnect-wait", code, stderr.String())
+	}
+}
+
 // TestWorkerExitsWhenConnectionClosedForGood: a worker whose NATS
 // connection is closed for good (here the server stops accepting its
 // credentials: nats.go gives up after the second refusal) used to keep
 // running, off NATS, with /healthz 200. Now it exits non-zero at once, so
-// its supervisor starts a fresh one.
+// its supervisor starts a fresh one. The worker reconnects every 200 ms
+// (--nats-reconnect-wait; 2 s by default, which only spaces the two
+// refusals further apart).
 func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 	t.Parallel()
 	bin := buildWorker(t)
 	srv := natstest.StartPasswordServer(t, "worker", "first-secret")
 	url := srv.URL
 
-	w := startWorker(t, bin, url, "revoked", []string{"NATS_USER=worker", "NATS_PASSWORD=first-secret"})
+	w := startWorker(t, bin, url, "revoked", []string{"NATS_USER=worker", "NATS_PASSWORD=first-secret"},
+		"--nats-reconnect-wait", "200ms")
 	if code, _ := httpGet(t, w.metrics+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz of a connected worker: %d", code)
 	}

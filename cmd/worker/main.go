@@ -61,6 +61,7 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: none)")
 	fs.DurationVar(&f.cfg.History.TTL, "attempts-ttl", host.HistoryTTLDefault, "how long the toolpool_attempts bucket keeps a call's failed attempts (fixed when the bucket is created)")
 	f.nats.Register(fs)
+	f.nats.RegisterReconnect(fs)
 	f.log.Register(fs)
 	f.builtin.Register(fs, cli.BuiltinNone)
 	f.catalog.Register(fs)
@@ -78,7 +79,7 @@ func (f *workerFlags) check() error {
 	case w.AckWait < host.AckWaitMin:
 		return cli.Usagef("--ack-wait is %s; it must be at least %s", w.AckWait, host.AckWaitMin)
 	}
-	return nil
+	return f.nats.CheckReconnect()
 }
 
 // loadCatalog loads the tools the flags ask for: the demo tools, the

@@ -33,6 +33,23 @@ func (n *NATSFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&n.opts.KeyFile, "nats-key", n.opts.KeyFile, "PEM client key for mutual TLS (env NATS_KEY)")
 }
 
+// RegisterReconnect adds --nats-reconnect-wait to fs, for the commands that
+// keep their connection (worker, serve); call it after Register. The
+// jitter added to each pause is half of it, at most
+// jetstream.ReconnectJitterDefault (so 1 s with the default 2 s).
+func (n *NATSFlags) RegisterReconnect(fs *flag.FlagSet) {
+	fs.DurationVar(&n.opts.ReconnectWait, "nats-reconnect-wait", jetstream.ReconnectWaitDefault,
+		"pause between attempts to reconnect to a NATS server, plus a random jitter of up to half of it (at most 1s); credentials refused on two attempts in a row close the connection for good")
+}
+
+// CheckReconnect validates --nats-reconnect-wait; its error names the flag.
+func (n *NATSFlags) CheckReconnect() error {
+	if n.opts.ReconnectWait <= 0 {
+		return Usagef("--nats-reconnect-wait is %s; it must be positive", n.opts.ReconnectWait)
+	}
+	return nil
+}
+
 // URL is the server URL given, "" when none was.
 func (n *NATSFlags) URL() string { return n.opts.URL }
 
@@ -43,6 +60,9 @@ func (n *NATSFlags) Connect(url, name string, log *slog.Logger) (*nats.Conn, err
 		o.URL = url
 	}
 	o.Name, o.Logger = name, log
+	if o.ReconnectWait > 0 && o.ReconnectJitter == 0 {
+		o.ReconnectJitter = min(o.ReconnectWait/2, jetstream.ReconnectJitterDefault)
+	}
 	nc, err := jetstream.Connect(o)
 	if errors.Is(err, nats.ErrNoServers) {
 		return nil, fmt.Errorf("%w (no NATS server answers there: give its address with --nats-url or NATS_URL; "+

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
+	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/testbin"
 	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
@@ -125,8 +126,11 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 // against worker processes that a supervisor restarts: once the call has
 // been delivered MaxDeliver times the poison watcher sets it aside with
 // reason poison, its caller gets an is_error result, and the workers keep
-// serving other calls. It takes MaxDeliver (5 for flaky) ack waits (10s
-// each): about a minute.
+// serving other calls. It takes MaxDeliver (5 for flaky) ack waits: every
+// worker process runs with --ack-wait 4s (the default, 20 s, would make it
+// 100 s), the same value for all of them since each brings the consumer to
+// its own when it starts; 4 s keeps a heartbeat (AckWait/4) every second
+// for the calls the live workers hold, so none is redelivered under load.
 func TestPoisonCallWithCrashingWorkerProcesses(t *testing.T) {
 	t.Parallel()
 	bin := buildWorker(t)
@@ -135,8 +139,9 @@ func TestPoisonCallWithCrashingWorkerProcesses(t *testing.T) {
 	poisoned := make(chan dlq.PoisonCall, 1)
 	startWatcher(t, b, history, func(pc dlq.PoisonCall) { poisoned <- pc })
 	d := startDispatcher(t, b.js, "flaky", "echo")
+	const ackWait = 4 * time.Second
 	sup := supervise(t, bin, 2, "--nats-url", b.srv.ClientURL(), "--demo-tools", "--builtin-tools=false",
-		"--log-level", "warn", "--drain-timeout", "2s")
+		"--log-level", "warn", "--drain-timeout", "2s", "--ack-wait", ackWait.String())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -185,6 +190,11 @@ func TestPoisonCallWithCrashingWorkerProcesses(t *testing.T) {
 	}
 	if n := sup.crashes(); n != maxDeliver {
 		t.Errorf("%d worker processes crashed, want one per delivery (%d)", n, maxDeliver)
+	}
+	for _, tool := range []string{"flaky", "echo"} {
+		if got := natstest.CallConsumerInfo(t, b.js, tool).Config.AckWait; got != ackWait {
+			t.Errorf("tool_%s's AckWait is %v; want the workers' --ack-wait %v", tool, got, ackWait)
+		}
 	}
 
 	// The workers keep serving.

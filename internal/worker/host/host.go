@@ -97,7 +97,7 @@ func New(cfg Config) (*Host, error) {
 		h.mcpChecks = mcpChecks(servers, h.mcp.Load)
 	}
 	h.noteServed()
-	h.jsOK = [2]health.Check{health.Background(health.Streams(j), 0), health.Background(health.ConsumersOf(j, h.servedNow), 0)}
+	h.jsOK = [2]health.Check{health.Background(health.Streams(j), 0), health.Background(health.ConsumersOf(j, h.checkedNow), 0)}
 	return h, nil
 }
 

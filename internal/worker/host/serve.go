@@ -30,6 +30,19 @@ func (h *Host) noteServed() {
 // last change.
 func (h *Host) servedNow() []string { return *h.served.Load() }
 
+// checkedNow are the tools whose consumers readiness looks up: servedNow
+// once the workers have started, none before (the "worker" check says
+// "starting" then). The check's result is kept for a refresh interval
+// (health.Background) unless what it checks changes: so a probe before
+// Start made the consumers ("consumer not found") is not answered again
+// for up to 5 s after they exist.
+func (h *Host) checkedNow() []string {
+	if !h.ready.Load() {
+		return nil
+	}
+	return h.servedNow()
+}
+
 // Serve makes every worker of the Host serve the tools ts from now on
 // (an MCP server of the catalog added them, or came up late), and
 // announces them: a tool not in the registry is registered first; one the

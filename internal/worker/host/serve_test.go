@@ -126,3 +126,46 @@ func waitListed(t *testing.T, listed func() []string, want ...string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestReadyAtOnceAfterStart: a /readyz probe before Start (a supervisor
+// probing a worker process that is still starting) used to leave the
+// consumers check's "consumer not found" cached for a refresh interval
+// (5 s), so the host said not ready for that long after it was. Now the
+// first probe after Start answers ready.
+func TestReadyAtOnceAfterStart(t *testing.T) {
+	t.Parallel()
+	srv0, _, _ := natstest.StartProvisioned(t)
+	reg := tools.NewRegistry()
+	reg.MustRegister(tools.Tool{
+		Name: "ready_echo", Description: "Echoes.", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Handler: func(context.Context, json.RawMessage) (tools.Output, error) { return tools.Text("hi"), nil },
+	})
+	h, err := host.New(host.Config{Conn: natstest.Connect(t, srv0.ClientURL()), Registry: reg, NoHistory: true, NoAnnounce: true, Logger: natstest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h.Handler())
+	defer hs.Close()
+	readyz := func() (int, string) {
+		t.Helper()
+		resp, err := hs.Client().Get(hs.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := readyz(); code != 503 {
+		t.Fatalf("/readyz before Start: %d %s; want 503", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Stop(context.Background()) })
+	if code, body := readyz(); code != 200 {
+		t.Errorf("/readyz right after Start: %d %s; want 200", code, body)
+	}
+}

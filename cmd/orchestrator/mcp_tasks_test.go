@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/pooltest"
-	"github.com/toolpool/toolpool/internal/testbin"
 	"github.com/toolpool/toolpool/pkg/tools"
 )
 
@@ -112,11 +110,7 @@ func (r *stdioRPC) call(t *testing.T, method, params string) (result json.RawMes
 // ran once.
 func TestMCPStdioTasksSurviveKill(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if err := testbin.Build(dir, "./cmd/orchestrator"); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "orchestrator")
+	bin := orchestratorBin(t)
 	srv, _, _ := natstest.StartProvisioned(t)
 
 	var mu sync.Mutex
@@ -141,8 +135,10 @@ func TestMCPStdioTasksSurviveKill(t *testing.T) {
 		}})
 	pooltest.StartServer(t, srv.ClientURL(), reg, func(c *pooltest.ServerConfig) { c.NoAnnounce = false })
 
-	first := startStdioRPC(t, bin, "--nats-url", srv.ClientURL())
-	second := startStdioRPC(t, bin, "--nats-url", srv.ClientURL())
+	// The killed process's task is adopted a lease after its last refresh:
+	// 4 s here rather than the default 15 s.
+	first := startStdioRPC(t, bin, "--nats-url", srv.ClientURL(), "--async-lease", "4s")
+	second := startStdioRPC(t, bin, "--nats-url", srv.ClientURL(), "--async-lease", "4s")
 	var created struct {
 		Task struct {
 			TaskID string `json:"taskId"`

@@ -21,7 +21,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -167,12 +169,12 @@ func serve(ctx context.Context, f *workerFlags, cat *host.Catalog, nc *nats.Conn
 	}
 	sd.Conn(nc)
 	sd.Defer("workers", f.cfg.Worker.DrainTimeout, h.Stop, "drain timeout passed; unfinished calls were handed back to other workers")
-	if err := h.Start(ctx); err != nil {
+	if err := startRefusable(ctx, h, nc); err != nil {
 		if ctx.Err() != nil { // signalled during start-up: an ordinary shutdown
 			return nil
 		}
 		if last := nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) {
-			// A refused subject makes the request above time out; say which.
+			// A refused subject makes the request above fail; say which.
 			err = fmt.Errorf("%w\nworker: the NATS user may not use a subject the worker needs (%v); grant it as jetstream/server/accounts.conf does for the worker user", err, last)
 		}
 		return err
@@ -181,4 +183,36 @@ func serve(ctx context.Context, f *workerFlags, cat *host.Catalog, nc *nats.Conn
 		return cli.Exit(cli.ExitIsError)
 	}
 	return nil
+}
+
+// refusalPoll is how often startRefusable looks for a refused request.
+const refusalPoll = 100 * time.Millisecond
+
+// startRefusable starts h, and ends the start as soon as the server
+// refuses one of its JetStream requests for want of permission: such a
+// request gets no answer, so the start would otherwise wait out its
+// timeout (30 s) before saying why.
+func startRefusable(ctx context.Context, h *host.Host, nc *nats.Conn) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		t := time.NewTicker(refusalPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if last := nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"$JS.`) {
+				cancel(last)
+				return
+			}
+		}
+	}()
+	err := h.Start(ctx)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, nats.ErrPermissionViolation) {
+		return fmt.Errorf("the start stopped when the server refused a request (%w)", err)
+	}
+	return err
 }

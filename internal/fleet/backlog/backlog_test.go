@@ -67,6 +67,11 @@ func setup(t *testing.T, tool string, n int) js.JetStream {
 		t.Fatal(err)
 	}
 	queue(t, j, tool, n)
+	// The server counts a consumer's pending messages on a goroutine of
+	// its own: a read right after the publishes may see fewer.
+	natstest.Eventually(t, waitLong, "the consumer to count the queued calls", func() bool {
+		return natstest.CallConsumerInfo(t, j, tool).NumPending == uint64(n)
+	})
 	return j
 }
 

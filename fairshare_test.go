@@ -80,6 +80,13 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = orch.Stop(context.Background()) })
+	// The worker's announcement (its 2 slots) may come after the
+	// orchestrator's start under load (a put that timed out is retried at
+	// the next heartbeat): until the orchestrator knows hold, its calls
+	// would be answered at once and none would ever be held.
+	natstest.Eventually(t, time.Minute, "the orchestrator to know hold", func() bool {
+		return slices.ContainsFunc(orch.Definitions(t.Context()), func(d toolpool.ToolDefinition) bool { return d.Name == "hold" })
+	})
 
 	// One worker of 2 slots: the window is 2 and its margin (at least 4).
 	// Ten calls of team-a: 6 are published, 4 wait at the orchestrator.

@@ -129,6 +129,12 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 	t.Cleanup(func() { _ = other.Stop(context.Background()) })
 	ui := httptest.NewServer(other.Handler())
 	defer ui.Close()
+	var lastRow string // what the console showed last, for a failure
+	defer func() {
+		if t.Failed() {
+			t.Logf("the console's last hold row (or page): %s", lastRow)
+		}
+	}()
 	natstest.Eventually(t, time.Minute, "the other orchestrator's console to show 4 calls of hold waiting", func() bool {
 		resp, err := http.Get(ui.URL + "/ui/overview.frag")
 		if err != nil {
@@ -137,11 +143,13 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		row := string(body)
+		lastRow = row
 		if i := strings.Index(row, `<tr data-tool="hold">`); i >= 0 {
 			row = row[i:]
 			if j := strings.Index(row, "</tr>"); j >= 0 {
 				row = row[:j]
 			}
+			lastRow = row
 			return strings.Contains(row, ">4 (0)<")
 		}
 		return false

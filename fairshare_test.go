@@ -80,6 +80,13 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = orch.Stop(context.Background()) })
+	// The worker's announcement (its 2 slots) may come after the
+	// orchestrator's start under load (a put that timed out is retried at
+	// the next heartbeat): until the orchestrator knows hold, its calls
+	// would be answered at once and none would ever be held.
+	natstest.Eventually(t, time.Minute, "the orchestrator to know hold", func() bool {
+		return slices.ContainsFunc(orch.Definitions(t.Context()), func(d toolpool.ToolDefinition) bool { return d.Name == "hold" })
+	})
 
 	// One worker of 2 slots: the window is 2 and its margin (at least 4).
 	// Ten calls of team-a: 6 are published, 4 wait at the orchestrator.
@@ -122,6 +129,12 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 	t.Cleanup(func() { _ = other.Stop(context.Background()) })
 	ui := httptest.NewServer(other.Handler())
 	defer ui.Close()
+	var lastRow string // what the console showed last, for a failure
+	defer func() {
+		if t.Failed() {
+			t.Logf("the console's last hold row (or page): %s", lastRow)
+		}
+	}()
 	natstest.Eventually(t, time.Minute, "the other orchestrator's console to show 4 calls of hold waiting", func() bool {
 		resp, err := http.Get(ui.URL + "/ui/overview.frag")
 		if err != nil {
@@ -130,11 +143,13 @@ func TestSchedStatsEndToEnd(t *testing.T) {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		row := string(body)
+		lastRow = row
 		if i := strings.Index(row, `<tr data-tool="hold">`); i >= 0 {
 			row = row[i:]
 			if j := strings.Index(row, "</tr>"); j >= 0 {
 				row = row[:j]
 			}
+			lastRow = row
 			return strings.Contains(row, ">4 (0)<")
 		}
 		return false

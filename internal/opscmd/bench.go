@@ -27,9 +27,10 @@ instead (issue 15), on an embedded server with in-process workers (2 × 32
 slots unless --workers and --worker-concurrency say otherwise) and a
 sleep tool of 20ms unless --sleep is given: tenant A queues --backlog
 calls at once (in turns of --backlog-turn calls), alone and then with tenant B sending one call every
---b-interval; a per-key cap of --key-cap; a per-key rate limit of
---key-rate/s offered four times as much; one tenant's --calls calls with
-the scheduler off and on. It prints each figure next to its target.
+--b-interval; a per-key cap of --key-cap (--key-cap-calls calls of each
+of two tenants); a per-key rate limit of --key-rate/s offered four times
+as much for --key-rate-for; one tenant's --calls calls with the
+scheduler off and on. It prints each figure next to its target.
 
 --repeat F measures the result cache instead (issue 24), on an embedded
 server with in-process workers: --calls calls (default 20000) of a
@@ -116,7 +117,9 @@ func (b *benchCmd) registerNoisy(fs *flag.FlagSet) {
 	fs.IntVar(&b.noisy.BacklogTurn, "backlog-turn", 1, "noisy-neighbour: tool calls per turn of A's backlog (1: one agent per call; 20: agents whose turns fan out 20 calls)")
 	fs.DurationVar(&b.noisy.Interval, "b-interval", bench.NoisyIntervalDefault, "noisy-neighbour: tenant B sends one call this often")
 	fs.IntVar(&b.noisy.Cap, "key-cap", bench.NoisyCapDefault, "noisy-neighbour: the per-key concurrency cap of the cap phase")
+	fs.IntVar(&b.noisy.CapCalls, "key-cap-calls", bench.NoisyCapCallsDefault, "noisy-neighbour: the calls each of the two tenants of the cap phase queues")
 	fs.IntVar(&b.noisy.Rate, "key-rate", bench.NoisyRateDefault, "noisy-neighbour: the per-key rate limit (calls/s) of the rate phase; the key offers four times as much")
+	fs.DurationVar(&b.noisy.RateFor, "key-rate-for", bench.NoisyRateForDefault, "noisy-neighbour: how long the rate phase offers calls (more than 1s: the served rate is measured from 1s on)")
 }
 
 // run runs the scenario --scenario names.

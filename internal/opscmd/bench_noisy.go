@@ -2,6 +2,7 @@ package opscmd
 
 import (
 	"context"
+	"time"
 
 	"github.com/toolpool/toolpool/internal/bench"
 	"github.com/toolpool/toolpool/internal/cli"
@@ -11,7 +12,7 @@ import (
 // The flags of the noisy-neighbour scenario only, and those of the
 // throughput scenario that it does not take.
 var (
-	noisyOnlyFlags  = []string{"backlog", "backlog-turn", "b-interval", "key-cap", "key-rate"}
+	noisyOnlyFlags  = []string{"backlog", "backlog-turn", "b-interval", "key-cap", "key-cap-calls", "key-rate", "key-rate-for"}
 	noisyNoneOfThem = []string{
 		"nats-url", "duration", "warmup", "rate", "batch", "tool", "payload", "front", "fail", "transient-delay",
 		"baseline", "rounds", "turn-timeout", "cpuprofile", "http-cpuprofile", "mcp-cpuprofile", "mcp-sdk-cpuprofile", "baseline-cpuprofile", "memprofile",
@@ -71,6 +72,10 @@ func (b *benchCmd) noisyConfig(env *cli.Env) error {
 		return cli.Usagef("--backlog-turn must be from 1 to --backlog (%d), got %d", noisy.Backlog, noisy.BacklogTurn)
 	case noisy.Interval <= 0 || noisy.Sleep < 0:
 		return cli.Usagef("--b-interval must be positive and --sleep not negative")
+	case noisy.CapCalls < 1:
+		return cli.Usagef("--key-cap-calls must be at least 1, got %d", noisy.CapCalls)
+	case noisy.RateFor <= time.Second:
+		return cli.Usagef("--key-rate-for must be more than 1s (the served rate is measured from 1s on), got %v", noisy.RateFor)
 	}
 	noisy.Offered = 4 * float64(noisy.Rate)
 	var err error

@@ -112,6 +112,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--scenario", "noisy-neighbour", "--front", "http"}, "--front does not apply"},
 		{[]string{"--scenario", "noisy-neighbour", "--backlog", "0"}, "--backlog"},
 		{[]string{"--scenario", "noisy-neighbour", "--backlog", "10", "--backlog-turn", "11"}, "--backlog-turn must be from 1 to --backlog"},
+		{[]string{"--key-rate-for", "2s"}, "--key-rate-for applies to --scenario noisy-neighbour only"},
+		{[]string{"--scenario", "noisy-neighbour", "--key-cap-calls", "0"}, "--key-cap-calls must be at least 1"},
+		{[]string{"--scenario", "noisy-neighbour", "--key-rate-for", "1s"}, "--key-rate-for must be more than 1s"},
 	} {
 		code, _, stderr := runBench(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
@@ -132,8 +135,11 @@ type backlogPhase struct {
 // business and the machine's, not this test's).
 func TestBenchNoisyNeighbourJSON(t *testing.T) {
 	t.Parallel()
-	code, stdout, stderr := runBench(t, "--scenario", "noisy-neighbour", "--backlog", "300", "--backlog-turn", "7", "--calls", "400",
-		"--concurrency", "32", "--workers", "2", "--worker-concurrency", "4", "--b-interval", "20ms", "--json")
+	// Small phases: a 100-call backlog, 200 calls of each tenant under the
+	// cap, 2 s of offered calls (400) under the rate limit.
+	code, stdout, stderr := runBench(t, "--scenario", "noisy-neighbour", "--backlog", "100", "--backlog-turn", "7", "--calls", "400",
+		"--concurrency", "32", "--workers", "2", "--worker-concurrency", "4", "--b-interval", "20ms",
+		"--key-cap-calls", "200", "--key-rate-for", "2s", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr: %s", code, stderr)
 	}
@@ -144,6 +150,8 @@ func TestBenchNoisyNeighbourJSON(t *testing.T) {
 			SleepMS   float64 `json:"sleep_ms"`
 			Admission string  `json:"admission"`
 			Turn      int     `json:"backlog_turn"`
+			CapCalls  int     `json:"cap_calls_per_key"`
+			RateFor   float64 `json:"rate_for_s"`
 		} `json:"settings"`
 		AAlone backlogPhase `json:"a_alone"`
 		WithB  backlogPhase `json:"a_with_b"`
@@ -167,11 +175,12 @@ func TestBenchNoisyNeighbourJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
 	}
-	if s := rep.Settings; s.Scenario != "noisy-neighbour" || s.Slots != 8 || s.SleepMS != 20 || s.Admission == "" || s.Turn != 7 {
+	if s := rep.Settings; s.Scenario != "noisy-neighbour" || s.Slots != 8 || s.SleepMS != 20 || s.Admission == "" || s.Turn != 7 ||
+		s.CapCalls != 200 || s.RateFor != 2 {
 		t.Errorf("settings %+v", s)
 	}
 	for name, p := range map[string]backlogPhase{"a_alone": rep.AAlone, "a_with_b": rep.WithB} {
-		if p.Calls != 600 || p.Errors != 0 || p.CallsPerSec <= 0 { // twice the backlog
+		if p.Calls != 200 || p.Errors != 0 || p.CallsPerSec <= 0 { // twice the backlog
 			t.Errorf("%s: %+v", name, p)
 		}
 	}
@@ -181,7 +190,7 @@ func TestBenchNoisyNeighbourJSON(t *testing.T) {
 	if rep.Cap.MaxRunning["A"] < 1 || rep.Cap.MaxRunning["C"] < 1 {
 		t.Errorf("cap: %+v", rep.Cap)
 	}
-	if rep.Rate.Calls != 1000 || rep.Rate.Served < 1 {
+	if rep.Rate.Calls != 400 || rep.Rate.Served < 1 {
 		t.Errorf("rate: %+v", rep.Rate)
 	}
 	for name, p := range map[string]benchPhase{"fairness_off": rep.FairnessOff, "fairness_on": rep.FairnessOn} {

@@ -32,6 +32,8 @@ type limitListener struct {
 	probes  chan struct{}
 	metrics Metrics
 	stall   time.Duration // limitConn.stall
+	// probeWindow is a probe connection's read window (probeReadWindow).
+	probeWindow time.Duration
 }
 
 // Accept returns the next connection that gets a slot.
@@ -48,7 +50,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		select {
 		case l.probes <- struct{}{}:
-			lc := &limitConn{Conn: c, release: l.probes, stall: l.stall, probe: true, readBy: time.Now().Add(probeReadWindow)}
+			lc := &limitConn{Conn: c, release: l.probes, stall: l.stall, probe: true, readBy: time.Now().Add(l.probeWindow)}
 			_ = lc.SetReadDeadline(time.Time{}) // the window's
 			return lc, nil
 		default:

@@ -40,7 +40,9 @@ func rawRequest(t *testing.T, addr, req string) (*http.Response, net.Conn) {
 // probes were refused 59 of 59 at --http-max-conns).
 func TestProbesBesideTheConnectionCap(t *testing.T) {
 	t.Parallel()
-	b := startServer(t, func(c *ServerConfig) { c.MaxConns = 3 })
+	// A 2 s probe read window (5 s by default): the probes below send
+	// their requests at once, and the silent one is given back sooner.
+	b := startServer(t, func(c *ServerConfig) { c.MaxConns = 3; c.probeReadWindow = 2 * time.Second })
 	for range 3 {
 		go func() { _, _, _ = b.get(t, "/block") }()
 		<-b.entered
@@ -58,7 +60,7 @@ func TestProbesBesideTheConnectionCap(t *testing.T) {
 		t.Errorf("another path with MaxConns held: %d %q", status, body)
 	}
 	// A client that takes a probe connection and sends nothing gives it
-	// back within probeReadWindow.
+	// back within its probe read window.
 	c, err := net.Dial("tcp", b.addr)
 	if err != nil {
 		t.Fatal(err)

@@ -108,6 +108,10 @@ type ServerConfig struct {
 	Logger *slog.Logger
 	// Metrics counts refusals. Default NopMetrics.
 	Metrics Metrics
+
+	// probeReadWindow replaces probeReadWindow when set (this package's
+	// tests, to see a silent probe connection given back sooner).
+	probeReadWindow time.Duration
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -275,7 +279,8 @@ func (s *Server) setAddr(ln net.Listener) {
 func (s *Server) serve(ln net.Listener) error {
 	s.logLimits()
 	return s.srv.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConns),
-		probes: make(chan struct{}, ProbeConns), metrics: s.cfg.Metrics, stall: s.cfg.WriteTimeout})
+		probes: make(chan struct{}, ProbeConns), metrics: s.cfg.Metrics, stall: s.cfg.WriteTimeout,
+		probeWindow: cmp.Or(s.cfg.probeReadWindow, probeReadWindow)})
 }
 
 // Ready is a readiness check (package health's Check.Func): an error once

@@ -199,8 +199,10 @@ func TestKilledWorkerExpires(t *testing.T) {
 	if gone := time.Since(killed); gone < testTTL/2 {
 		t.Errorf("the tool vanished %v after the kill, before its TTL (%v) could pass", gone, testTTL)
 	}
-	// The survivor keeps heartbeating past several TTLs.
-	time.Sleep(2 * testTTL)
+	// The survivor keeps heartbeating past several TTLs: one more than the
+	// dead worker's expiry took (a survivor that did not heartbeat would
+	// have expired with it).
+	time.Sleep(testTTL)
 	if got := c.Names(ctx); !slices.Equal(got, []string{"fetch"}) {
 		t.Errorf("after 2 TTLs: %v", got)
 	}
@@ -477,8 +479,9 @@ func TestDeadConnectionNoticedBeforeTTL(t *testing.T) {
 	if ws := c.Workers(ctx, "search"); len(ws) != 1 || !strings.HasPrefix(ws[0].Liveness, LivenessPrefix) {
 		t.Fatalf("search's workers %+v: want one with a liveness subject", ws)
 	}
-	// Many probes, all answered: nobody is dropped.
-	time.Sleep(10 * goneAfter)
+	// Many probes (about 24, one each 50 ms) over several GoneAfter, all
+	// answered: nobody is dropped.
+	time.Sleep(4 * goneAfter)
 	if got := c.Names(ctx); !slices.Equal(got, []string{"fetch", "search"}) {
 		t.Fatalf("live workers dropped: %v", got)
 	}
@@ -605,10 +608,14 @@ func TestServerRestartKeepsWorkers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(srv.Shutdown)
 		return srv
 	}
 	srv := start("127.0.0.1:0")
+	// The server running when the test ends is shut down after the
+	// catalog and the worker's connection: the catalog stops against a
+	// live server, not into its timeouts.
+	current := srv
+	t.Cleanup(func() { current.Shutdown() })
 	url := srv.ClientURL()
 	if _, _, err := OpenBucket(t.Context(), connect(t, url), BucketConfig{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -631,17 +638,18 @@ func TestServerRestartKeepsWorkers(t *testing.T) {
 	eventually(t, "search announced", func() bool { _, ok := c.Lookup(ctx, "search"); return ok })
 
 	srv.Shutdown()
-	start(strings.TrimPrefix(url, "nats://"))
+	current = start(strings.TrimPrefix(url, "nats://"))
 	eventually(t, "the worker reconnected", wnc.IsConnected)
-	// Past GoneAfter after both are back, the worker still counts.
-	until := time.Now().Add(GoneAfterDefault + 2*time.Second)
+	// Past GoneAfter after both are back, the worker still counts (a clock
+	// for its silence started no later than its reconnection).
+	until := time.Now().Add(GoneAfterDefault + time.Second)
 	for time.Now().Before(until) {
 		if _, ok := c.Lookup(ctx, "search"); !ok {
 			t.Fatal("a worker that reconnected after a server restart stopped counting")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	_ = a.Stop(ctx) // while the second server runs (its cleanup comes first)
+	_ = a.Stop(ctx) // while the second server runs
 }
 
 // TestSubscribeChanges: a subscriber hears when a worker starts serving a

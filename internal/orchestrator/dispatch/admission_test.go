@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,7 +236,11 @@ func TestAdmissionByQueueWait(t *testing.T) {
 	b := setup(t, func(c *Config) { c.QueueDepthRefresh = 100 * time.Millisecond })
 	ctx := timeout(t, 2*time.Minute)
 	// A slow tool: 200 ms a call, two at a time (MaxAckPending), about 10
-	// calls/s; the rest wait in its consumer.
+	// calls/s; the rest wait in its consumer. Once the refusal has been
+	// checked it speeds up (callTime), so that the backlog does not take
+	// its 15 s to drain.
+	var callTime atomic.Int64
+	callTime.Store(int64(200 * time.Millisecond))
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, jetstream.StreamCalls, js.ConsumerConfig{
 		Durable: jetstream.ConsumerName("slow"), FilterSubject: jetstream.CallSubject("slow"),
 		AckPolicy: js.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: 2,
@@ -255,7 +260,7 @@ func TestAdmissionByQueueWait(t *testing.T) {
 		w.mu.Unlock()
 		w.Go(func(done <-chan struct{}) {
 			select {
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(time.Duration(callTime.Load())):
 			case <-done:
 				return
 			}
@@ -310,6 +315,8 @@ func TestAdmissionByQueueWait(t *testing.T) {
 		!strings.Contains(txt, "s of queued work, more than this call's timeout (") || !strings.Contains(txt, "another approach") {
 		t.Errorf("result for the model %+v", r)
 	}
+
+	callTime.Store(int64(time.Millisecond))
 
 	// Time enough: admitted, and answered after the backlog (FIFO), so the
 	// refused call would have been delivered before it had it been sent.

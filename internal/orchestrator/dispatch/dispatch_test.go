@@ -614,7 +614,9 @@ func TestDispatchUnavailable(t *testing.T) {
 			c.PublishTimeout = 300 * time.Millisecond
 			c.PublishRetryFor = -1
 		})
-		b.srv.Shutdown()
+		// Restarted when the test ends, so that the dispatcher stops
+		// against a live server.
+		t.Cleanup(serverDown(t, b))
 		start := time.Now()
 		_, err := b.d.Dispatch(timeout(t, 10*time.Second), "", []envelope.ToolUseBlock{use("a", "echo", `{}`)})
 		if !errors.Is(err, ErrUnavailable) {

@@ -38,6 +38,10 @@ func setup(t testing.TB, mod ...func(*Config)) *testBundle {
 	t.Helper()
 	srv, nc, j := natstest.StartProvisioned(t)
 	b := &testBundle{srv: srv, nc: nc, js: j, metrics: newTestMetrics()}
+	// b's server as it is when the test ends (a test may restart it) is
+	// shut down after the dispatchers and workers the test started: they
+	// stop against a live server, not into their stop timeouts.
+	t.Cleanup(func() { b.srv.Shutdown() })
 	cfg := Config{
 		JS:      j,
 		Catalog: discovery.StaticCatalog("echo", "fail", "maybe", "slow"),

@@ -293,7 +293,8 @@ func TestPublishFinalErrorFailsAtOnce(t *testing.T) {
 type outage func(t *testing.T, b *testBundle) (recover func())
 
 // serverDown shuts the server down; recovering restarts it on the same
-// address with the same store, and points b at the new server.
+// address with the same store, and points b at the new server (setup shuts
+// it down when the test ends).
 func serverDown(t *testing.T, b *testBundle) func() {
 	u, err := url.Parse(b.srv.ClientURL())
 	if err != nil {
@@ -306,7 +307,6 @@ func serverDown(t *testing.T, b *testBundle) func() {
 		if err != nil {
 			t.Fatalf("restart: %v", err)
 		}
-		t.Cleanup(srv.Shutdown)
 		b.srv = srv
 	}
 }
@@ -435,7 +435,9 @@ func TestDispatchRetryBudgetSpent(t *testing.T) {
 				c.PublishTimeout = tc.pubTimeout
 				c.PublishRetryFor = budget
 			})
-			tc.outage(t, b) // not recovered
+			// Not recovered during the test; recovered when it ends, so
+			// that the dispatcher stops against a live server.
+			t.Cleanup(tc.outage(t, b))
 			start := time.Now()
 			res, err := b.d.Dispatch(timeout(t, 60*time.Second), "", []envelope.ToolUseBlock{use("a", "echo", `{}`), use("b", "echo", `{}`)})
 			el := time.Since(start)

@@ -45,7 +45,7 @@ func TestDispatchSurvivesServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	t.Cleanup(srv2.Shutdown)
+	b.srv = srv2 // shut down after the dispatcher and the worker stopped
 	// Store the result at once on a fresh connection, most likely before the
 	// dispatcher's connection is back (it waits ReconnectWait first).
 	nc := natstest.Connect(t, srv2.ClientURL())

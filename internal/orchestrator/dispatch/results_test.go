@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,6 +175,32 @@ func TestResultGapKeepsStartBeforeLostResults(t *testing.T) {
 	}
 }
 
+// firedDeadline is a ctx whose deadline passes when fire is called, not
+// at the time Deadline reports: a test makes a turn expire once what it
+// waits for has happened, instead of waiting out a fixed deadline.
+type firedDeadline struct {
+	context.Context // values
+	deadline        time.Time
+	done            chan struct{}
+	once            sync.Once
+}
+
+func newFiredDeadline(d time.Duration) *firedDeadline {
+	return &firedDeadline{Context: context.Background(), deadline: time.Now().Add(d), done: make(chan struct{})}
+}
+
+func (c *firedDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *firedDeadline) Done() <-chan struct{}       { return c.done }
+func (c *firedDeadline) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+func (c *firedDeadline) fire() { c.once.Do(func() { close(c.done) }) }
+
 // A result is delivered by its subject's call key: one published on another
 // call's subject with this call's key in its body (a publisher answering one
 // call with another's result) reaches neither.
@@ -181,6 +208,7 @@ func TestResultOnAnotherCallsSubjectIsDropped(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	other := envelope.CallKey("", "", "someone_else", "echo", []byte(`{}`))
+	forged := make(chan uint64, 1) // its stream sequence
 	startWorker(t, b, "echo", func(w *fakeWorker, c *envelope.Call, _ nats.Header, _ reply) {
 		data, err := envelope.EncodeResult(&envelope.Result{CallID: c.ID, Tool: c.Tool, Key: c.Key, Content: envelope.Text("forged")})
 		if err != nil {
@@ -189,11 +217,43 @@ func TestResultOnAnotherCallsSubjectIsDropped(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := w.js.Publish(ctx, jetstream.ResultSubject(c.ReplyTo, other), data); err != nil {
+		ack, err := w.js.Publish(ctx, jetstream.ResultSubject(c.ReplyTo, other), data)
+		if err != nil {
 			t.Error(err)
+			return
 		}
+		forged <- ack.Sequence
 	})
-	res, err := b.d.Dispatch(timeout(t, 3*time.Second), "", []envelope.ToolUseBlock{use("victim", "echo", `{}`)})
+	// The turn's deadline passes once the dispatcher has handled the forged
+	// result: a result it delivered is in the turn's channel by then, and
+	// the expiring turn takes it. Handled means the result after it (one
+	// for no call) was taken: the results are handled in order.
+	ctx := newFiredDeadline(30 * time.Second)
+	go func() {
+		defer ctx.fire()
+		var seq uint64
+		select {
+		case seq = <-forged:
+		case <-time.After(30 * time.Second):
+			return
+		}
+		data, err := envelope.EncodeResult(&envelope.Result{CallID: "nobody", Tool: "echo", Key: other, Content: envelope.Text("for no call")})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ack, err := b.js.Publish(pctx, jetstream.ResultSubject(b.d.Instance(), other), data)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for deadline := time.Now().Add(30 * time.Second); b.d.feed.lastSeq.Load() < max(seq, ack.Sequence) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	res, err := b.d.Dispatch(ctx, "", []envelope.ToolUseBlock{use("victim", "echo", `{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,11 +62,9 @@ func TestCallPage(t *testing.T) {
 	var key string
 	var entry map[string]any
 	n := 0
-	// The watcher sees calls and results on two subscriptions, each
-	// delivered on its own goroutine: a result published right after its
-	// call may be taken first, and its row then has no trace (see
-	// docs/console.md). A call whose row has its trace is what the page
-	// needs; another call is published until one does.
+	// The watcher starts with the first request of the console: calls are
+	// published until one is in the tail (TestTailRowsHaveTheirCalls holds
+	// every row to its call's trace once the watcher runs).
 	natstest.Eventually(t, time.Minute, "the tail to show a call with its key and trace", func() bool {
 		n++
 		key = publishCall(t, b, n, res)
@@ -146,5 +144,83 @@ func TestTraceURLTemplate(t *testing.T) {
 	_, page := b.get(t, c, "/ui/calls/"+key)
 	if strings.Contains(page, `id="trace-link"`) || !strings.Contains(page, "<th>result</th><td id=\"outcome\" class=\"good\">ok") {
 		t.Errorf("without a template: a trace link, or no ok result:\n%s", page)
+	}
+}
+
+// Every row of the tail has its call's tenant and trace, even when each
+// result is published right behind its call: the watcher reads both in the
+// order the server sent them. (It read them on two goroutines before, and
+// a result taken before its call had neither.)
+func TestTailRowsHaveTheirCalls(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *console.Config) { c.TraceURL = traceURL })
+	c, _ := b.loggedIn(t)
+	n := 0
+	natstest.Eventually(t, time.Minute, "the watcher to follow the fleet", func() bool {
+		n++
+		key := publishCall(t, b, n, envelope.Result{Content: envelope.Text("ok")})
+		_, body := b.get(t, c, "/ui/tail.json")
+		return strings.Contains(body, key)
+	})
+	_, body := b.get(t, c, "/ui/tail.json")
+	var before struct {
+		Last uint64 `json:"last"`
+	}
+	if err := json.Unmarshal([]byte(body), &before); err != nil {
+		t.Fatal(err)
+	}
+	nc := b.js.Conn()
+	const pairs = 150 // under tailLimit: one page holds them all
+	want := map[string]string{} // key: tenant
+	for i := range pairs {
+		id, input, tenant := fmt.Sprintf("toolu_pair_%d", i), []byte(`{"text":"hi"}`), fmt.Sprintf("tenant-%d", i)
+		call := &envelope.Call{ID: id, Tool: "echo", Input: input, Tenant: tenant, Session: "s",
+			Key: envelope.CallKey(tenant, "s", id, "echo", input), CreatedAt: time.Now(), Deadline: time.Now().Add(time.Minute), Traceparent: testTrace}
+		cd, err := envelope.EncodeCall(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd, err := envelope.EncodeResult(&envelope.Result{Content: envelope.Text("ok"), CallID: id, Key: call.Key, Tool: "echo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Publish(jetstream.CallSubject("echo"), cd); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Publish(jetstream.ResultSubject("inst1", call.Key), rd); err != nil {
+			t.Fatal(err)
+		}
+		want[call.Key] = tenant
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var tail struct {
+		Results []map[string]any `json:"results"`
+	}
+	natstest.Eventually(t, time.Minute, "the tail to show every pair's result", func() bool {
+		_, body := b.get(t, c, fmt.Sprintf("/ui/tail.json?after=%d&tool=echo", before.Last))
+		tail.Results = nil
+		if err := json.Unmarshal([]byte(body), &tail); err != nil {
+			t.Fatal(err)
+		}
+		return len(tail.Results) >= pairs
+	})
+	missing := 0
+	for _, e := range tail.Results {
+		key, _ := e["key"].(string)
+		tenant, ok := want[key]
+		if !ok {
+			continue
+		}
+		if e["tenant"] != tenant || e["trace"] == nil || e["trace"] == "" {
+			missing++
+			if missing <= 3 {
+				t.Errorf("row %v: want tenant %s and the trace", e, tenant)
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d rows lack their call's tenant or trace", missing, pairs)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,14 +94,33 @@ func (w *watcher) touch() {
 	}
 }
 
+// watchBuffer is how many calls and results may wait for the watcher's
+// goroutine; past it the connection drops them (a slow consumer), as a
+// subscription's pending limit would.
+const watchBuffer = 65536
+
 // run subscribes while the console is used, until ctx ends.
+//
+// Calls and results come on two subscriptions into one channel, read by one
+// goroutine: the connection hands them over in the order the server sent
+// them, and the server sends a call before its result (the worker got the
+// call from the stream, which stored it after the server passed it on). So
+// a result's row finds its call's tenant and trace even when the tool
+// answered within a millisecond.
 func (w *watcher) run(ctx context.Context) {
 	var subs []*nats.Subscription
+	var msgs chan *nats.Msg
+	var reading sync.WaitGroup
 	unsub := func() {
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
 		subs = nil
+		if msgs != nil {
+			close(msgs) // after Unsubscribe: nothing sends on it any more
+			reading.Wait()
+			msgs = nil
+		}
 		w.mu.Lock()
 		w.since = time.Time{}
 		w.tools, w.tenants, w.tail, w.n = map[string]*toolWatch{}, map[string]seenCall{}, nil, 0
@@ -121,23 +141,35 @@ func (w *watcher) run(ctx context.Context) {
 		case idle && subs != nil:
 			unsub()
 		case !idle && subs == nil:
-			rs, err := w.nc.Subscribe(jetstream.ResultSubjectPrefix+">", w.onResult)
+			ch := make(chan *nats.Msg, watchBuffer)
+			cs, err := w.nc.ChanSubscribe(jetstream.CallSubjectPrefix+">", ch)
 			if err != nil {
-				w.log.Warn("console: watching results failed", "err", err)
-				continue
-			}
-			cs, err := w.nc.Subscribe(jetstream.CallSubjectPrefix+">", w.onCall)
-			if err != nil {
-				_ = rs.Unsubscribe()
 				w.log.Warn("console: watching calls failed", "err", err)
 				continue
 			}
-			_ = rs.SetPendingLimits(65536, 64<<20)
-			_ = cs.SetPendingLimits(65536, 64<<20)
-			subs = []*nats.Subscription{rs, cs}
+			rs, err := w.nc.ChanSubscribe(jetstream.ResultSubjectPrefix+">", ch)
+			if err != nil {
+				_ = cs.Unsubscribe()
+				w.log.Warn("console: watching results failed", "err", err)
+				continue
+			}
+			subs, msgs = []*nats.Subscription{cs, rs}, ch
+			reading.Go(func() { w.read(ch) })
 			w.mu.Lock()
 			w.since = time.Now()
 			w.mu.Unlock()
+		}
+	}
+}
+
+// read takes calls and results from ch, in the order the connection
+// received them, until ch is closed.
+func (w *watcher) read(ch <-chan *nats.Msg) {
+	for m := range ch {
+		if strings.HasPrefix(m.Subject, jetstream.ResultSubjectPrefix) {
+			w.onResult(m)
+		} else {
+			w.onCall(m)
 		}
 	}
 }

@@ -170,7 +170,7 @@ func TestTailRowsHaveTheirCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := b.js.Conn()
-	const pairs = 150 // under tailLimit: one page holds them all
+	const pairs = 150           // under tailLimit: one page holds them all
 	want := map[string]string{} // key: tenant
 	for i := range pairs {
 		id, input, tenant := fmt.Sprintf("toolu_pair_%d", i), []byte(`{"text":"hi"}`), fmt.Sprintf("tenant-%d", i)

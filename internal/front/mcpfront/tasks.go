@@ -306,7 +306,8 @@ func (s *Server) storeError(ctx context.Context, method string, err error) error
 			Message: method + " ended before the task did (this server is stopping): ask again; any replica answers"}
 	}
 	s.cfg.Logger.WarnContext(ctx, "the task store failed", "method", method, "err", err)
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task store is unavailable: " + err.Error()}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+		Message: "the task store is unavailable (" + err.Error() + "): ask again in a few seconds; any replica answers"}
 }
 
 // createTask checks a task-augmented tools/call as run does, then starts

@@ -360,6 +360,33 @@ func TestPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("orchestrators ask each other for their schedulers' snapshots", func(t *testing.T) {
+		// status --by-key, the console's overview and the backlog ask every
+		// orchestrator on toolpool.sched.stats and gather the answers: the
+		// request is a publish by an orchestrator, the answer one to its
+		// inbox. (The publish was refused before, and each replica showed
+		// only its own scheduler.)
+		answering, av := connectWatched(t, c, "orchestrator", orchPassword)
+		if _, err := answering.Subscribe(jetstream.SchedStatsSubject, func(m *nats.Msg) { _ = m.Respond([]byte("snapshot")) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := answering.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		asking, qv := connectWatched(t, c, "orchestrator", orchPassword)
+		m, err := asking.Request(jetstream.SchedStatsSubject, nil, 20*time.Second)
+		select {
+		case v := <-qv:
+			t.Fatalf("an orchestrator asking on %s: %v", jetstream.SchedStatsSubject, v)
+		case v := <-av:
+			t.Fatalf("an orchestrator answering on %s: %v", jetstream.SchedStatsSubject, v)
+		default:
+		}
+		if err != nil || string(m.Data) != "snapshot" {
+			t.Fatalf("an orchestrator's request on %s: %v (want another orchestrator's answer)", jetstream.SchedStatsSubject, err)
+		}
+	})
+
 	t.Run("budgets: ops define and reset them, orchestrators spend, a worker may not", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -452,4 +479,23 @@ func TestPermissions(t *testing.T) {
 		}
 		t.Logf("worker output:\n%s", proctest.Tail(out, 1500))
 	})
+}
+
+// connectWatched connects as user, and returns the connection and the
+// asynchronous errors (permissions violations) it reports.
+func connectWatched(t *testing.T, c *cluster, user, password string) (*nats.Conn, chan error) {
+	t.Helper()
+	errs := make(chan error, 4)
+	nc, err := nats.Connect(c.urls(), nats.UserInfo(user, password),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
 }

@@ -37,9 +37,9 @@ const (
 // login logs the browser in as alice.
 func (p *consolePool) login(t *testing.T, ctx context.Context) {
 	t.Helper()
-	browse(t, ctx, "log in", chromedp.Navigate(p.url("/ui/login")), chromedp.WaitVisible(css(`input[name="token"]`)),
+	browse(t, ctx, "log in", chromedp.Navigate(p.url("/ui/login")), waitVisible(css(`input[name="token"]`)),
 		chromedp.SendKeys(css(`input[name="token"]`), p.token), chromedp.Submit(css(`input[name="token"]`)),
-		chromedp.WaitVisible(css("#tools")))
+		waitVisible(css("#tools")))
 }
 
 // An operator opens Approvals in a real browser, sees the held call of
@@ -70,8 +70,8 @@ func TestConsoleApprovals(t *testing.T) {
 
 	p.login(t, ctx)
 	const pending = `#pending article[data-state="pending"]`
-	eventually(t, "the held call on the Approvals page (the page must not say approvals are not enabled)", func() bool {
-		browse(t, ctx, "open Approvals", chromedp.Navigate(p.url("/ui/approvals")), chromedp.WaitVisible(css("main h1")))
+	eventuallyReloaded(t, "the held call on the Approvals page (the page must not say approvals are not enabled)", func() bool {
+		browse(t, ctx, "open Approvals", chromedp.Navigate(p.url("/ui/approvals")), waitVisible(css("main h1")))
 		return eval[int](t, ctx, `document.querySelectorAll(`+strconv.Quote(pending)+`).length`) == 1
 	})
 	id := value(t, ctx, "the approval's id", chromedp.AttributeValue(css(pending), "data-approval")).Value
@@ -93,7 +93,7 @@ func TestConsoleApprovals(t *testing.T) {
 
 	const reason = "not during the freeze"
 	browse(t, ctx, "deny with a reason", chromedp.SendKeys(css(pending+` input[name="reason"]`), reason),
-		chromedp.Click(css(pending+" button.deny")), chromedp.WaitVisible(css("#decided-msg")))
+		chromedp.Click(css(pending+" button.deny")), waitVisible(css("#decided-msg")))
 	row := `#decided tr[data-approval="` + id + `"]`
 	for sel, want := range map[string]string{row + " td.decision": "denied", row + " td.by": "alice", row + " td.reason": reason} {
 		if got := textOf(t, ctx, sel); got != want {
@@ -118,7 +118,7 @@ func TestConsoleApprovals(t *testing.T) {
 
 	// Decided once: the approval's own page shows the decision and no
 	// form, and a second decision is refused.
-	browse(t, ctx, "open the approval", chromedp.Navigate(p.url("/ui/approvals/"+id)), chromedp.WaitVisible(css("article.approval")))
+	browse(t, ctx, "open the approval", chromedp.Navigate(p.url("/ui/approvals/"+id)), waitVisible(css("article.approval")))
 	if got := textOf(t, ctx, "article.approval td.decision"); !strings.Contains(got, "denied by alice via console") {
 		t.Errorf("the approval's page says %q", got)
 	}

@@ -168,11 +168,18 @@ func acquireBrowser(t *testing.T) (browser context.Context, release func()) {
 			t.Fatal(err)
 		}
 		// The network of this machine is closed, so everything that would
-		// reach out is off.
+		// reach out is off. Headless Chromium (the new headless mode, the
+		// whole browser) also builds its address bar's WebUI popup in a
+		// renderer of its own for every window, so for every test's
+		// browser context: about 2 s of CPU each, for a popup no test
+		// opens. Those features are off (the experiment: the browser's
+		// CPU at start with one context, 6.6 s -> 3.2 s; each further
+		// context, 2.2 s -> 0.6 s).
 		opts := []chromedp.ExecAllocatorOption{
 			chromedp.ExecPath(findChromium(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 			chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+			chromedp.Flag("disable-features", "WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,PreloadTopChromeWebUI"),
 			chromedp.UserDataDir(profile), chromedp.WindowSize(1400, 1000),
 		}
 		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -247,6 +254,39 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // css is a CSS selector.
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
+// How often the tests look at the browser for what they wait for. Each
+// look is a round trip through Chromium's DevTools protocol (its browser
+// process, then the page's renderer): chromedp's own retry of a query is
+// every 5 ms and natstest.Eventually's every 10 ms, which kept Chromium
+// busy for as long as a wait lasted (a replay, a backlog building up, a
+// history sample 10 s away). What the tests wait for changes at most
+// about once a second (the console refreshes its live parts every second,
+// a replay's progress every 500 ms), so a look every 100 ms, and a page
+// reloaded every 500 ms, see it as soon as it matters.
+const (
+	pagePoll   = 100 * time.Millisecond
+	reloadPoll = 500 * time.Millisecond
+)
+
+// waitVisible is chromedp.WaitVisible looking again every pagePoll.
+func waitVisible(sel chromedp.CSS) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(sel, chromedp.RetryInterval(pagePoll))
+}
+
+// eventuallyOnPage is eventually for a condition that reads the page:
+// cond runs every pagePoll.
+func eventuallyOnPage(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	pollEvery(t, pagePoll, what, cond)
+}
+
+// eventuallyReloaded is eventually for a condition that loads a page
+// again: cond runs every reloadPoll.
+func eventuallyReloaded(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	pollEvery(t, reloadPoll, what, cond)
+}
+
 // textOf is the text of the first element sel matches ("" when none).
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
@@ -279,9 +319,9 @@ func loadTime(t *testing.T, ctx context.Context) time.Duration {
 func openConsole(t *testing.T, p *consolePool) context.Context {
 	t.Helper()
 	ctx := newBrowser(t)
-	browse(t, ctx, "log in", chromedp.Navigate(p.url("/ui/login")), chromedp.WaitVisible(css(`input[name="token"]`)),
+	browse(t, ctx, "log in", chromedp.Navigate(p.url("/ui/login")), waitVisible(css(`input[name="token"]`)),
 		chromedp.SendKeys(css(`input[name="token"]`), p.token), chromedp.Submit(css(`input[name="token"]`)),
-		chromedp.WaitVisible(css("#tools")))
+		waitVisible(css("#tools")))
 	return ctx
 }
 
@@ -300,16 +340,16 @@ func TestConsoleAccess(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther && resp.StatusCode != http.StatusUnauthorized && resp.Request.URL.Path != "/ui/login" {
 		t.Errorf("GET /ui/overview.frag without a session: %d at %s", resp.StatusCode, resp.Request.URL)
 	}
-	browse(t, ctx, "open /ui/ without a token", chromedp.Navigate(p.url("/ui/")), chromedp.WaitVisible(css(`input[name="token"]`)))
+	browse(t, ctx, "open /ui/ without a token", chromedp.Navigate(p.url("/ui/")), waitVisible(css(`input[name="token"]`)))
 	loc := value(t, ctx, "location", chromedp.Location())
 	if !strings.HasSuffix(loc, "/ui/login") || textOf(t, ctx, "#tools") != "" {
 		t.Errorf("without a token the browser is at %s, overview %q; want the login page and no overview", loc, textOf(t, ctx, "#tools"))
 	}
 	browse(t, ctx, "log in with a wrong token", chromedp.SendKeys(css(`input[name="token"]`), "not-the-operator-token-000000"),
-		chromedp.Submit(css(`input[name="token"]`)), chromedp.WaitVisible(css("#login-error")))
+		chromedp.Submit(css(`input[name="token"]`)), waitVisible(css("#login-error")))
 	// The agents' API keys are no operator tokens; the operator's is.
 	browse(t, ctx, "log in", chromedp.SendKeys(css(`input[name="token"]`), p.token), chromedp.Submit(css(`input[name="token"]`)),
-		chromedp.WaitVisible(css("#tools")))
+		waitVisible(css("#tools")))
 	if who := textOf(t, ctx, ".who span"); who != "alice" {
 		t.Errorf("logged in as %q, want alice", who)
 	}

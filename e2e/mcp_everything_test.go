@@ -315,8 +315,14 @@ func TestWorkerWaitsForItsOnlyMCPServer(t *testing.T) {
 	proc.WaitFor("an MCP server still does not start; trying again", waitLong)
 
 	startEverythingOverHTTP(t, node, entry, addr)
+	// The worker's retry (with backoff) finds the server up and serves its
+	// tools, and says so; only then is a call worth a process. Before, a
+	// call was made every 10 ms from the server's start on, each an
+	// orchestrator process (a start, a connection, an "unknown tool"
+	// answer), for the seconds node and the worker's backoff took.
+	proc.WaitFor("an MCP server that did not start is up; serving its tools", waitLong)
 	var last cliRun
-	eventually(t, "late_echo to answer through the pool", func() bool {
+	pollEvery(t, 250*time.Millisecond, "late_echo to answer through the pool", func() bool {
 		last = runCLI(t, 20*time.Second, "call", "--nats-url", srv.ClientURL(), "--timeout", "10s", "late_echo", `{"message":"came up"}`)
 		return last.code == 0 && strings.Contains(last.stdout, "Echo: came up")
 	})

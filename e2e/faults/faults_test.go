@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -24,20 +25,27 @@ const (
 
 // underLoad starts load l on p; once a third of the calls are
 // answered it calls kill and then, when given, restart. It returns what
-// the agents saw.
+// the agents saw. It fails the test when fewer than half of the calls the
+// agents can have in flight at once (one turn each) were outstanding at
+// the fault: the fault must hit calls in flight.
 func underLoad(t *testing.T, p *pool, l load, name string, kill, restart func()) outcome {
 	t.Helper()
 	total := l.agents * l.turns * l.callsPerTurn
-	progress, wait := l.run(t, name, p.apiURL)
+	k, wait := l.run(t, name, p.apiURL)
 	deadline := time.Now().Add(waitLong)
-	for progress() < total/faultAtFraction {
+	for k.done() < total/faultAtFraction {
 		if time.Now().After(deadline) {
-			t.Errorf("only %d of %d results within %v of the start; injecting the fault anyway", progress(), total, waitLong)
+			t.Errorf("only %d of %d results within %v of the start; injecting the fault anyway", k.done(), total, waitLong)
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("fault at %d of %d results", progress(), total)
+	outstanding := k.inFlight()
+	t.Logf("fault at %d of %d results, %d calls outstanding", k.done(), total, outstanding)
+	if least := l.agents * l.callsPerTurn / 2; outstanding < least {
+		t.Errorf("%d calls outstanding at the fault, fewer than %d (half of the agents' %d at once): the fault hit no load",
+			outstanding, least, l.agents*l.callsPerTurn)
+	}
 	at := time.Now()
 	kill()
 	// What had started by the end of the kill was running at the fault or
@@ -52,7 +60,7 @@ func underLoad(t *testing.T, p *pool, l load, name string, kill, restart func())
 		restart()
 	}
 	out := wait()
-	out.ranBeforeFault, out.faultAt = ranBefore, at
+	out.ranBeforeFault, out.faultAt, out.outstandingAtFault = ranBefore, at, outstanding
 	return out
 }
 
@@ -74,6 +82,19 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 	p.eventually(fmt.Sprintf("the tool's consumer to have the workers' --ack-wait %v as AckWait", killedWorkerAckWait),
 		func() bool { return p.consumerAckWait(tool) == killedWorkerAckWait })
 	out := underLoad(t, p, defaultLoad, "wkill", func() { p.workers[0].signal(syscall.SIGKILL, 10*time.Second) }, nil)
+	// The scenario is about the calls the dead worker held: at least one
+	// had started on w1 and had no result at the kill.
+	held := 0
+	for marker, ranOn := range out.ranBeforeFault {
+		got, ok := out.received[marker] // each call's marker is its id
+		if slices.Contains(ranOn, "w1") && (!ok || got.After(out.faultAt)) {
+			held++
+		}
+	}
+	t.Logf("%d calls had started on w1 and had no result at the kill", held)
+	if held == 0 {
+		t.Errorf("no call had started on w1 without a result at the kill: the kill hit no call")
+	}
 	// A call runs again only when the worker that ran it died before its
 	// result was stored: every execution but the last is on w1.
 	check(t, p, "worker kill -9 (1 of 3) under load", out, func(ranOn []string, _, _ bool) bool {

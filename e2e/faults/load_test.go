@@ -84,6 +84,7 @@ type tracker struct {
 	last        time.Time // last result, or when calls became outstanding
 	maxStall    time.Duration
 	results     int
+	ids         map[string]bool // the calls answered
 }
 
 func (k *tracker) posted(n int) {
@@ -95,9 +96,13 @@ func (k *tracker) posted(n int) {
 	k.outstanding += n
 }
 
-func (k *tracker) answered() {
+func (k *tracker) answered(id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.ids == nil {
+		k.ids = map[string]bool{}
+	}
+	k.ids[id] = true
 	now := time.Now()
 	k.maxStall = max(k.maxStall, now.Sub(k.last))
 	k.last = now
@@ -121,6 +126,13 @@ func (k *tracker) done() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.results
+}
+
+// isAnswered says whether call id has its answer.
+func (k *tracker) isAnswered(id string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ids[id]
 }
 
 // inFlight is how many calls are posted and not yet answered.
@@ -361,7 +373,7 @@ func (ag *agent) post(body []byte, calls []call) (time.Duration, string) {
 			if _, done := ag.received[c.id]; !done {
 				ag.received[c.id] = time.Now()
 				ag.unknown[c.id] = true
-				ag.k.answered()
+				ag.k.answered(c.id)
 			}
 			continue
 		}
@@ -377,7 +389,7 @@ func (ag *agent) post(body []byte, calls []call) (time.Duration, string) {
 		}
 		if _, done := ag.received[c.id]; !done {
 			ag.received[c.id] = time.Now()
-			ag.k.answered()
+			ag.k.answered(c.id)
 		}
 	}
 	for _, c := range calls {

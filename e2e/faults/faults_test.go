@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -23,21 +24,29 @@ const (
 )
 
 // underLoad starts load l on p; once a third of the calls are
-// answered it calls kill and then, when given, restart. It returns what
-// the agents saw.
-func underLoad(t *testing.T, p *pool, l load, name string, kill, restart func()) outcome {
+// answered, and ready (when given) holds, it calls kill and then, when
+// given, restart. It returns what the agents saw. It fails the test when
+// fewer than half of the calls the agents can have in flight at once (one
+// turn each) were outstanding at the fault: the fault must hit calls in
+// flight.
+func underLoad(t *testing.T, p *pool, l load, name string, ready func(*tracker) bool, kill, restart func()) outcome {
 	t.Helper()
 	total := l.agents * l.turns * l.callsPerTurn
-	progress, wait := l.run(t, name, p.apiURL)
+	k, wait := l.run(t, name, p.apiURL)
 	deadline := time.Now().Add(waitLong)
-	for progress() < total/faultAtFraction {
+	for k.done() < total/faultAtFraction || (ready != nil && !ready(k)) {
 		if time.Now().After(deadline) {
-			t.Errorf("only %d of %d results within %v of the start; injecting the fault anyway", progress(), total, waitLong)
+			t.Errorf("only %d of %d results within %v of the start, or the scenario's condition not met; injecting the fault anyway", k.done(), total, waitLong)
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("fault at %d of %d results", progress(), total)
+	outstanding := k.inFlight()
+	t.Logf("fault at %d of %d results, %d calls outstanding", k.done(), total, outstanding)
+	if least := l.agents * l.callsPerTurn / 2; outstanding < least {
+		t.Errorf("%d calls outstanding at the fault, fewer than %d (half of the agents' %d at once): the fault hit no load",
+			outstanding, least, l.agents*l.callsPerTurn)
+	}
 	at := time.Now()
 	kill()
 	// What had started by the end of the kill was running at the fault or
@@ -52,7 +61,7 @@ func underLoad(t *testing.T, p *pool, l load, name string, kill, restart func())
 		restart()
 	}
 	out := wait()
-	out.ranBeforeFault, out.faultAt = ranBefore, at
+	out.ranBeforeFault, out.faultAt, out.outstandingAtFault = ranBefore, at, outstanding
 	return out
 }
 
@@ -73,7 +82,27 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 	p := startPool(t, 3, "--ack-wait", killedWorkerAckWait.String())
 	p.eventually(fmt.Sprintf("the tool's consumer to have the workers' --ack-wait %v as AckWait", killedWorkerAckWait),
 		func() bool { return p.consumerAckWait(tool) == killedWorkerAckWait })
-	out := underLoad(t, p, defaultLoad, "wkill", func() { p.workers[0].signal(syscall.SIGKILL, 10*time.Second) }, nil)
+	// The scenario is about the calls the dead worker held: the kill
+	// waits until one has started on w1 and has no result (underLoad
+	// fails the test when none does within waitLong). At a third of the
+	// results w1 was running 3 to 8 of them in the runs measured.
+	running := func(k *tracker) bool {
+		for _, m := range p.startedOn("w1") {
+			if !k.isAnswered(m) { // each call's marker is its id
+				return true
+			}
+		}
+		return false
+	}
+	out := underLoad(t, p, defaultLoad, "wkill", running, func() { p.workers[0].signal(syscall.SIGKILL, 10*time.Second) }, nil)
+	held := 0
+	for marker, ranOn := range out.ranBeforeFault {
+		got, ok := out.received[marker] // each call's marker is its id
+		if slices.Contains(ranOn, "w1") && (!ok || got.After(out.faultAt)) {
+			held++
+		}
+	}
+	t.Logf("%d calls had started on w1 and had no result at the kill", held)
 	// A call runs again only when the worker that ran it died before its
 	// result was stored: every execution but the last is on w1.
 	check(t, p, "worker kill -9 (1 of 3) under load", out, func(ranOn []string, _, _ bool) bool {
@@ -96,7 +125,7 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 func TestOrchestratorKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	p := startPool(t, 3)
-	out := underLoad(t, p, defaultLoad, "okill", func() { p.orch.signal(syscall.SIGKILL, 10*time.Second) }, p.startOrchestrator)
+	out := underLoad(t, p, defaultLoad, "okill", nil, func() { p.orch.signal(syscall.SIGKILL, 10*time.Second) }, p.startOrchestrator)
 	check(t, p, "orchestrator kill -9 and restart under load", out, func([]string, bool, bool) bool { return false })
 }
 
@@ -108,7 +137,7 @@ func TestOrchestratorKilledUnderLoad(t *testing.T) {
 func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
 	t.Parallel()
 	p := startPool(t, 3)
-	out := underLoad(t, p, defaultLoad, "natsterm", func() { p.nats.signal(syscall.SIGTERM, 30*time.Second) }, p.startNATS)
+	out := underLoad(t, p, defaultLoad, "natsterm", nil, func() { p.nats.signal(syscall.SIGTERM, 30*time.Second) }, p.startNATS)
 	check(t, p, "nats-server SIGTERM and restart under load", out, repostedAfterRestart)
 }
 
@@ -121,7 +150,7 @@ func TestNATSServerSIGTERMUnderLoad(t *testing.T) {
 func TestNATSServerSIGKILLUnderLoad(t *testing.T) {
 	t.Parallel()
 	p := startPool(t, 3)
-	out := underLoad(t, p, defaultLoad, "natskill", func() { p.nats.signal(syscall.SIGKILL, 10*time.Second) }, p.startNATS)
+	out := underLoad(t, p, defaultLoad, "natskill", nil, func() { p.nats.signal(syscall.SIGKILL, 10*time.Second) }, p.startNATS)
 	check(t, p, "nats-server SIGKILL and restart under load", out, func(_ []string, running, reposted bool) bool {
 		return running || reposted
 	})
@@ -137,7 +166,7 @@ func TestNATSServerSIGKILLNotIdempotent(t *testing.T) {
 	p := startPool(t, 3)
 	l := defaultLoad
 	l.tool = tallyOnce
-	out := underLoad(t, p, l, "natskillonce", func() { p.nats.signal(syscall.SIGKILL, 10*time.Second) }, p.startNATS)
+	out := underLoad(t, p, l, "natskillonce", nil, func() { p.nats.signal(syscall.SIGKILL, 10*time.Second) }, p.startNATS)
 	check(t, p, "nats-server SIGKILL and restart under load, tool idempotent: false", out,
 		func([]string, bool, bool) bool { return false })
 }

@@ -301,6 +301,25 @@ func (p *pool) eventually(what string, cond func() bool) {
 	natstest.Eventually(p.t, waitLong, what, cond)
 }
 
+// startedOn lists the markers of the executions that have started on
+// worker id so far, by the tool's log. Unlike executions, it may be called
+// while the tool runs: it ignores a line still being written.
+func (p *pool) startedOn(id string) []string {
+	data, err := os.ReadFile(p.execLog)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(data), "\n")
+	lines = lines[:len(lines)-1] // what follows the last newline: nothing, or a line being written
+	var markers []string
+	for _, line := range lines {
+		if marker, worker, ok := strings.Cut(line, " "); ok && worker == id {
+			markers = append(markers, marker)
+		}
+	}
+	return markers
+}
+
 // executions reads the tool's log: per marker, the workers that ran it,
 // in the order they started; and executions per worker.
 func (p *pool) executions() (perMarker map[string][]string, perWorker map[string]int) {

@@ -34,10 +34,20 @@ type load struct {
 	postTimeout  time.Duration // ?timeout= of each POST
 }
 
-// defaultLoad is the load of every scenario: 16 agents × 20 turns × 2
-// calls, 640 calls. It takes 10–50 s, depending on how loaded the machine
+// defaultLoad is the load of every scenario: 16 agents × 10 turns × 2
+// calls, 320 calls. It takes 5–25 s, depending on how loaded the machine
 // is (two scenarios run at once); the budget only bounds a failing run.
-var defaultLoad = load{tool: tool, agents: 16, turns: 20, callsPerTurn: 2, budget: 2 * time.Minute, postTimeout: 45 * time.Second}
+//
+// The calls in flight when the fault hits are one turn per agent, 32,
+// whatever the number of turns: more turns only add calls before and
+// after the fault. It was 20 turns (640 calls) until the suite's CPU time
+// was measured: each call costs the machine about 20 ms of CPU, two
+// thirds of it starting the exec tool's two processes (sh and sleep), so
+// the load was most of the suite's CPU. With 10 turns the fault (at a
+// third of the results) still comes after three turns of every agent,
+// and six or seven turns follow it; underLoad checks that at least half
+// of the 32 were outstanding at the fault.
+var defaultLoad = load{tool: tool, agents: 16, turns: 10, callsPerTurn: 2, budget: 2 * time.Minute, postTimeout: 45 * time.Second}
 
 // call is one tool call an agent makes.
 type call struct {
@@ -59,10 +69,11 @@ type outcome struct {
 	maxStall    time.Duration
 	longestTurn time.Duration // the longest time one agent waited for one turn
 	elapsed     time.Duration
-	// Set by the scenario: when the fault hit, and the executions the
-	// tool had started by then, by marker.
-	faultAt        time.Time
-	ranBeforeFault map[string][]string
+	// Set by the scenario: when the fault hit, the calls outstanding
+	// then, and the executions the tool had started by then, by marker.
+	faultAt            time.Time
+	outstandingAtFault int
+	ranBeforeFault     map[string][]string
 }
 
 // tracker follows progress across agents: calls outstanding and the
@@ -73,6 +84,7 @@ type tracker struct {
 	last        time.Time // last result, or when calls became outstanding
 	maxStall    time.Duration
 	results     int
+	ids         map[string]bool // the calls answered
 }
 
 func (k *tracker) posted(n int) {
@@ -84,9 +96,13 @@ func (k *tracker) posted(n int) {
 	k.outstanding += n
 }
 
-func (k *tracker) answered() {
+func (k *tracker) answered(id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.ids == nil {
+		k.ids = map[string]bool{}
+	}
+	k.ids[id] = true
 	now := time.Now()
 	k.maxStall = max(k.maxStall, now.Sub(k.last))
 	k.last = now
@@ -112,13 +128,28 @@ func (k *tracker) done() int {
 	return k.results
 }
 
-// run starts the load against apiURL; progress reports successful results
-// as they come. wait returns the outcome once every agent has finished.
-func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait func() outcome) {
+// isAnswered says whether call id has its answer.
+func (k *tracker) isAnswered(id string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ids[id]
+}
+
+// inFlight is how many calls are posted and not yet answered.
+func (k *tracker) inFlight() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.outstanding
+}
+
+// run starts the load against apiURL; k reports the successful results
+// and the calls outstanding as they come. wait returns the outcome once
+// every agent has finished.
+func (l load) run(t *testing.T, name, apiURL string) (k *tracker, wait func() outcome) {
 	t.Helper()
 	transport := &http.Transport{MaxIdleConnsPerHost: l.agents, DisableCompression: true}
 	client := &http.Client{Transport: transport}
-	k := &tracker{}
+	k = &tracker{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	out := outcome{received: map[string]time.Time{}, unknown: map[string]bool{}, errs: map[string]int{}, reposted: map[string]bool{}}
@@ -169,7 +200,7 @@ func (l load) run(t *testing.T, name, apiURL string) (progress func() int, wait 
 		wg.Wait()
 		transport.CloseIdleConnections()
 	})
-	return k.done, func() outcome {
+	return k, func() outcome {
 		wg.Wait()
 		transport.CloseIdleConnections()
 		out.elapsed = time.Since(start)
@@ -342,7 +373,7 @@ func (ag *agent) post(body []byte, calls []call) (time.Duration, string) {
 			if _, done := ag.received[c.id]; !done {
 				ag.received[c.id] = time.Now()
 				ag.unknown[c.id] = true
-				ag.k.answered()
+				ag.k.answered(c.id)
 			}
 			continue
 		}
@@ -358,7 +389,7 @@ func (ag *agent) post(body []byte, calls []call) (time.Duration, string) {
 		}
 		if _, done := ag.received[c.id]; !done {
 			ag.received[c.id] = time.Now()
-			ag.k.answered()
+			ag.k.answered(c.id)
 		}
 	}
 	for _, c := range calls {
@@ -474,8 +505,8 @@ func check(t *testing.T, p *pool, name string, out outcome, allowed mayRunAgain)
 	r.lost = len(missing)
 	summary.Add(r.row())
 	t.Logf("\n%s%s", tableHeader, r.row())
-	t.Logf("load took %v; longest turn %v; %d messages posted again (%s); %d calls answered \"outcome unknown\"; executions by worker %v; TOOL_CALLS drained: %v",
-		out.elapsed.Round(time.Millisecond), out.longestTurn.Round(time.Millisecond), out.reposts,
+	t.Logf("load took %v; %d calls outstanding at the fault; longest turn %v; %d messages posted again (%s); %d calls answered \"outcome unknown\"; executions by worker %v; TOOL_CALLS drained: %v",
+		out.elapsed.Round(time.Millisecond), out.outstandingAtFault, out.longestTurn.Round(time.Millisecond), out.reposts,
 		formatCounts(out.errs), len(out.unknown), perWorker, drained)
 	if len(twice) > 0 {
 		t.Logf("calls that ran more than once: %s", firstN(twice, 40))

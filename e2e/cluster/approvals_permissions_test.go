@@ -63,8 +63,9 @@ func TestApprovalPermissions(t *testing.T) {
 	}
 	// The list is a watch of the bucket (an ordered consumer), which may
 	// be served by a replica that has not applied the Hold yet: it listed
-	// nothing, without error, once in a run of the package. Nothing is
-	// tried again for a moment; a refusal or any other list fails at once.
+	// nothing, without error, once in a run of the package. An empty list
+	// is asked for again until ctx ends; a refusal or any other list fails
+	// at once.
 	list, err := ops.List(ctx, true)
 	for err == nil && len(list) == 0 && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)

@@ -88,9 +88,9 @@ func asyncAgain(ctx context.Context, s *stack, o outcome) outcome {
 // TestReplicaKilledUnderAsyncLoad runs 120 async HTTP calls and 120 MCP
 // tasks through the proxy, more than four times the workers' slots (200
 // and 200 before: the clients' polls, whose number grows with the calls
-// and with how long each waits, were most of the package's CPU; the kill
-// still finds the slots busy and calls of both kinds waiting, which
-// runFailover checks), and kills one replica with
+// and with how long each waits, were most of the package's CPU;
+// runFailover checks calls of both kinds are still unanswered at the
+// kill), and kills one replica with
 // SIGKILL once every call is accepted and a quarter have started: every
 // call completes and is retrievable through the proxy from the replica
 // left (which adopts the dead one's calls when their lease lapses), none

@@ -143,10 +143,9 @@ type failoverRow struct {
 }
 
 // TestReplicaKilledUnderSyncLoad runs 120 sync HTTP calls through the
-// proxy (200 before: the kill still finds the workers' 50 slots busy and
-// calls waiting, which runFailover checks), more than twice the workers'
-// slots, and kills one replica with SIGKILL once a quarter of them have
-// started: its callers lose their
+// proxy (200 before; runFailover checks calls are still unanswered at the
+// kill), more than twice the workers' 50 slots, and kills one replica with
+// SIGKILL once a quarter of them have started: its callers lose their
 // connections and post the same messages again, which the proxy hands to
 // the replica left. Every call gets its result, none has two, and none
 // ran twice (no worker and no NATS server died: docs/operations.md allows

@@ -23,11 +23,17 @@ import (
 )
 
 // Load of the failover tests: sessions agents calling one tool after
-// another. 20 sessions as asked; the number of calls is kept modest so
-// that the package runs in about a minute on two shared cores with -race.
+// another. 20 sessions as asked, so 20 calls are outstanding when the
+// fault hits (runLoad checks at least half are). The number of calls sets
+// only how long each third of the load lasts: a third (the calls that
+// must finish while a node is down, before it is restarted) has to
+// outlast the client's reconnect and the leader election, which the
+// marks wait for anyway, since a third cannot finish without them. It
+// was 2,000 (667 calls in the node's absence); 900 (300) shows the same
+// and costs the three tests' servers a quarter to 40 % less CPU.
 const (
 	loadSessions = 20
-	loadCalls    = 2000
+	loadCalls    = 900
 )
 
 // pool is the orchestrator's side on a cluster: streams at three
@@ -236,6 +242,7 @@ type loadReport struct {
 	errors    []envelope.Result
 	longest   time.Duration // longest time without any call finishing
 	duringGap int           // calls finished between the first and second event
+	inFlight  int           // calls sent and not yet answered when the first event came
 	elapsed   time.Duration
 	retried   int            // turns sent again after ErrUnavailable
 	byWorker  map[string]int // worker id → successful results
@@ -251,6 +258,8 @@ func (p *pool) runLoad(t *testing.T, prefix, tool, input string, at1, at2 func()
 		mu       sync.Mutex
 		rep      = loadReport{results: map[string]int{}, byWorker: map[string]int{}}
 		finished atomic.Int64
+		sent     atomic.Int64 // calls whose Dispatch began
+		inFlight atomic.Int64 // sent − finished at the first event
 		last     = time.Now()
 		next     atomic.Int64
 		wg       sync.WaitGroup
@@ -266,6 +275,7 @@ func (p *pool) runLoad(t *testing.T, prefix, tool, input string, at1, at2 func()
 		defer marks.Done()
 		<-first
 		gapStart.Store(finished.Load() + 1)
+		inFlight.Store(sent.Load() - finished.Load())
 		at1()
 		<-second
 		at2()
@@ -285,6 +295,7 @@ func (p *pool) runLoad(t *testing.T, prefix, tool, input string, at1, at2 func()
 					return
 				}
 				id := fmt.Sprintf("toolu_%s_%05d", prefix, n)
+				sent.Add(1)
 				// A turn that JetStream did not store (ErrUnavailable: the
 				// node holding the connection died, a leader election is
 				// under way) is sent again with the same call id, as an
@@ -344,6 +355,17 @@ func (p *pool) runLoad(t *testing.T, prefix, tool, input string, at1, at2 func()
 	rep.retried = int(retried.Load())
 	if g := gapEnd.Load() - gapStart.Load(); g > 0 {
 		rep.duringGap = int(g)
+	}
+	rep.inFlight = int(inFlight.Load())
+	// What makes the load a test of the fault: calls were outstanding
+	// when it hit (each session has one at a time, sending the next as
+	// soon as it has a result), and a third of the load ran between the
+	// two events (the marks are a third apart).
+	if rep.inFlight < loadSessions/2 {
+		t.Errorf("%d calls were outstanding when the first event came, want at least %d of the %d sessions'", rep.inFlight, loadSessions/2, loadSessions)
+	}
+	if rep.duringGap < loadCalls/4 {
+		t.Errorf("%d calls finished between the two events, want at least %d", rep.duringGap, loadCalls/4)
 	}
 	return rep
 }
@@ -426,9 +448,9 @@ func (p *pool) logConsumers(t *testing.T) {
 }
 
 func (r loadReport) log(t *testing.T, what string) {
-	t.Logf("%d calls from %d sessions in %v (%.0f calls/s); %d finished during %s; longest stall %v; %d turns sent again after ErrUnavailable",
+	t.Logf("%d calls from %d sessions in %v (%.0f calls/s); %d outstanding at the first event; %d finished during %s; longest stall %v; %d turns sent again after ErrUnavailable",
 		loadCalls, loadSessions, r.elapsed.Round(time.Millisecond), float64(loadCalls)/r.elapsed.Seconds(),
-		r.duringGap, what, r.longest.Round(time.Millisecond), r.retried)
+		r.inFlight, r.duringGap, what, r.longest.Round(time.Millisecond), r.retried)
 }
 
 // killNodeUnderLoad starts a cluster, a pool and two worker processes, and

@@ -142,15 +142,16 @@ type failoverRow struct {
 	afterKill, total                      time.Duration
 }
 
-// TestReplicaKilledUnderSyncLoad runs sync HTTP calls through the proxy,
-// more than the workers have slots, and kills one replica with SIGKILL
-// once a quarter of them have started: its callers lose their
+// TestReplicaKilledUnderSyncLoad runs 120 sync HTTP calls through the
+// proxy (200 before; runFailover checks calls are still unanswered at the
+// kill), more than twice the workers' 50 slots, and kills one replica with
+// SIGKILL once a quarter of them have started: its callers lose their
 // connections and post the same messages again, which the proxy hands to
 // the replica left. Every call gets its result, none has two, and none
 // ran twice (no worker and no NATS server died: docs/operations.md allows
 // no second execution here).
 func TestReplicaKilledUnderSyncLoad(t *testing.T) {
-	runFailover(t, load{kind: "sync", label: "sync HTTP calls, posted again after a lost connection", calls: 200, run: syncCall})
+	runFailover(t, load{kind: "sync", label: "sync HTTP calls, posted again after a lost connection", calls: 120, run: syncCall})
 }
 
 // runFailover starts a stack, runs the loads' calls at once, kills the
@@ -187,8 +188,9 @@ func runFailover(t *testing.T, loads ...load) {
 	// tell whether a tools/call that got no answer created a task, and
 	// would create a second one; async calls and tasks count once their
 	// first poll is answered, so that polls are in flight at the kill)
-	// and a quarter have started (400 clients at once on a loaded
-	// machine took 30 s to be accepted: the bound is twice waitLong).
+	// and a quarter have started (400 clients at once, the async test's
+	// load before, took 30 s to be accepted on a loaded machine: the
+	// bound is twice waitLong).
 	for deadline := time.Now().Add(2 * waitLong); accepted.Load() < int64(total) || len(s.executions()) < total/4; {
 		if time.Now().After(deadline) {
 			mu.Lock()
@@ -206,7 +208,24 @@ func runFailover(t *testing.T, loads ...load) {
 	victim := s.replicas[0]
 	s.kill(victim)
 	kill := time.Now()
-	t.Logf("killed %s (SIGKILL) %v after the start, %d of %d calls started", victim.name, kill.Sub(start).Round(time.Millisecond), started, total)
+	// What makes the load a test of the kill: calls of every kind were
+	// still waiting for their answer when it hit.
+	mu.Lock()
+	open := map[string]int{}
+	for _, l := range loads {
+		open[l.kind] = l.calls
+	}
+	for _, o := range outcomes {
+		open[o.kind]--
+	}
+	mu.Unlock()
+	t.Logf("killed %s (SIGKILL) %v after the start, %d of %d calls started; calls without an answer yet, by kind: %v",
+		victim.name, kill.Sub(start).Round(time.Millisecond), started, total, open)
+	for _, l := range loads {
+		if open[l.kind] == 0 {
+			t.Errorf("every %s call was answered before the kill: the load ended before the fault", l.kind)
+		}
+	}
 	wg.Wait()
 	t.Logf("the proxy's answers, by replica and status: %v", s.statusCounts())
 	for _, line := range strings.Split(s.lb.Output(), "\n") {

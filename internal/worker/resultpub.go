@@ -28,19 +28,23 @@ var resultMsgs = sync.Pool{New: func() any {
 }}
 
 // publishResultData publishes an encoded result of call to its caller and
-// waits for its PubAck: on the worker's connection once it started
-// (publishSync: the PubAck is recognised without decoding it), else
-// through Config.JetStream. The message id is the result subject's tail
-// (jetstream.ResultMsgID is <instance>.<key>), so it costs no string of
-// its own.
+// waits for its PubAck: on the worker's connection once it started, with
+// the worker's own reply subscription (resultAcks) or else as a request
+// (publishSync), the PubAck recognised without decoding it either way;
+// through Config.JetStream before Start. The message id is the result
+// subject's tail (jetstream.ResultMsgID is <instance>.<key>), so it costs
+// no string of its own.
 func (w *Worker) publishResultData(call *envelope.Call, data []byte) error {
 	subject := jetstream.ResultSubject(call.ReplyTo, call.Key)
 	rm := resultMsgs.Get().(*resultMsg)
 	rm.msg.Subject, rm.msg.Data, rm.id[0] = subject, data, subject[len(jetstream.ResultSubjectPrefix):]
 	var err error
-	if ctx := w.publishContext(time.Now()); w.nc != nil {
+	switch ctx := w.publishContext(time.Now()); {
+	case w.acks != nil:
+		err = w.acks.publish(ctx, &rm.msg)
+	case w.nc != nil:
 		err = publishSync(ctx, w.nc, &rm.msg)
-	} else {
+	default:
 		_, err = w.js.PublishMsg(ctx, &rm.msg)
 	}
 	rm.msg.Subject, rm.msg.Data, rm.id[0] = "", nil, ""
@@ -79,4 +83,18 @@ func (w *Worker) publishContext(now time.Time) context.Context {
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(w.cfg.PublishTimeout))
 	w.pubCtx.Store(&publishCtx{ctx: ctx, cancel: cancel, renewAt: now.Add(w.cfg.PublishTimeout / publishSlices)})
 	return ctx
+}
+
+// matchResultAcks subscribes to the PubAcks of the worker's result
+// publishes (resultAcks) until the worker is idle after Stop, or its
+// connection closes. If it cannot, results are published as requests
+// (publishSync). w.mu is held, before any pull.
+func (w *Worker) matchResultAcks() {
+	a, err := newResultAcks(w.nc)
+	if err != nil {
+		w.cfg.Logger.Warn("worker: result PubAcks go through requests", "error", err)
+		return
+	}
+	w.acks = a
+	go a.run(w.idle)
 }

@@ -37,6 +37,10 @@ type Worker struct {
 	// published on it (publishSync); nil before (a job processed without
 	// Start, as the package's tests do, publishes through js).
 	nc *nats.Conn
+	// acks publishes the results and matches their PubAcks once Start
+	// bound the tools (resultAcks); nil before, or if its subscription
+	// failed (then results go through publishSync).
+	acks *resultAcks
 
 	slots  *slots // one per call executing
 	queued QueueMetrics
@@ -190,6 +194,7 @@ func (w *Worker) start(ctx, life context.Context) error {
 	}
 	// Cancellations first: a call pulled from now on may be cancelled.
 	w.subscribeCancels()
+	w.matchResultAcks()
 	w.pullCtx, w.stopPull = context.WithCancel(context.Background())
 	w.serving = make(map[string]*served, len(all))
 	for _, s := range all {

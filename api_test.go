@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolpool/toolpool/internal/testbin"
 )
 
 // TestAPINamesNoInternalType: the root package is the public API, and
@@ -68,7 +70,8 @@ func TestAPINamesNoInternalType(t *testing.T) {
 // cache): type-checking them from source would take minutes.
 func exportDataImporter(t *testing.T, fset *token.FileSet) types.Importer {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}", ".").Output()
+	args := append([]string{"list"}, testbin.BuildFlags()...) // the export data of the build the tests ran
+	out, err := exec.Command("go", append(args, "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}", ".")...).Output()
 	if err != nil {
 		t.Fatalf("go list -export: %v", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 )
@@ -162,9 +163,31 @@ func buildShared(root string, pkgs []string) (string, error) {
 	return shared, nil
 }
 
-// goBuild runs one go build of pkgs into dir from the module root.
+// BuildFlags returns the flags of the go command that built the running
+// test binary which a nested go command must repeat to find the same
+// packages in Go's build cache: -trimpath, when the tests run with it
+// (the README's command does, so that the cache does not depend on where
+// the checkout is). Without it, a nested build compiles the whole module
+// again under the other key.
+func BuildFlags() []string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return nil
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-trimpath" && s.Value == "true" {
+			return []string{"-trimpath"}
+		}
+	}
+	return nil
+}
+
+// goBuild runs one go build of pkgs into dir from the module root, with
+// the test binary's BuildFlags.
 func goBuild(root, dir string, pkgs []string) error {
-	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+	args := append([]string{"build"}, BuildFlags()...)
+	args = append(args, "-o", dir+string(filepath.Separator))
+	cmd := exec.Command("go", append(args, pkgs...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)

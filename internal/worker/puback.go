@@ -35,7 +35,16 @@ const (
 // its text (pubAckStored), without decoding it; anything else is decoded
 // as nats.go does.
 func publishSync(ctx context.Context, nc *nats.Conn, m *nats.Msg) error {
-	resp, err := nc.RequestMsgWithContext(ctx, m)
+	return publishOutcome(requestRetrying(ctx, func() (*nats.Msg, error) { return nc.RequestMsgWithContext(ctx, m) }))
+}
+
+// requestRetrying makes request and, while it finds no responders (no
+// stream: a leader being elected), makes it again after
+// publishRetryWait, up to publishRetryAttempts more times, as nats.go's
+// JetStream publish does. A context that ends meanwhile ends it with its
+// error.
+func requestRetrying(ctx context.Context, request func() (*nats.Msg, error)) (*nats.Msg, error) {
+	resp, err := request()
 	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < publishRetryAttempts; r++ {
 		t := time.NewTimer(publishRetryWait)
 		select {
@@ -43,8 +52,16 @@ func publishSync(ctx context.Context, nc *nats.Conn, m *nats.Msg) error {
 		case <-t.C:
 		}
 		t.Stop()
-		resp, err = nc.RequestMsgWithContext(ctx, m)
+		if err = ctx.Err(); err == nil {
+			resp, err = request()
+		}
 	}
+	return resp, err
+}
+
+// publishOutcome is a publish's error from its request's reply and error,
+// as nats.go's JetStream publish gives it.
+func publishOutcome(resp *nats.Msg, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return js.ErrNoStreamResponse
@@ -173,26 +190,9 @@ func (a *resultAcks) publish(ctx context.Context, m *nats.Msg) error {
 		return err // as nats.go's request: before anything else
 	}
 	w := ackWaiters.Get().(*ackWaiter)
-	resp, err := a.request(ctx, w, m)
-	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < publishRetryAttempts; r++ {
-		t := time.NewTimer(publishRetryWait)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		if err = ctx.Err(); err == nil {
-			resp, err = a.request(ctx, w, m)
-		}
-	}
+	resp, err := requestRetrying(ctx, func() (*nats.Msg, error) { return a.request(ctx, w, m) })
 	ackWaiters.Put(w)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return js.ErrNoStreamResponse
-	case err != nil:
-		return err
-	}
-	return pubAckError(resp.Data)
+	return publishOutcome(resp, err)
 }
 
 // request publishes m with a reply subject of its own and waits, with w,

@@ -390,7 +390,14 @@ func (s *stack) executions() map[string][]string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+	// Read while the tools run: the shell creates the file before its
+	// line is written, and a line may be half written. Only whole lines
+	// count; the last one, without its newline yet, is read next time.
+	for line := range strings.Lines(string(data)) {
+		line, whole := strings.CutSuffix(line, "\n")
+		if !whole {
+			break
+		}
 		marker, worker, ok := strings.Cut(line, " ")
 		if !ok {
 			s.t.Errorf("execution log line %q is not \"<marker> <worker>\"", line)

@@ -148,9 +148,10 @@ func TestTraceURLTemplate(t *testing.T) {
 }
 
 // Every row of the tail has its call's tenant and trace, even when each
-// result is published right behind its call: the watcher reads both in the
-// order the server sent them. (It read them on two goroutines before, and
-// a result taken before its call had neither.)
+// result is published right behind its call: calls and results come on
+// two subscriptions, each on its own goroutine, and a result taken before
+// its call gets them when the call comes. (Such a row kept neither before:
+// 84 of these 150 in one run.)
 func TestTailRowsHaveTheirCalls(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *console.Config) { c.TraceURL = traceURL })
@@ -195,32 +196,28 @@ func TestTailRowsHaveTheirCalls(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	var tail struct {
-		Results []map[string]any `json:"results"`
-	}
-	natstest.Eventually(t, time.Minute, "the tail to show every pair's result", func() bool {
+	// The rows of results taken before their calls get the tenant and
+	// trace when the call comes: every row has them soon.
+	natstest.Eventually(t, time.Minute, "every pair's row to show its call's tenant and trace", func() bool {
 		_, body := b.get(t, c, fmt.Sprintf("/ui/tail.json?after=%d&tool=echo", before.Last))
-		tail.Results = nil
+		var tail struct {
+			Results []map[string]any `json:"results"`
+		}
 		if err := json.Unmarshal([]byte(body), &tail); err != nil {
 			t.Fatal(err)
 		}
-		return len(tail.Results) >= pairs
-	})
-	missing := 0
-	for _, e := range tail.Results {
-		key, _ := e["key"].(string)
-		tenant, ok := want[key]
-		if !ok {
-			continue
-		}
-		if e["tenant"] != tenant || e["trace"] == nil || e["trace"] == "" {
-			missing++
-			if missing <= 3 {
-				t.Errorf("row %v: want tenant %s and the trace", e, tenant)
+		found, missing := 0, 0
+		for _, e := range tail.Results {
+			key, _ := e["key"].(string)
+			tenant, ok := want[key]
+			if !ok {
+				continue
+			}
+			found++
+			if e["tenant"] != tenant || e["trace"] == nil || e["trace"] == "" {
+				missing++
 			}
 		}
-	}
-	if missing > 0 {
-		t.Errorf("%d of %d rows lack their call's tenant or trace", missing, pairs)
-	}
+		return found == pairs && missing == 0
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,12 +16,13 @@ import (
 
 // Bounds of what the watcher keeps.
 const (
-	tailSize      = 1000   // recent results, all tools
-	samplesPerTol = 512    // execution times per tool, for p50/p99
-	failuresPer   = 20     // recent failures per tool
-	tenantsMax    = 100000 // calls whose tenant and trace are remembered until their result
-	rateWindow    = 10     // seconds the calls per second are averaged over
-	classWindow   = 60     // seconds the results by class are counted over
+	tailSize      = 1000     // recent results, all tools
+	samplesPerTol = 512      // execution times per tool, for p50/p99
+	failuresPer   = 20       // recent failures per tool
+	tenantsMax    = 100000   // calls whose tenant and trace are remembered until their result
+	orphansMax    = tailSize // results whose call was not seen yet, remembered until it is
+	rateWindow    = 10       // seconds the calls per second are averaged over
+	classWindow   = 60       // seconds the results by class are counted over
 )
 
 // resultRow is one result in the tail.
@@ -78,11 +78,12 @@ type watcher struct {
 	tail    []resultRow         // ring of tailSize
 	n       uint64              // results seen
 	tenants map[string]seenCall // by call key
+	orphans map[string]uint64   // results taken before their call: row number by call key
 }
 
 func newWatcher(nc *nats.Conn, idleAfter time.Duration, log *slog.Logger) *watcher {
 	return &watcher{nc: nc, idleAfter: idleAfter, log: log, wake: make(chan struct{}, 1),
-		tools: map[string]*toolWatch{}, tenants: map[string]seenCall{}}
+		tools: map[string]*toolWatch{}, tenants: map[string]seenCall{}, orphans: map[string]uint64{}}
 }
 
 // touch marks a request: watching starts, or goes on.
@@ -94,36 +95,17 @@ func (w *watcher) touch() {
 	}
 }
 
-// watchBuffer is how many calls and results may wait for the watcher's
-// goroutine; past it the connection drops them (a slow consumer), as a
-// subscription's pending limit would.
-const watchBuffer = 65536
-
 // run subscribes while the console is used, until ctx ends.
-//
-// Calls and results come on two subscriptions into one channel, read by one
-// goroutine: the connection hands them over in the order the server sent
-// them, and the server sends a call before its result (the worker got the
-// call from the stream, which stored it after the server passed it on). So
-// a result's row finds its call's tenant and trace even when the tool
-// answered within a millisecond.
 func (w *watcher) run(ctx context.Context) {
 	var subs []*nats.Subscription
-	var msgs chan *nats.Msg
-	var reading sync.WaitGroup
 	unsub := func() {
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
 		subs = nil
-		if msgs != nil {
-			close(msgs) // after Unsubscribe: nothing sends on it any more
-			reading.Wait()
-			msgs = nil
-		}
 		w.mu.Lock()
 		w.since = time.Time{}
-		w.tools, w.tenants, w.tail, w.n = map[string]*toolWatch{}, map[string]seenCall{}, nil, 0
+		w.tools, w.tenants, w.orphans, w.tail, w.n = map[string]*toolWatch{}, map[string]seenCall{}, map[string]uint64{}, nil, 0
 		w.mu.Unlock()
 	}
 	defer unsub()
@@ -141,20 +123,20 @@ func (w *watcher) run(ctx context.Context) {
 		case idle && subs != nil:
 			unsub()
 		case !idle && subs == nil:
-			ch := make(chan *nats.Msg, watchBuffer)
-			cs, err := w.nc.ChanSubscribe(jetstream.CallSubjectPrefix+">", ch)
+			rs, err := w.nc.Subscribe(jetstream.ResultSubjectPrefix+">", w.onResult)
 			if err != nil {
-				w.log.Warn("console: watching calls failed", "err", err)
-				continue
-			}
-			rs, err := w.nc.ChanSubscribe(jetstream.ResultSubjectPrefix+">", ch)
-			if err != nil {
-				_ = cs.Unsubscribe()
 				w.log.Warn("console: watching results failed", "err", err)
 				continue
 			}
-			subs, msgs = []*nats.Subscription{cs, rs}, ch
-			reading.Go(func() { w.read(ch) })
+			cs, err := w.nc.Subscribe(jetstream.CallSubjectPrefix+">", w.onCall)
+			if err != nil {
+				_ = rs.Unsubscribe()
+				w.log.Warn("console: watching calls failed", "err", err)
+				continue
+			}
+			_ = rs.SetPendingLimits(65536, 64<<20)
+			_ = cs.SetPendingLimits(65536, 64<<20)
+			subs = []*nats.Subscription{rs, cs}
 			w.mu.Lock()
 			w.since = time.Now()
 			w.mu.Unlock()
@@ -162,25 +144,26 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-// read takes calls and results from ch, in the order the connection
-// received them, until ch is closed.
-func (w *watcher) read(ch <-chan *nats.Msg) {
-	for m := range ch {
-		if strings.HasPrefix(m.Subject, jetstream.ResultSubjectPrefix) {
-			w.onResult(m)
-		} else {
-			w.onCall(m)
-		}
-	}
-}
-
-// onCall remembers the call's tenant and trace, for its result.
+// onCall remembers the call's tenant and trace, for its result; or, when
+// its result came first (calls and results are delivered on two
+// subscriptions, each on its own goroutine), writes them into the result's
+// row.
 func (w *watcher) onCall(m *nats.Msg) {
 	c, err := envelope.DecodeCall(m.Data, envelope.DefaultLimits)
-	if err != nil || c.Tenant == "" && c.Traceparent == "" {
+	if err != nil {
 		return
 	}
 	w.mu.Lock()
+	if n, ok := w.orphans[c.Key]; ok {
+		delete(w.orphans, c.Key)
+		w.fillRow(n, c.Key, c.Tenant, c.Traceparent)
+		w.mu.Unlock()
+		return
+	}
+	if c.Tenant == "" && c.Traceparent == "" {
+		w.mu.Unlock()
+		return
+	}
 	if len(w.tenants) >= tenantsMax {
 		clear(w.tenants)
 	}
@@ -204,12 +187,17 @@ func (w *watcher) onResult(m *nats.Msg) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.n++
+	row.N = w.n
 	if sc, ok := w.tenants[res.Key]; ok {
 		row.Tenant, row.Trace = sc.tenant, sc.trace
 		delete(w.tenants, res.Key)
+	} else if res.Key != "" {
+		if len(w.orphans) >= orphansMax {
+			clear(w.orphans) // their rows are leaving the tail anyway
+		}
+		w.orphans[res.Key] = row.N
 	}
-	w.n++
-	row.N = w.n
 	if len(w.tail) < tailSize {
 		w.tail = append(w.tail, row)
 	} else {
@@ -238,6 +226,27 @@ func (w *watcher) onResult(m *nats.Msg) {
 		tw.failures = append(tw.failures, row)
 		if len(tw.failures) > failuresPer {
 			tw.failures = tw.failures[1:]
+		}
+	}
+}
+
+// fillRow writes a call's tenant and trace into row n of the tail, and
+// into its tool's recent failures, where the row is still kept. w.mu is
+// held.
+func (w *watcher) fillRow(n uint64, key, tenant, trace string) {
+	if w.n-n >= tailSize {
+		return
+	}
+	r := &w.tail[(n-1)%tailSize]
+	if r.N != n || r.Key != key {
+		return
+	}
+	r.Tenant, r.Trace = tenant, trace
+	if tw := w.tools[r.Tool]; tw != nil {
+		for i := range tw.failures {
+			if tw.failures[i].N == n {
+				tw.failures[i].Tenant, tw.failures[i].Trace = tenant, trace
+			}
 		}
 	}
 }

@@ -37,7 +37,7 @@ func (d *Dispatcher) deliverResult(subject string, data []byte, watched bool) {
 		return
 	}
 	now := time.Now()
-	outcome, tool, _ := d.calls.deliver(key, arrival{res: res, data: data}, int64(len(data)), now, func(tool string, start time.Time) {
+	outcome, tool, _ := d.calls.deliver(key, arrival{res: res, data: data}, now, func(tool string, start time.Time) {
 		d.metrics.ResultReceived(tool, res.Class, now.Sub(start))
 		if d.cfg.OnResult != nil {
 			d.cfg.OnResult(tool, res)

@@ -178,9 +178,13 @@ func (t *turn) advise() {
 	if t.session == "" || len(t.results) == 0 {
 		return
 	}
-	outs := make([]outcome, len(t.results))
+	var small [4]outcome // a turn of up to 4 calls, the usual, allocates none
+	outs := small[:0]
+	if len(t.results) > len(small) {
+		outs = make([]outcome, 0, len(t.results))
+	}
 	for i := range t.results {
-		outs[i] = outcome{tool: t.calls[i].Name, isError: t.results[i].IsError}
+		outs = append(outs, outcome{tool: t.calls[i].Name, isError: t.results[i].IsError})
 	}
 	key := scopeKeyOf(t.tenant, t.session)
 	t.d.sessions.recordKey(key, time.Now(), outs)

@@ -304,22 +304,7 @@ func TestPermissions(t *testing.T) {
 	t.Run("orchestrators share the repeated-failure counts", func(t *testing.T) {
 		// Every orchestrator publishes and subscribes to the advice subject;
 		// a worker may publish on it no more than it may subscribe.
-		connect := func(user, password string) (*nats.Conn, chan error) {
-			violations := make(chan error, 4)
-			nc, err := nats.Connect(c.urls(), nats.UserInfo(user, password),
-				nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-					select {
-					case violations <- err:
-					default:
-					}
-				}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			return nc, violations
-		}
-		listener, lv := connect("orchestrator", orchPassword)
+		listener, lv := connectWatched(t, c, "orchestrator", orchPassword)
 		got := make(chan *nats.Msg, 4)
 		if _, err := listener.ChanSubscribe(jetstream.AdviceSubject, got); err != nil {
 			t.Fatal(err)
@@ -327,7 +312,7 @@ func TestPermissions(t *testing.T) {
 		if err := listener.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		teller, tv := connect("orchestrator", orchPassword)
+		teller, tv := connectWatched(t, c, "orchestrator", orchPassword)
 		if err := teller.Publish(jetstream.AdviceSubject, []byte("orchestrator")); err != nil {
 			t.Fatal(err)
 		}
@@ -343,7 +328,7 @@ func TestPermissions(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("an orchestrator's message on the advice subject did not reach another orchestrator")
 		}
-		w, wv := connect("worker", workerPassword)
+		w, wv := connectWatched(t, c, "worker", workerPassword)
 		if err := w.Publish(jetstream.AdviceSubject, []byte("worker")); err != nil {
 			t.Fatal(err)
 		}

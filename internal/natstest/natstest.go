@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -222,54 +221,4 @@ func (p *PasswordServer) ChangePassword(t testing.TB, password string) {
 	if err := p.srv.ReloadOptions(p.opts(password)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// handedOut holds the ports FreePorts returned in this process: a port is
-// given once, so two calls in a row (FreeAddr for HTTP, then for NATS)
-// never name the same port, which the OS would otherwise hand out again
-// as soon as the first call closed its listener.
-var handedOut struct {
-	sync.Mutex
-	ports map[int]bool
-}
-
-// FreePorts returns n distinct loopback ports that were free a moment ago
-// and that no earlier call in this process returned.
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil {
-		handedOut.ports = map[int]bool{}
-	}
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100*n {
-			t.Fatalf("natstest: no free loopback port after %d tries", tries)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l) // held until all are chosen: distinct
-		port := l.Addr().(*net.TCPAddr).Port
-		if handedOut.ports[port] {
-			continue
-		}
-		handedOut.ports[port] = true
-		ports = append(ports, port)
-	}
-	return ports
-}
-
-// FreeAddr returns a loopback address whose port was free a moment ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	return fmt.Sprintf("127.0.0.1:%d", FreePorts(t, 1)[0])
 }

@@ -2,6 +2,10 @@ package natstest_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +16,47 @@ import (
 	"github.com/toolpool/toolpool/jetstream"
 )
 
+// childEnv makes the test binary act as the child program named by its
+// value instead of running the tests.
+const childEnv = "NATSTEST_CHILD"
+
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode, os.Args[1:]))
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// child is the program the tests start: "lock DIR PORT..." takes the
+// locks of the ports in DIR as FreePorts does, prints "locked" and holds
+// them until it is killed.
+func child(mode string, args []string) int {
+	if mode != "lock" || len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: lock DIR PORT...")
+		return 2
+	}
+	var unlocks []func() // referenced until the end: an unreachable lock's file is closed
+	for _, a := range args[1:] {
+		port, err := strconv.Atoi(a)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		unlock, ok, err := natstest.LockPort(args[0], port)
+		if !ok || err != nil {
+			fmt.Fprintf(os.Stderr, "lock of port %d: held elsewhere or %v\n", port, err)
+			return 2
+		}
+		unlocks = append(unlocks, unlock)
+	}
+	fmt.Println("locked")
+	wait := make(chan os.Signal, 1)
+	signal.Notify(wait, os.Interrupt)
+	<-wait
+	for _, unlock := range unlocks {
+		unlock()
+	}
+	return 0
 }
 
 func TestStartProvisioned(t *testing.T) {

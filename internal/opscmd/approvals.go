@@ -32,7 +32,9 @@ func Approvals() *cli.Command {
 held call runs once it is approved; a denial or its timeout answers the
 model that the call was not approved (with the reason given). Each
 approval is decided once: a second decision is refused and names the
-first.
+first. An approval is for one run: the same call sent again after its
+result expired is held again (pending, its earlier approvals listed by
+show), for a new decision.
 
 Every command takes --nats-url (env NATS_URL) and the credential flags.`,
 		Commands: []*cli.Command{approvalsLs(), approvalsShow(), approvalsDecide(true), approvalsDecide(false)},

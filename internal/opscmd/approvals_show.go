@@ -23,7 +23,7 @@ func approvalsShow() *cli.Command {
 	return &cli.Command{
 		Name:         "show",
 		Args:         "[--json] ID",
-		Summary:      "one approval: the call's input, tenant, session, binding, age, deadline, decision",
+		Summary:      "one approval: the call's input, tenant, session, binding, age, deadline, decision, its use and earlier approvals",
 		MinArgs:      1,
 		MaxArgs:      1,
 		Interspersed: true,
@@ -77,7 +77,24 @@ func writeApproval(w io.Writer, r *approval.Record, now time.Time) {
 		row("via:", r.Via)
 		row("reason:", printable(r.Reason))
 	}
+	if !r.UsedAt.IsZero() {
+		row("let through:", r.UsedAt.Local().Format(time.RFC3339)+" (an approval is for one run)")
+	}
 	_ = tw.Flush()
+	if len(r.Previous) > 0 {
+		fmt.Fprintln(w, "\napproved before, each approval spent by a run (the call was held again after it):")
+		for _, p := range r.Previous {
+			line := fmt.Sprintf("  held %s, approved by %s", p.HeldAt.Local().Format(time.RFC3339), printable(p.ApprovedBy))
+			if p.Via != "" {
+				line += " via " + p.Via
+			}
+			line += " at " + p.ApprovedAt.Local().Format(time.RFC3339) + ", let through " + p.UsedAt.Local().Format(time.RFC3339)
+			if p.Reason != "" {
+				line += ": " + printable(p.Reason)
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
 	fmt.Fprintln(w, "\ninput:")
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, r.Input, "  ", "  "); err == nil {

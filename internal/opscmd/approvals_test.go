@@ -135,3 +135,65 @@ func TestApprovalsCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalsHeldAgain: an approval is for one run. show tells when
+// the approved call was let through; after the window of its use the
+// call sent again is held again, ls lists it pending, show lists the
+// spent approval, and approve decides it again.
+func TestApprovalsHeldAgain(t *testing.T) {
+	srv := natstest.Start(t)
+	url := srv.ClientURL()
+	j, err := js.New(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = time.Second
+	s, err := approval.New(approval.Config{JS: j, Logger: natstest.Logger(t), ResultsMaxAge: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	c := &policy.Call{
+		Tenant: "acme", Session: "sess-9", ID: "toolu_again", Tool: "deploy", Input: json.RawMessage(`{"env":"prod"}`),
+		Info: pooltype.ToolInfo{Approval: &tools.ApprovalRule{Timeout: time.Hour}},
+	}
+	id := holdCall(t, s, c.ID, c.Tool, string(c.Input))
+	if code, out, errOut := orch(t, "approvals", "approve", "--nats-url", url, id, "--as", "alice", "--reason", "ticket 7"); code != 0 {
+		t.Fatalf("approve: exit %d\n%s%s", code, out, errOut)
+	}
+	if d, err := s.Use(t.Context(), c, id); err != nil || d.State != policy.Approved {
+		t.Fatalf("Use = %+v, %v", d, err)
+	}
+	code, out, errOut := orch(t, "approvals", "show", "--nats-url", url, id)
+	if code != 0 || !strings.Contains(out, "approved by alice") || !strings.Contains(out, "let through:") ||
+		strings.Contains(out, "approved before") {
+		t.Fatalf("show of a used approval: exit %d\n%s%s", code, out, errOut)
+	}
+
+	used, err := s.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(used.Written.Add(window)) + 200*time.Millisecond)
+	if d, err := s.Hold(t.Context(), c); err != nil || d.State != policy.Pending {
+		t.Fatalf("Hold after the window = %+v, %v; want Pending", d, err)
+	}
+	code, out, errOut = orch(t, "approvals", "ls", "--nats-url", url)
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "pending") {
+		t.Fatalf("ls of the call held again: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = orch(t, "approvals", "show", "--nats-url", url, id)
+	if code != 0 || !strings.Contains(out, ": pending, times out in ") || !strings.Contains(out, "approved before") ||
+		!strings.Contains(out, "approved by alice via cli at ") || !strings.Contains(out, ": ticket 7") || strings.Contains(out, "let through:") {
+		t.Fatalf("show of the call held again: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = orch(t, "approvals", "approve", "--nats-url", url, id, "--as", "bob", "--json")
+	var rec approval.Record
+	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec.State != approval.StateApproved || rec.DecidedBy != "bob" ||
+		len(rec.Previous) != 1 || rec.Previous[0].ApprovedBy != "alice" {
+		t.Fatalf("approving the call held again: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -29,6 +29,8 @@ type policyPool struct {
 	ran  map[string]*atomic.Int64
 	// gate, when set, holds every run of slow until it is closed.
 	gate chan struct{}
+	// cat is the replicas' catalog, for another replica.
+	cat dispatch.Catalog
 }
 
 func startPolicyPool(t *testing.T) (*policyPool, *pooltest.Pool) {
@@ -62,6 +64,7 @@ func startPolicyPool(t *testing.T) (*policyPool, *pooltest.Pool) {
 	pool := pooltest.Start(t)
 	pooltest.StartServer(t, pool.Srv.ClientURL(), reg)
 	cat := discovery.RegistryCatalog(reg)
+	p.cat = cat
 	p.a = pooltest.StartOrchestrator(t, natstest.Connect(t, pool.Srv.ClientURL()), cat)
 	p.b = pooltest.StartOrchestrator(t, natstest.Connect(t, pool.Srv.ClientURL()), cat)
 	return p, pool

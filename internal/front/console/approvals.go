@@ -32,6 +32,11 @@ type approvalRow struct {
 	State                                               string
 	Pending                                             bool
 	DecidedBy, Reason, Via                              string
+	// UsedAt is when the approved call was let through (zero before);
+	// Previous the earlier approvals of a call held again, each spent by
+	// a run.
+	UsedAt   time.Time
+	Previous []approval.PreviousApproval
 }
 
 func approvalRowOf(r *approval.Record) approvalRow {
@@ -39,7 +44,7 @@ func approvalRowOf(r *approval.Record) approvalRow {
 		ID: r.ID, Tool: r.Tool, Tenant: r.Tenant, Session: r.Session, CallID: r.CallID, KeyName: r.KeyName,
 		Binding: r.Binding, Input: prettyInput(r.Input), Created: r.CreatedAt, Deadline: r.Deadline(),
 		DecidedAt: r.DecidedAt, State: string(r.State), Pending: r.State == approval.StatePending,
-		DecidedBy: r.DecidedBy, Reason: r.Reason, Via: r.Via,
+		DecidedBy: r.DecidedBy, Reason: r.Reason, Via: r.Via, UsedAt: r.UsedAt, Previous: r.Previous,
 	}
 }
 

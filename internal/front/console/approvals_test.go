@@ -249,3 +249,70 @@ func TestApprovalsPageBounded(t *testing.T) {
 		t.Errorf("with 205 pending the page lists %d cards (want 200) and says:\n%.300s", n, page[strings.Index(page, "<main>"):])
 	}
 }
+
+// An approval is for one run: an approved call's page shows when it was
+// let through; held again once its approval was spent, it is pending with
+// its form and the earlier approval listed (escaped), and approving it
+// on the page decides it again.
+func TestApprovalPageHeldAgain(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	var st *approval.Store
+	b := setup(t, func(cfg *console.Config) {
+		s, err := approval.New(approval.Config{JS: cfg.JetStream, Logger: cfg.Logger, ResultsMaxAge: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Stop(context.Background()) })
+		st, cfg.Approvals = s, s
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	call := heldCall()
+	d, err := st.Hold(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Decide(ctx, d.ID, true, "bob"+hostile, "ticket"+hostile, approval.ViaCLI); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Use(ctx, call, d.ID); err != nil || got.State != policy.Approved {
+		t.Fatalf("Use = %+v, %v", got, err)
+	}
+	c, csrf := b.loggedIn(t)
+	_, one := b.get(t, c, "/ui/approvals/"+d.ID)
+	if !strings.Contains(one, `class="used"`) || strings.Contains(one, "approved before") {
+		t.Errorf("the page of a used approval lacks when it was let through:\n%s", one)
+	}
+
+	used, err := st.Get(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(used.Written.Add(window)) + 200*time.Millisecond)
+	if got, err := st.Hold(ctx, call); err != nil || got.State != policy.Pending {
+		t.Fatalf("Hold after the window = %+v, %v", got, err)
+	}
+	_, one = b.get(t, c, "/ui/approvals/"+d.ID)
+	for _, want := range []string{`data-state="pending"`, `class="decide"`, "approved before", `by <b class="by">bob&lt;/pre&gt;&lt;script&gt;`,
+		"via cli", `<span class="reason">ticket&lt;/pre&gt;`} {
+		if !strings.Contains(one, want) {
+			t.Errorf("the page of the call held again lacks %q", want)
+		}
+	}
+	if strings.Contains(one, "<script>") || strings.Contains(one, `class="used"`) {
+		t.Errorf("the page of the call held again:\n%s", one)
+	}
+
+	resp := b.post(t, c, "/ui/approvals/"+d.ID, url.Values{"decision": {"approve"}, "csrf": {csrf}, "back": {"one"}}, b.srv.URL)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve again: %d", resp.StatusCode)
+	}
+	if r, err := st.Get(ctx, d.ID); err != nil || r.State != approval.StateApproved || r.DecidedBy != "alice" || len(r.Previous) != 1 ||
+		r.Previous[0].ApprovedBy != "bob"+hostile {
+		t.Fatalf("approved again on the page: %+v, %v", r, err)
+	}
+}

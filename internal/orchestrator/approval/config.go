@@ -37,6 +37,15 @@ type Config struct {
 	// never expires before its deadline; a bucket that exists keeps its
 	// own.
 	Retention time.Duration
+	// ResultsMaxAge is how long an approval lets its call through again
+	// after the call's first run was let through: the time TOOL_RESULTS
+	// keeps the run's result, from which the dispatcher answers the call
+	// sent again. After it, the approval is spent and the call is held
+	// again. Zero (the default): the max age of the stream
+	// jetstream.StreamResults, read when an approval's use is checked
+	// (jetstream.ResultsMaxAgeDefault when there is no such stream).
+	// Set, it is used as it is: for a Store without the pool's streams.
+	ResultsMaxAge time.Duration
 	// Storage and Replicas of the bucket, when Start creates it. Default
 	// file storage, 1 replica.
 	Storage  js.StorageType
@@ -92,6 +101,8 @@ func (c Config) validate() error {
 		return errors.New("approval: Config.JS is required")
 	case c.Retention < time.Minute:
 		return fmt.Errorf("approval: Config.Retention is %v; want at least a minute", c.Retention)
+	case c.ResultsMaxAge < 0:
+		return fmt.Errorf("approval: Config.ResultsMaxAge is %v; want 0 (the stream's) or a positive duration", c.ResultsMaxAge)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("approval: Config.Replicas is %d; want 1 to 5", c.Replicas)
 	}

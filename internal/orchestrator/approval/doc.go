@@ -10,6 +10,13 @@
 // denied or timed_out, by compare-and-set on its revision: two deciders
 // never both win, and a decision after the deadline is refused.
 //
+// An approval is for one run (use.go): the gate calls Use before it lets
+// an approved call through, which records the use; the call sent again
+// while its run's result is kept (TOOL_RESULTS' max age, on the servers'
+// clock) goes on and is answered from that result; sent again later, the
+// approval is spent and the record is pending again, the spent approval
+// kept in Record.Previous, for a new decision.
+//
 // A Store started with Start watches the bucket: a Wait wakes on the
 // decision made on any replica (or by the CLI), and the replica writes
 // timed_out for a pending record whose deadline passed. Open binds the

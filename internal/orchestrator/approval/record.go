@@ -49,8 +49,9 @@ type Record struct {
 	// input in canonical form: what the approval is bound to, shown to
 	// the approver.
 	Binding string `json:"binding"`
-	// CreatedAt is when the call was first held; Timeout how long it
-	// waits for a decision (the tool's rule's, at that time).
+	// CreatedAt is when the call was held: first, or again once its
+	// approval was spent (Previous). Timeout is how long it waits for a
+	// decision (the tool's rule's, at that time).
 	CreatedAt time.Time     `json:"created_at"`
 	Timeout   time.Duration `json:"timeout_ns"`
 	// State is the record's state. Get and List return the effective
@@ -63,8 +64,64 @@ type Record struct {
 	DecidedAt time.Time `json:"decided_at,omitzero"`
 	Reason    string    `json:"reason,omitempty"`
 	Via       string    `json:"via,omitempty"`
-	// Revision is the KV revision the record was read at.
-	Revision uint64 `json:"-"`
+	// UsedAt is when a gate first let the approved call through to the
+	// dispatcher (this replica's clock; zero until then). An approval is
+	// for one run: the call sent again while the run's result is kept is
+	// answered from it; sent again later, the approval is spent and the
+	// call is held again (Store.Use, Store.Hold).
+	UsedAt time.Time `json:"used_at,omitzero"`
+	// Previous are the earlier approvals of the call, each spent by a run
+	// of it, oldest first (the latest maxPrevious): what an approver of a
+	// call held again reads about its past.
+	Previous []PreviousApproval `json:"previous,omitempty"`
+	// Revision is the KV revision the record was read at, and Written the
+	// server's time of that revision (for a used record, the time of its
+	// use: nothing else writes a used record until it is held again).
+	Revision uint64    `json:"-"`
+	Written  time.Time `json:"-"`
+}
+
+// PreviousApproval is an earlier approval of a call held again: when the
+// call was held then, who approved it, when, through what and why, and
+// when the run it approved was let through.
+type PreviousApproval struct {
+	HeldAt     time.Time `json:"held_at"`
+	ApprovedBy string    `json:"approved_by"`
+	ApprovedAt time.Time `json:"approved_at"`
+	Via        string    `json:"via,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	UsedAt     time.Time `json:"used_at"`
+}
+
+// maxPrevious bounds Record.Previous: each entry is a person's approval,
+// but a record must stay small.
+const maxPrevious = 10
+
+// used reports whether r is an approval a gate let its call through on.
+func (r *Record) used() bool { return r.State == StateApproved && !r.UsedAt.IsZero() }
+
+// usedStamp is the time r's use is measured from: the server's time of
+// the revision that recorded it, or, when unknown, the replica's.
+func (r *Record) usedStamp() time.Time {
+	if !r.Written.IsZero() {
+		return r.Written
+	}
+	return r.UsedAt
+}
+
+// heldAgain is r, a spent approval, held again for c's caller (key) at
+// now with timeout: pending, the decision and its use moved to Previous.
+func (r Record) heldAgain(key string, now time.Time, timeout time.Duration) Record {
+	prev := PreviousApproval{
+		HeldAt: r.CreatedAt, ApprovedBy: r.DecidedBy, ApprovedAt: r.DecidedAt, Via: r.Via, Reason: r.Reason, UsedAt: r.UsedAt,
+	}
+	r.Previous = append(append(make([]PreviousApproval, 0, len(r.Previous)+1), r.Previous...), prev)
+	if n := len(r.Previous); n > maxPrevious {
+		r.Previous = r.Previous[n-maxPrevious:]
+	}
+	r.KeyName, r.CreatedAt, r.Timeout, r.State = key, now.UTC(), timeout, StatePending
+	r.DecidedBy, r.DecidedAt, r.Reason, r.Via, r.UsedAt = "", time.Time{}, "", "", time.Time{}
+	return r
 }
 
 // Deadline is when a pending record times out.

@@ -138,7 +138,7 @@ func (s *Store) bind(ctx context.Context) error {
 		kv, err = s.cfg.JS.CreateKeyValue(ctx, js.KeyValueConfig{
 			Bucket:      s.cfg.Bucket,
 			Description: "toolpool: tool calls held for a person's approval, one record per approval id (pending, then approved, denied or timed_out)",
-			History:     2, // the request and its decision, with the server's times
+			History:     3, // the request, its decision and its use, with the server's times
 			TTL:         bucketTTL(s.cfg.Retention),
 			Storage:     s.cfg.Storage,
 			Replicas:    s.cfg.Replicas,
@@ -173,17 +173,16 @@ func (s *Store) Required(c *policy.Call) bool {
 }
 
 // Hold records c as waiting for approval, or finds the record of the same
-// call held before (by any replica), and returns its decision so far.
+// call held before (by any replica), and returns its decision so far. An
+// approval spent by a run of the call (Use) whose result is no longer
+// kept is held again: pending, with a new request time and deadline.
 func (s *Store) Hold(ctx context.Context, c *policy.Call) (policy.Decision, error) {
 	kv, err := s.bucket()
 	if err != nil {
 		return policy.Decision{}, err
 	}
 	now := s.cfg.Now()
-	timeout := tools.ApprovalTimeoutDefault
-	if c.Info.Approval != nil {
-		timeout = min(c.Info.Approval.TimeoutOrDefault(), tools.ApprovalTimeoutMax) // never outlives the bucket
-	}
+	timeout := holdTimeout(c)
 	id := ID(c.Tenant, c.Session, c.ID, c.Tool, c.Input)
 	rec := Record{
 		ID: id, Tool: c.Tool, Input: c.Input, Tenant: c.Tenant, Session: c.Session, CallID: c.ID, KeyName: c.Key,
@@ -211,7 +210,18 @@ func (s *Store) Hold(ctx context.Context, c *policy.Call) (policy.Decision, erro
 	if got.Tool != c.Tool || got.Tenant != c.Tenant || got.Session != c.Session || got.CallID != c.ID {
 		return policy.Decision{ID: id}, fmt.Errorf("approval: %s holds another call (tool %s, call %s), not call %s to %s", id, got.Tool, got.CallID, c.ID, c.Tool)
 	}
+	if got, err = s.spendIfDue(ctx, got, c); err != nil {
+		return policy.Decision{ID: id}, err
+	}
 	return got.Decision(s.cfg.Now()), nil
+}
+
+// holdTimeout is how long c waits for a decision: its tool's rule's.
+func holdTimeout(c *policy.Call) time.Duration {
+	if c.Info.Approval == nil {
+		return tools.ApprovalTimeoutDefault
+	}
+	return min(c.Info.Approval.TimeoutOrDefault(), tools.ApprovalTimeoutMax) // never outlives the bucket
 }
 
 // Get returns the approval id, with its effective state: a pending record
@@ -262,7 +272,7 @@ func decode(e js.KeyValueEntry) (Record, error) {
 	if r.ID != e.Key() {
 		return Record{}, fmt.Errorf("approval %s: the record names another id, %q", e.Key(), r.ID)
 	}
-	r.Revision = e.Revision()
+	r.Revision, r.Written = e.Revision(), e.Created()
 	return r, nil
 }
 

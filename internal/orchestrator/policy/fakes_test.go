@@ -238,17 +238,34 @@ func (s *memSpend) Nearly() []classify.Budget {
 }
 
 // memApprovals decides from a preset map (id → decision); an undecided
-// call waits until decide is called or ctx ends.
+// call waits until decide is called or ctx ends. It models the single use
+// of an approval as package approval does: the first Use of an approved
+// id records the use (at the fake clock's now); a Use or Hold within
+// window of it finds the approval still good (the dispatcher answers the
+// call sent again from the first run's result); after it the approval is
+// spent and the call is held again: pending, until decided again.
 type memApprovals struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	decided map[string]Decision
 	held    map[string]bool
 	holdErr error // Hold's error, when set (the bucket is unreachable)
+
+	window time.Duration        // how long a use lets the call through again
+	now    time.Time            // the fake clock (advance)
+	usedAt map[string]time.Time // an id's first use since its approval
+	uses   map[string]int       // the uses recorded (written) per id
+	again  map[string]int       // the times an id was held again
+	useErr error                // Use's error, when set
+	onUse  func()               // called at the start of every Use, a's lock held
 }
 
 func newMemApprovals() *memApprovals {
-	a := &memApprovals{decided: map[string]Decision{}, held: map[string]bool{}}
+	a := &memApprovals{
+		decided: map[string]Decision{}, held: map[string]bool{},
+		window: time.Hour, now: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC),
+		usedAt: map[string]time.Time{}, uses: map[string]int{}, again: map[string]int{},
+	}
 	a.cond = sync.NewCond(&a.mu)
 	return a
 }
@@ -265,10 +282,59 @@ func (a *memApprovals) Hold(_ context.Context, c *Call) (Decision, error) {
 	}
 	id := approvalID(c)
 	a.held[id] = true
+	a.spendIfDue(id)
 	if d, ok := a.decided[id]; ok {
 		return d, nil
 	}
 	return Decision{ID: id}, nil
+}
+
+func (a *memApprovals) Use(_ context.Context, _ *Call, id string) (Decision, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.onUse != nil {
+		a.onUse()
+	}
+	if a.useErr != nil {
+		return Decision{ID: id}, a.useErr
+	}
+	a.spendIfDue(id)
+	d, ok := a.decided[id]
+	if !ok {
+		return Decision{ID: id}, nil
+	}
+	if _, used := a.usedAt[id]; d.State == Approved && !used {
+		a.usedAt[id] = a.now
+		a.uses[id]++
+	}
+	return d, nil
+}
+
+// spendIfDue holds id again when its approval was used more than window
+// ago. a.mu is held.
+func (a *memApprovals) spendIfDue(id string) {
+	at, used := a.usedAt[id]
+	if !used || a.now.Before(at.Add(a.window)) {
+		return
+	}
+	delete(a.usedAt, id)
+	delete(a.decided, id)
+	a.again[id]++
+}
+
+// advance moves the fake clock on.
+func (a *memApprovals) advance(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.now = a.now.Add(d)
+}
+
+// counts returns the uses recorded for id and the times it was held
+// again.
+func (a *memApprovals) counts(id string) (uses, again int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.uses[id], a.again[id]
 }
 
 func (a *memApprovals) Wait(ctx context.Context, id string) (Decision, error) {

@@ -96,12 +96,21 @@ type Approvals interface {
 	// same call sent again: its id derives from the call's tenant, session,
 	// id, tool and input), and returns its decision so far: Pending, or the
 	// decision made meanwhile, or TimedOut once the tool's approval
-	// timeout has passed since c was first held.
+	// timeout has passed since c was held. An approval spent by a run of
+	// c (Use) whose result is no longer kept is held again: Pending.
 	Hold(ctx context.Context, c *Call) (Decision, error)
 	// Wait waits for the decision on the approval id (Decision.ID) until
 	// there is one, its timeout passes (TimedOut) or ctx ends (Pending,
 	// and ctx's error).
 	Wait(ctx context.Context, id string) (Decision, error)
+	// Use records, before the gate lets the approved call c through to
+	// the dispatcher, that the approval id is used, and says whether c
+	// may go on: an approval is for one run. Approved the first time, and
+	// while that run's result is kept (c sent again: the dispatcher
+	// answers it from the result, or joins the run); once the result is
+	// no longer kept, the approval is spent and c is held again
+	// (Pending). On an error c must not run.
+	Use(ctx context.Context, c *Call, id string) (Decision, error)
 }
 
 // Decision is what became of a call held for approval.
@@ -124,7 +133,7 @@ type DecisionState uint8
 const (
 	// Pending: no decision yet.
 	Pending DecisionState = iota
-	// Approved: the call may run, once.
+	// Approved: the call may run, once (Approvals.Use).
 	Approved
 	// Denied: a person refused it.
 	Denied

@@ -255,6 +255,7 @@ func (t *gateTurn) chargeAndRun(idx []int) error {
 			run = append(run, i)
 		}
 	}
+	run = t.useApprovals(run)
 	err := t.dispatch(run)
 	if err != nil {
 		for _, i := range run {
@@ -262,6 +263,52 @@ func (t *gateTurn) chargeAndRun(idx []int) error {
 		}
 	}
 	return err
+}
+
+// useApprovals records the use of the approvals of the approved calls
+// among idx, just before they are dispatched (Approvals.Use: an approval
+// is for one run), and returns the calls that may go on (idx, filtered in
+// place). A call whose approval was spent meanwhile is answered with its
+// decision (pending: it is held again; the caller sends it again to wait
+// for the new decision), one whose use could not be recorded as the pool
+// being unavailable; neither runs, and what they spent of their budgets
+// is given back. It is called after the budgets' charges, so that a call
+// a budget refuses does not use its approval.
+func (t *gateTurn) useApprovals(idx []int) []int {
+	a := t.g.cfg.Approvals
+	if a == nil {
+		return idx
+	}
+	run := idx[:0]
+	for _, i := range idx {
+		id := t.approval[i]
+		if id == "" { // not held: it needed no approval
+			run = append(run, i)
+			continue
+		}
+		c := &t.calls[i]
+		d, err := a.Use(t.ctx, c, id)
+		switch {
+		case err != nil:
+			if t.ctx.Err() == nil {
+				t.g.log.Warn("policy: the use of an approval could not be recorded; the call is not run", "tool", c.Tool, "approval", id, "err", err)
+			}
+			t.approvalEvent(i, "unavailable", id)
+			t.refund(i)
+			t.answer(i, unavailableResult(c))
+		case d.State == Approved:
+			run = append(run, i)
+		case d.State == Pending: // spent: held again
+			t.approvalEvent(i, "held", id)
+			t.refund(i)
+			t.answer(i, decisionResult(c, d))
+		default:
+			t.approvalEvent(i, approvalOutcome(d.State), id)
+			t.refund(i)
+			t.answer(i, decisionResult(c, d))
+		}
+	}
+	return run
 }
 
 // report counts the cache's outcomes and fills the front door's Report,

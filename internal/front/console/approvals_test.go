@@ -28,15 +28,14 @@ func heldCall() *policy.Call {
 		Info:  pooltype.ToolInfo{Approval: &tools.ApprovalRule{Timeout: 15 * time.Minute}}}
 }
 
-// withApprovals gives the console a started approval store on b's server
-// (its audit lines in the console's log) and holds two calls: write_file's,
-// pending, and run's, approved by bob on the CLI. It returns the store and
-// the two ids.
-func withApprovals(t *testing.T) (*bundle, *approval.Store, string, string) {
+// setupApprovals is a console with an approval store whose window of an
+// approval's use is window (approval.Config.ResultsMaxAge; 0: the
+// default).
+func setupApprovals(t *testing.T, window time.Duration) (*bundle, *approval.Store) {
 	t.Helper()
 	var st *approval.Store
 	b := setup(t, func(cfg *console.Config) {
-		s, err := approval.New(approval.Config{JS: cfg.JetStream, Logger: cfg.Logger})
+		s, err := approval.New(approval.Config{JS: cfg.JetStream, Logger: cfg.Logger, ResultsMaxAge: window})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,6 +45,16 @@ func withApprovals(t *testing.T) (*bundle, *approval.Store, string, string) {
 		t.Cleanup(func() { _ = s.Stop(context.Background()) })
 		st, cfg.Approvals = s, s
 	})
+	return b, st
+}
+
+// withApprovals gives the console a started approval store on b's server
+// (its audit lines in the console's log) and holds two calls: write_file's,
+// pending, and run's, approved by bob on the CLI. It returns the store and
+// the two ids.
+func withApprovals(t *testing.T) (*bundle, *approval.Store, string, string) {
+	t.Helper()
+	b, st := setupApprovals(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	held, err := st.Hold(ctx, heldCall())
@@ -257,18 +266,7 @@ func TestApprovalsPageBounded(t *testing.T) {
 func TestApprovalPageHeldAgain(t *testing.T) {
 	t.Parallel()
 	const window = time.Second
-	var st *approval.Store
-	b := setup(t, func(cfg *console.Config) {
-		s, err := approval.New(approval.Config{JS: cfg.JetStream, Logger: cfg.Logger, ResultsMaxAge: window})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Stop(context.Background()) })
-		st, cfg.Approvals = s, s
-	})
+	b, st := setupApprovals(t, window)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	call := heldCall()

@@ -87,8 +87,17 @@ func config(j js.JetStream, buf *natstest.LockedBuffer, m *counts) approval.Conf
 // start starts a replica on srv; the test's cleanup stops it.
 func start(t *testing.T, srv *embedded.Server) *replica {
 	t.Helper()
+	return startKeeping(t, srv, 0)
+}
+
+// startKeeping starts a replica on srv whose window of an approval's use
+// is results (Config.ResultsMaxAge: 0 reads TOOL_RESULTS' max age).
+func startKeeping(t *testing.T, srv *embedded.Server, results time.Duration) *replica {
+	t.Helper()
 	r := &replica{js: jsOn(t, srv), m: newCounts(), log: &natstest.LockedBuffer{}}
-	s, err := approval.New(config(r.js, r.log, r.m))
+	cfg := config(r.js, r.log, r.m)
+	cfg.ResultsMaxAge = results
+	s, err := approval.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package approval_test
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -9,31 +8,11 @@ import (
 
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolpool/toolpool/internal/infra/embedded"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/approval"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/jetstream"
 )
-
-// startKeeping starts a replica on srv whose window of an approval's use
-// is results (Config.ResultsMaxAge: 0 reads TOOL_RESULTS' max age).
-func startKeeping(t *testing.T, srv *embedded.Server, results time.Duration) *replica {
-	t.Helper()
-	r := &replica{js: jsOn(t, srv), m: newCounts(), log: &natstest.LockedBuffer{}}
-	cfg := config(r.js, r.log, r.m)
-	cfg.ResultsMaxAge = results
-	s, err := approval.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(ctxFor(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop(context.Background()) })
-	r.s = s
-	return r
-}
 
 // shortWindow is the window of the replicas that see an approval spent:
 // the tests wait it out (a condition on time passing, not a timing

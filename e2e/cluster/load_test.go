@@ -60,7 +60,21 @@ func startPool(t *testing.T, c *cluster) *pool {
 		c.Replicas = 3 // its buckets, as the streams
 		c.Dispatch.DefaultTimeout, c.Dispatch.PublishTimeout = 2*time.Minute, 5*time.Second
 	}).Dispatcher()
-	return &pool{c: c, j: j, d: d}
+	p := &pool{c: c, j: j, d: d}
+	// The cluster places a one-replica consumer on one of the stream's
+	// three servers at random; the dispatcher makes its result consumer
+	// again until it is on the server it is connected to, so that results
+	// do not cross a route once more (it gives up after 20 tries: a
+	// chance of 1 in 3,300 to find it elsewhere here).
+	host, name, err := p.resultConsumerHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if here := nc.ConnectedServerName(); host != here {
+		t.Fatalf("the dispatcher's result consumer %s is on %s; its connection is on %s", name, host, here)
+	}
+	t.Logf("result consumer %s on %s, the connection's server", name, host)
+	return p
 }
 
 // errCodeNoPeers is the JetStream API's error code for "no suitable peers
@@ -523,6 +537,7 @@ func TestWorkerProcessKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, "120s")
 	p := startPool(t, c)
+	results := p.d.ResultConsumer()
 	const ackWait = 4 * time.Second
 	victim := startWorkerProc(t, c, "worker", workerPassword, "--demo-tools", "--concurrency", "16", "--id", "victim",
 		"--ack-wait", ackWait.String())
@@ -544,41 +559,40 @@ func TestWorkerProcessKilledUnderLoad(t *testing.T) {
 	if rep.byWorker["victim"] == 0 || rep.byWorker["survivor"] == 0 {
 		t.Errorf("results by worker %v: both workers should have served calls", rep.byWorker)
 	}
+	// No node went down: the result consumer placed at start delivered
+	// every result, none of the consumers it was chosen among got in its way.
+	if now := p.d.ResultConsumer(); now != results {
+		t.Errorf("the dispatcher's result consumer is %s; it was %s at start, and nothing should have replaced it", now, results)
+	}
 }
 
 // resultConsumerHost is the server holding the dispatcher's result
-// consumer (one replica) and the consumer's name. The orchestrator user
-// may not list TOOL_RESULTS' consumers, so it asks for them by name:
-// results_<instance>_<n>, n counting the consumers the dispatcher made; the
-// highest one is the dispatcher's (a replaced one on a node that was down
-// can linger until its inactivity threshold).
+// consumer (one replica) and the consumer's name, the one the dispatcher
+// takes its results from now.
 func (p *pool) resultConsumerHost() (host, name string, err error) {
+	name = p.d.ResultConsumer()
+	if name == "" {
+		return "", "", errors.New("the dispatcher has no result consumer now")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for n := 1; n <= 50; n++ {
-		cname := fmt.Sprintf("results_%s_%d", p.d.Instance(), n)
-		c, err := p.j.Consumer(ctx, jetstream.StreamResults, cname)
-		if errors.Is(err, js.ErrConsumerNotFound) {
-			continue
-		}
-		if err != nil {
-			return "", "", fmt.Errorf("consumer %s: %w", cname, err)
-		}
-		if ci := c.CachedInfo(); ci.Cluster != nil && ci.Cluster.Leader != "" {
-			host, name = ci.Cluster.Leader, cname
-		}
+	c, err := p.j.Consumer(ctx, jetstream.StreamResults, name)
+	if err != nil {
+		return "", "", fmt.Errorf("consumer %s: %w", name, err)
 	}
-	if name == "" {
-		return "", "", fmt.Errorf("no result consumer results_%s_* with a leader on %s", p.d.Instance(), jetstream.StreamResults)
+	if ci := c.CachedInfo(); ci.Cluster != nil && ci.Cluster.Leader != "" {
+		return ci.Cluster.Leader, name, nil
 	}
-	return host, name, nil
+	return "", "", fmt.Errorf("result consumer %s has no leader", name)
 }
 
 // The node holding the dispatcher's result consumer (one replica, in
 // memory) is killed with SIGKILL a third into the load and restarted at
 // two thirds: the dispatcher notices, makes a new consumer on a live node
 // that starts after the last result it handled, and every call gets
-// exactly one result.
+// exactly one result. The consumer is on the dispatcher's own server
+// (startPool checks), so the kill also cuts the dispatcher's connection:
+// it reconnects to another node and its new consumer is placed there.
 func TestResultConsumerNodeKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	p := killNodeUnderLoad(t, "resnode", "the host of the dispatcher's result consumer", func(p *pool) (string, error) {
@@ -586,6 +600,6 @@ func TestResultConsumerNodeKilledUnderLoad(t *testing.T) {
 		return host, err
 	})
 	if host, name, err := p.resultConsumerHost(); err == nil {
-		t.Logf("result consumer now %s on %s", name, host)
+		t.Logf("result consumer now %s on %s; the connection is on %s", name, host, p.j.Conn().ConnectedServerName())
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/toolpool/toolpool/internal/infra/discovery"
 	"github.com/toolpool/toolpool/internal/natstest"
 	"github.com/toolpool/toolpool/internal/orchestrator/budget"
+	"github.com/toolpool/toolpool/internal/orchestrator/dispatch"
 	"github.com/toolpool/toolpool/internal/orchestrator/policy"
 	"github.com/toolpool/toolpool/internal/orchestrator/rescache"
 	"github.com/toolpool/toolpool/internal/proctest"
@@ -457,6 +460,113 @@ func TestPermissions(t *testing.T) {
 		}
 		if err := budget.Remove(ctx, opsJ, def.Name); err != nil {
 			t.Fatalf("ops removes the budget: %v", err)
+		}
+	})
+
+	t.Run("result consumers are placed on the connection's server; the others are deleted", func(t *testing.T) {
+		// The cluster places a one-replica consumer on one of TOOL_RESULTS'
+		// three servers at random; ConsumeResults makes it again under a new
+		// name until it is on the server of its connection, and deletes the
+		// ones it did not keep (as the orchestrator user may). Four per node:
+		// with twelve, some need more than one try for sure.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		wj, err := js.New(c.connect(t, "worker", workerPassword))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var made, retried int
+		for _, n := range c.nodes {
+			nc, err := jetstream.Connect(jetstream.ConnectOptions{
+				URL: "nats://" + n.client, User: "orchestrator", Password: orchPassword, Name: "placement-" + n.name,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			oj, err := js.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				instance := fmt.Sprintf("place-%s-%d", n.name, i)
+				got := make(chan string, 1)
+				failed := make(chan error, 1)
+				rc, err := dispatch.ConsumeResults(ctx, oj, dispatch.ResultConsumerConfig{
+					Name: "results_" + instance, Instance: instance, Logger: natstest.Logger(t),
+					Handler: func(m js.Msg) {
+						select {
+						case got <- m.Subject():
+						default:
+						}
+					},
+					OnError: func(err error) {
+						select {
+						case failed <- err:
+						default:
+						}
+					},
+				})
+				if err != nil {
+					t.Fatalf("%s: ConsumeResults: %v", n.name, err)
+				}
+				defer rc.Delete()
+				defer rc.Stop()
+				made++
+				info, err := rc.Info(ctx)
+				if err != nil {
+					t.Fatalf("%s: info of %s: %v", n.name, rc.Name(), err)
+				}
+				if info.Cluster == nil || info.Cluster.Leader != n.name {
+					t.Errorf("%s: result consumer %s is on %+v, not on the connection's server", n.name, rc.Name(), info.Cluster)
+				}
+				// It delivers: a result published now comes through it.
+				key := envelope.CallKey("", "", "call_"+instance, "echo", []byte(`{}`))
+				if _, err := wj.Publish(ctx, jetstream.ResultSubject(instance, key), []byte(`{"v":1,"call_id":"x"}`)); err != nil {
+					t.Fatalf("worker publishes a result: %v", err)
+				}
+				select {
+				case subj := <-got:
+					if subj != jetstream.ResultSubject(instance, key) {
+						t.Errorf("%s: %s delivered %s", n.name, rc.Name(), subj)
+					}
+				case err := <-failed:
+					t.Errorf("%s: %s: %v", n.name, rc.Name(), err)
+				case <-time.After(20 * time.Second):
+					t.Errorf("%s: %s delivered nothing", n.name, rc.Name())
+				}
+				// The ones it made before are deleted, in the background.
+				base := "results_" + instance
+				if rc.Name() == base {
+					continue
+				}
+				retried++
+				tries, err := strconv.Atoi(strings.TrimPrefix(rc.Name(), base+"-"))
+				if err != nil || tries < 1 {
+					t.Fatalf("%s: kept consumer %q is not %s-<n>", n.name, rc.Name(), base)
+				}
+				dropped := []string{base}
+				for k := 1; k < tries; k++ {
+					dropped = append(dropped, fmt.Sprintf("%s-%d", base, k))
+				}
+				natstest.Eventually(t, 20*time.Second, "the consumers not kept to be deleted", func() bool {
+					for _, name := range dropped {
+						if _, err := oj.Consumer(ctx, jetstream.StreamResults, name); !errors.Is(err, js.ErrConsumerNotFound) {
+							return false
+						}
+					}
+					return true
+				})
+				select {
+				case err := <-failed:
+					t.Errorf("%s: %s after the others were deleted: %v", n.name, rc.Name(), err)
+				default:
+				}
+			}
+		}
+		t.Logf("%d result consumers made, %d of them placed after more than one try", made, retried)
+		if retried == 0 {
+			t.Error("no result consumer needed a second try: the placement was not exercised")
 		}
 	})
 

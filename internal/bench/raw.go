@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -81,15 +82,8 @@ func startRaw(ctx context.Context, cfg rawConfig, callerNC, workerNC *nats.Conn)
 			return nil, fmt.Errorf("baseline: create stream %s: %w", sc.Name, err)
 		}
 	}
-	results, err := cj.OrderedConsumer(ctx, cfg.resultStream.Name, js.OrderedConsumerConfig{
-		FilterSubjects: []string{cfg.resultSubject},
-		DeliverPolicy:  js.DeliverNewPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("baseline: result consumer: %w", err)
-	}
-	if r.resultCC, err = results.Consume(r.collect); err != nil {
-		return nil, fmt.Errorf("baseline: consume results: %w", err)
+	if err := r.consumeResults(ctx, callerNC.ConnectedServerName()); err != nil {
+		return nil, err
 	}
 	calls, err := wj.CreateOrUpdateConsumer(ctx, cfg.callStream.Name, cfg.consumer)
 	if err != nil {
@@ -104,6 +98,52 @@ func startRaw(ctx context.Context, cfg rawConfig, callerNC, workerNC *nats.Conn)
 		return nil, fmt.Errorf("baseline: consume calls: %w", err)
 	}
 	return r, nil
+}
+
+// placeTries bounds the result consumers the baseline makes to have one
+// on the caller's server, as the pool's dispatcher does.
+const placeTries = 20
+
+// consumeResults starts the result collector: an ordered consumer, made
+// again until the cluster places it on here, the server the caller is
+// connected to (at most placeTries times), when the result stream has a
+// replica there. The dispatcher places its result consumer so; a
+// consumer elsewhere sends every result across a route once more, and
+// the comparison would depend on where each side's landed.
+func (r *rawTarget) consumeResults(ctx context.Context, here string) error {
+	var peers []string
+	if s, err := r.callerJS.Stream(ctx, r.cfg.resultStream.Name); err == nil {
+		if cl := s.CachedInfo().Cluster; cl != nil {
+			peers = append(peers, cl.Leader)
+			for _, p := range cl.Replicas {
+				peers = append(peers, p.Name)
+			}
+		}
+	}
+	tries := 1
+	if here != "" && slices.Contains(peers, here) {
+		tries = placeTries
+	}
+	for i := range tries {
+		results, err := r.callerJS.OrderedConsumer(ctx, r.cfg.resultStream.Name, js.OrderedConsumerConfig{
+			FilterSubjects: []string{r.cfg.resultSubject},
+			DeliverPolicy:  js.DeliverNewPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("baseline: result consumer: %w", err)
+		}
+		if r.resultCC, err = results.Consume(r.collect); err != nil {
+			return fmt.Errorf("baseline: consume results: %w", err)
+		}
+		info, err := results.Info(ctx)
+		if err != nil || info.Cluster == nil || info.Cluster.Leader == here || i == tries-1 {
+			return nil
+		}
+		r.resultCC.Stop()
+		<-r.resultCC.Closed()
+		_ = r.callerJS.DeleteConsumer(ctx, r.cfg.resultStream.Name, info.Name)
+	}
+	return nil
 }
 
 func filler(n int) []byte {

@@ -129,6 +129,16 @@ func New(cfg Config) (*Dispatcher, error) {
 // tools.result.<Instance>.<key>.
 func (d *Dispatcher) Instance() string { return d.cfg.Instance }
 
+// ResultConsumer is the name of the consumer on TOOL_RESULTS the
+// dispatcher takes its results from now; "" before Start and while a
+// replacement is being made.
+func (d *Dispatcher) ResultConsumer() string {
+	if s := d.current(); s != nil {
+		return s.name
+	}
+	return ""
+}
+
 // Start begins consuming results from TOOL_RESULTS on
 // tools.result.<instance>.>. It returns once the consumer exists, so a call
 // dispatched after Start cannot miss its result.

@@ -26,6 +26,13 @@ const (
 	resultsCreateWait = 2 * time.Second
 	// resultsDeleteWait bounds deleting a replaced result consumer.
 	resultsDeleteWait = 5 * time.Second
+	// resultsPlaceTries and resultsPlaceWithin bound the consumers made to
+	// have one on the server the connection is on (see local): each miss
+	// costs a create and a delete, a few milliseconds on a healthy
+	// cluster. With three peers, 20 tries miss with a chance of (2/3)^20,
+	// about 1 in 3,300.
+	resultsPlaceTries  = 20
+	resultsPlaceWithin = time.Second
 )
 
 // ResultConsumer is a consumer of the results published for one instance
@@ -75,6 +82,14 @@ type ResultConsumerConfig struct {
 // from it. The consumer has one replica (see jetstream.ResultConsumerConfig):
 // when its node dies, the pulls miss their heartbeats (OnError) and the
 // caller makes a new one elsewhere, under a new name.
+//
+// In a cluster, the consumer is placed on the server the connection is on
+// when TOOL_RESULTS has a replica there: the cluster places a one-replica
+// consumer on one of the stream's servers at random, and one elsewhere
+// sends every result across a route once more. ConsumeResults makes it
+// again, under cfg.Name with "-1", "-2", … appended (Name says which), until
+// it lands there, at most resultsPlaceTries times within
+// resultsPlaceWithin; then it keeps the last one wherever it is.
 func ConsumeResults(ctx context.Context, j js.JetStream, cfg ResultConsumerConfig) (*ResultConsumer, error) {
 	if cfg.Name == "" || cfg.Instance == "" || cfg.Handler == nil {
 		return nil, errors.New("dispatch: ResultConsumerConfig: Name, Instance and Handler are required")
@@ -104,6 +119,7 @@ func ConsumeResults(ctx context.Context, j js.JetStream, cfg ResultConsumerConfi
 		go c.Delete()
 		return nil, fmt.Errorf("result consumer on %s: %w", jetstream.StreamResults, err)
 	}
+	cons = c.local(ctx, cons, ccfg)
 	c.cons = cons
 	onError := cfg.OnError
 	if onError == nil {
@@ -119,7 +135,80 @@ func ConsumeResults(ctx context.Context, j js.JetStream, cfg ResultConsumerConfi
 	return c, nil
 }
 
-// Name is the consumer's name.
+// local returns cons, or a consumer made again like it under a new name,
+// placed on the server the connection is on; see ConsumeResults. The
+// consumers it does not keep are deleted in the background. c.name is the
+// returned consumer's.
+func (c *ResultConsumer) local(ctx context.Context, cons js.Consumer, ccfg js.ConsumerConfig) js.Consumer {
+	here := c.js.Conn().ConnectedServerName()
+	at := placedOn(cons)
+	if here == "" || at == "" || at == here || !c.resultsOn(ctx, here) {
+		return cons
+	}
+	start, base := time.Now(), ccfg.Name
+	var dropped []string
+	tries := 1
+	for ; at != here && tries < resultsPlaceTries && time.Since(start) < resultsPlaceWithin; tries++ {
+		ccfg.Name = fmt.Sprintf("%s-%d", base, tries)
+		next, err := c.js.CreateConsumer(ctx, jetstream.StreamResults, ccfg)
+		if err != nil {
+			// Placed on a node that is down, perhaps: forget it, keep the
+			// one that answered.
+			dropped = append(dropped, ccfg.Name)
+			break
+		}
+		dropped = append(dropped, c.name)
+		cons, c.name, at = next, ccfg.Name, placedOn(next)
+	}
+	if at == here {
+		c.log.Debug("result consumer placed on the connection's server",
+			slog.String("consumer", c.name), slog.String("server", here), slog.Int("made", tries))
+	} else {
+		c.log.Info("result consumer kept on another server than the connection's: each result crosses a route once more",
+			slog.String("consumer", c.name), slog.String("server", at), slog.String("connection_server", here), slog.Int("made", tries))
+	}
+	if len(dropped) > 0 {
+		go func() {
+			for _, name := range dropped {
+				(&ResultConsumer{js: c.js, name: name, log: c.log}).Delete()
+			}
+		}()
+	}
+	return cons
+}
+
+// placedOn is the server that serves cons, "" when its info does not say.
+func placedOn(cons js.Consumer) string {
+	if ci := cons.CachedInfo(); ci != nil && ci.Cluster != nil {
+		return ci.Cluster.Leader
+	}
+	return ""
+}
+
+// resultsOn reports whether TOOL_RESULTS has a replica on server, where a
+// result consumer can be placed; false when its info cannot be had.
+func (c *ResultConsumer) resultsOn(ctx context.Context, server string) bool {
+	s, err := c.js.Stream(ctx, jetstream.StreamResults)
+	if err != nil {
+		return false
+	}
+	cl := s.CachedInfo().Cluster
+	if cl == nil {
+		return false
+	}
+	if cl.Leader == server {
+		return true
+	}
+	for _, r := range cl.Replicas {
+		if r != nil && r.Name == server {
+			return true
+		}
+	}
+	return false
+}
+
+// Name is the consumer's name: ResultConsumerConfig.Name, or with a
+// suffix when it was made again to be placed on the connection's server.
 func (c *ResultConsumer) Name() string { return c.name }
 
 // Info asks the server about the consumer.

@@ -65,7 +65,7 @@ func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*result
 	if err != nil {
 		return nil, err
 	}
-	s.ResultConsumer = rc
+	s.ResultConsumer, s.name = rc, rc.Name()
 	return s, nil
 }
 

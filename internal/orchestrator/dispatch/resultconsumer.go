@@ -142,13 +142,20 @@ func ConsumeResults(ctx context.Context, j js.JetStream, cfg ResultConsumerConfi
 func (c *ResultConsumer) local(ctx context.Context, cons js.Consumer, ccfg js.ConsumerConfig) js.Consumer {
 	here := c.js.Conn().ConnectedServerName()
 	at := placedOn(cons)
-	if here == "" || at == "" || at == here || !c.resultsOn(ctx, here) {
+	if here == "" || at == "" || at == here {
 		return cons
 	}
-	start, base := time.Now(), ccfg.Name
+	// Every request of the placement within resultsPlaceWithin: a create
+	// the cluster does not answer must not hold up the consumer there is.
+	ctx, cancel := context.WithTimeout(ctx, resultsPlaceWithin)
+	defer cancel()
+	if !c.resultsOn(ctx, here) {
+		return cons
+	}
+	base := ccfg.Name
 	var dropped []string
 	tries := 1
-	for ; at != here && tries < resultsPlaceTries && time.Since(start) < resultsPlaceWithin; tries++ {
+	for ; at != here && tries < resultsPlaceTries && ctx.Err() == nil; tries++ {
 		ccfg.Name = fmt.Sprintf("%s-%d", base, tries)
 		next, err := c.js.CreateConsumer(ctx, jetstream.StreamResults, ccfg)
 		if err != nil {

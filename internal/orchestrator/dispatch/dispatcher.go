@@ -134,7 +134,7 @@ func (d *Dispatcher) Instance() string { return d.cfg.Instance }
 // replacement is being made.
 func (d *Dispatcher) ResultConsumer() string {
 	if s := d.current(); s != nil {
-		return s.name
+		return s.Name()
 	}
 	return ""
 }

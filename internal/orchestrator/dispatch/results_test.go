@@ -143,7 +143,7 @@ func (m gapMsg) Subject() string { return "tools.result.test" }
 func TestResultGapKeepsStartBeforeLostResults(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *Config) { c.ResultCheckInterval = -1 }) // no watchdog: the kick stays queued
-	s := &resultSub{name: "fake"}
+	s := &resultSub{ResultConsumer: &ResultConsumer{name: "fake"}}
 	real := b.d.feed.sub.Swap(s)
 	defer b.d.feed.sub.Store(real)
 	start := b.d.feed.lastSeq.Load()

@@ -31,8 +31,7 @@ type resultFeed struct {
 // new one, starting after the last result it handled, whenever the old one
 // lost results or stopped delivering.
 type resultSub struct {
-	*ResultConsumer
-	name string
+	*ResultConsumer // set once made; OnError reads it only once s is current
 	// lastCons is the consumer sequence of the last message delivered: a
 	// jump means messages were lost on the way (a disconnect), and the
 	// server's count of delivered messages beyond it means the same.
@@ -46,9 +45,9 @@ type resultSub struct {
 // from and starts pulling from it.
 func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*resultSub, error) {
 	n := d.feed.subs.Add(1)
-	s := &resultSub{name: fmt.Sprintf("results_%s_%d", d.cfg.Instance, n)}
+	s := &resultSub{}
 	rc, err := ConsumeResults(ctx, d.js, ResultConsumerConfig{
-		Name: s.name, Instance: d.cfg.Instance, From: from, Handler: d.resultHandler(s), Logger: d.log,
+		Name: fmt.Sprintf("results_%s_%d", d.cfg.Instance, n), Instance: d.cfg.Instance, From: from, Handler: d.resultHandler(s), Logger: d.log,
 		OnError: func(err error) {
 			if d.current() != s {
 				return
@@ -59,13 +58,13 @@ func (d *Dispatcher) subscribeResults(ctx context.Context, from uint64) (*result
 				d.kick("the result consumer is gone or unreachable: " + err.Error())
 				return
 			}
-			d.log.Warn("result consumer", slog.String("consumer", s.name), slog.Any("error", err))
+			d.log.Warn("result consumer", slog.String("consumer", s.Name()), slog.Any("error", err))
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.ResultConsumer, s.name = rc, rc.Name()
+	s.ResultConsumer = rc
 	return s, nil
 }
 
@@ -196,7 +195,7 @@ func (d *Dispatcher) replaceResults(why string) bool {
 	d.feed.sub.Store(s) // Stop waits for the watchdog before it stops d.feed.sub
 	d.feed.restarts.Add(1)
 	d.log.Warn("the result consumer stopped delivering; made a new one",
-		slog.String("why", why), slog.String("consumer", s.name), slog.Uint64("from_seq", from))
+		slog.String("why", why), slog.String("consumer", s.Name()), slog.Uint64("from_seq", from))
 	return true
 }
 

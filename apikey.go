@@ -58,8 +58,8 @@ type APIKey struct {
 	// file) then holds no secret.
 	SHA256 string `json:"sha256,omitempty" yaml:"sha256"`
 	// Tools lists the tools the key may call and list. Default (nil): all
-	// of them.
-	Tools []string `json:"tools,omitempty" yaml:"tools"`
+	// of them; an empty list: none.
+	Tools []string `json:"tools" yaml:"tools"`
 	// Metrics lets the key read GET /metrics of an HTTPServer on a
 	// non-loopback address.
 	Metrics bool `json:"metrics,omitempty" yaml:"metrics"`
@@ -84,6 +84,8 @@ func apiKeys(keys []APIKey, source string) (*apikey.Set, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
+	// Tools has no omitempty: an empty list (no tools) must not come
+	// back as an absent one (all tools).
 	data, err := json.Marshal(keys)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)

@@ -1,8 +1,13 @@
 package toolpool_test
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolpool/toolpool"
 	"github.com/toolpool/toolpool/internal/natstest"
@@ -41,5 +46,62 @@ func TestHTTPServerOffLoopbackNeedsCredentials(t *testing.T) {
 	keyed := newOrch([]toolpool.APIKey{{Tenant: "team-a", Key: "key-a-0123456789abcdef"}})
 	if _, err := keyed.NewHTTPServer(toolpool.HTTPServerConfig{Addr: "0.0.0.0:0"}); err != nil {
 		t.Errorf("NewHTTPServer off loopback with API keys: %v", err)
+	}
+}
+
+// TestAPIKeyWithNoTools: a key whose Tools is an empty list may list and
+// call no tool, while a key without Tools may use all of them. The empty
+// list must survive the way from OrchestratorConfig to the key set (it
+// once went through JSON with omitempty and came back as "all tools").
+func TestAPIKeyWithNoTools(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	p.startWorkers(t, 1, 2)
+	orch, err := toolpool.NewOrchestrator(toolpool.OrchestratorConfig{Conn: p.nc, NoPoisonWatcher: true, Logger: natstest.Logger(t),
+		APIKeys: []toolpool.APIKey{
+			{Tenant: "none", Key: "none-0123456789abcdef", Tools: []string{}},
+			{Tenant: "all", Key: "all-0123456789abcdefg"},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orch.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orch.Stop(context.Background()) })
+	srv := httptest.NewServer(orch.Handler())
+	t.Cleanup(srv.Close)
+	list := func(key string) string {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/tools", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/tools: %d %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	natstest.Eventually(t, time.Minute, "the key without Tools to see hold", func() bool {
+		return strings.Contains(list("all-0123456789abcdefg"), `"hold"`)
+	})
+	if got := list("none-0123456789abcdef"); strings.Contains(got, `"hold"`) {
+		t.Errorf("a key with Tools: []string{} lists %s, want no tool", got)
+	}
+	body := `{"role":"assistant","content":[{"type":"tool_use","id":"n1","name":"hold","input":{}}]}`
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/tool_calls?timeout=10s", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer none-0123456789abcdef")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"is_error":true`) || !strings.Contains(string(b), "no tool named") {
+		t.Errorf("a call of hold with a key of no tools: %d %s, want an is_error result saying there is no such tool", resp.StatusCode, b)
 	}
 }

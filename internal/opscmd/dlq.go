@@ -12,6 +12,7 @@ import (
 	"github.com/toolpool/toolpool/internal/cli"
 	"github.com/toolpool/toolpool/internal/fleet/dlq"
 	"github.com/toolpool/toolpool/internal/worker/settle"
+	"github.com/toolpool/toolpool/jetstream"
 	"github.com/toolpool/toolpool/pkg/classify"
 )
 
@@ -57,6 +58,12 @@ func (f *dlqFlags) register(fs *flag.FlagSet, filters bool) {
 func (f *dlqFlags) filter() (dlq.Filter, error) {
 	if _, err := classify.ParseDeadLetterReason(f.reason); err != nil {
 		return dlq.Filter{}, cli.Usagef("--reason %q: want %s", f.reason, classify.DeadLetterReasonList())
+	}
+	if f.tool != "" {
+		// A wildcard would select every tool's dead letters.
+		if err := jetstream.CheckToken("--tool", f.tool); err != nil {
+			return dlq.Filter{}, cli.Usagef("%v", err)
+		}
 	}
 	return dlq.Filter{Tool: f.tool, Reason: classify.Fate(f.reason)}, nil
 }

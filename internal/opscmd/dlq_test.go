@@ -198,7 +198,11 @@ func TestDLQLsAndShow(t *testing.T) {
 		t.Errorf("dlq show of a missing letter: exit %d, want 1", code)
 	}
 	for _, args := range [][]string{{"dlq"}, {"dlq", "frob"}, {"dlq", "show"}, {"dlq", "show", "x"}, {"dlq", "ls", "--reason", "bored"},
-		{"dlq", "replay"}, {"dlq", "replay", "1", "--all"}, {"dlq", "replay", "--all", "--rate", "fast"}, {"dlq", "purge", "1", "--tool", "x"}} {
+		{"dlq", "replay"}, {"dlq", "replay", "1", "--all"}, {"dlq", "replay", "--all", "--rate", "fast"}, {"dlq", "purge", "1", "--tool", "x"},
+		// A tool that is not one subject token would select every
+		// tool's dead letters (and purge them all).
+		{"dlq", "ls", "--nats-url", p.url, "--tool", "*"}, {"dlq", "purge", "--nats-url", p.url, "--all", "--tool", ">", "--yes"},
+		{"dlq", "replay", "--nats-url", p.url, "--all", "--tool", "a b"}} {
 		if code, _, _ := orch(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}

@@ -55,3 +55,26 @@ func TestStorePageFilters(t *testing.T) {
 		t.Errorf("Purge by code = %d, %v; want %d", n, err, len(coded))
 	}
 }
+
+// TestStoreRefusesWildcardTool: a tool filter that is not one subject
+// token ("*", ">", a space) is refused by every read and by Purge, and
+// deletes nothing: as a subject it would select every tool's letters.
+func TestStoreRefusesWildcardTool(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := newStore(t, b)
+	deadLetter(t, b.js, classify.FateExhausted, "alpha", newID(), settle.Attempt{N: 1, Code: "timeout", Message: "attempt"})
+	deadLetter(t, b.js, classify.FateExhausted, "beta", newID(), settle.Attempt{N: 1, Code: "timeout", Message: "attempt"})
+	for _, tool := range []string{"*", ">", "a b", "alpha.>"} {
+		f := dlq.Filter{Tool: tool}
+		if n, err := s.Purge(ctxFor(t), f); err == nil || n != 0 {
+			t.Errorf("Purge(tool %q) = %d, %v; want an error and nothing deleted", tool, n, err)
+		}
+		if l, err := s.List(ctxFor(t), f); err == nil || len(l) != 0 {
+			t.Errorf("List(tool %q) = %d letters, %v; want an error", tool, len(l), err)
+		}
+	}
+	if l, err := s.List(ctxFor(t), dlq.Filter{}); err != nil || len(l) != 2 {
+		t.Errorf("after the refused purges: %d letters, %v; want 2", len(l), err)
+	}
+}

@@ -77,6 +77,18 @@ func (f Filter) readsBodies() bool {
 	return f.Reason != "" || !f.Since.IsZero() || f.Code != "" || f.Tenant != "" || f.Text != "" || f.After > 0 || f.CallID != ""
 }
 
+// check refuses a Tool that is not one subject token: "*" or ">" would
+// select every tool's dead letters, which a purge would then delete.
+func (f Filter) check() error {
+	if f.Tool == "" {
+		return nil
+	}
+	if err := jetstream.CheckToken("tool", f.Tool); err != nil {
+		return fmt.Errorf("dlq: filter: %w", err)
+	}
+	return nil
+}
+
 // subject is the TOOL_DLQ subject f covers.
 func (f Filter) subject() string {
 	if f.Tool != "" {
@@ -233,6 +245,9 @@ func containsFold(data []byte, text string) bool {
 // It reads through an ephemeral consumer without acks, deleted at the end
 // (or, if this process dies, by the server after a minute of inactivity).
 func (s *Store) Scan(ctx context.Context, f Filter, fn func(*Letter) error) error {
+	if err := f.check(); err != nil {
+		return err
+	}
 	info, err := s.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("dlq: stream %s info: %w", jetstream.StreamDLQ, err)
@@ -373,6 +388,9 @@ func (s *Store) Delete(ctx context.Context, seq uint64) error {
 // and UpTo alone (or none) purges on the server in one request; a filter
 // on anything else deletes letter by letter.
 func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
 	if f.readsBodies() {
 		seqs, err := s.Seqs(ctx, f)
 		if err != nil {

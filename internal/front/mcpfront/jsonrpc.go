@@ -90,12 +90,22 @@ func checkMessage(data []byte, maxCalls int, seen func(goodMessage)) *badMessage
 				len(batch), maxCalls, maxCalls)}}
 		}
 		var good []goodMessage
+		ids := make(map[any]bool)
 		for _, m := range batch {
 			g, bad := checkOne(m)
 			if bad != nil && !bad.drop {
 				return bad
 			}
 			if bad == nil {
+				// The go-sdk tracks a batch's calls by id: a repeated one
+				// would end the stdio session, and is not JSON-RPC anyway.
+				if g.method != "" && g.id != nil {
+					if ids[g.id] {
+						return &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+							"invalid request: the batch holds more than one request with the id %v; nothing of it was run", jsonID(g.id))}}
+					}
+					ids[g.id] = true
+				}
 				g.batch = true
 				good = append(good, g)
 			}
@@ -152,6 +162,17 @@ func checkOne(data []byte) (goodMessage, *badMessage) {
 	if m.JSONRPC == nil || *m.JSONRPC != "2.0" {
 		return goodMessage{}, invalid(id, `"jsonrpc" must be "2.0"`)
 	}
+	// The go-sdk reads "error" in any message, and one it cannot read
+	// ends the stdio session.
+	if len(m.Error) > 0 && !bytes.Equal(m.Error, []byte("null")) {
+		var e struct {
+			Code    *int64  `json:"code"`
+			Message *string `json:"message"`
+		}
+		if m.Error[0] != '{' || json.Unmarshal(m.Error, &e) != nil || e.Code == nil || e.Message == nil {
+			return goodMessage{}, invalid(id, `"error" must be an object with an integer "code" and a string "message"`)
+		}
+	}
 	if len(m.Method) == 0 {
 		if id == nil || (len(m.Result) == 0) == (len(m.Error) == 0) {
 			return goodMessage{}, invalid(id, "a message needs a method, or an id with a result or an error")
@@ -170,6 +191,33 @@ func checkOne(data []byte) (goodMessage, *badMessage) {
 		return goodMessage{}, &badMessage{drop: true}
 	}
 	return goodMessage{id: id, method: method, params: m.Params}, nil
+}
+
+// jsonID is id as JSON, for a message: a string quoted.
+func jsonID(id any) string {
+	data, _ := json.Marshal(id)
+	return string(data)
+}
+
+// isBatch reports whether data is a JSON-RPC batch (an array).
+func isBatch(data []byte) bool {
+	data = bytes.TrimSpace(data)
+	return len(data) > 0 && data[0] == '['
+}
+
+// batchesAfter reports whether a session initialized with params may
+// still send batches: the go-sdk negotiates a revision it does not know
+// (or none) to its latest, and refuses batches from 2025-06-18 on, which
+// ends the stdio session. ok false: params are not an initialize's the
+// go-sdk takes; it does not initialize the session with them.
+func batchesAfter(params json.RawMessage) (batches, ok bool) {
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if len(params) == 0 || bytes.Equal(params, []byte("null")) || json.Unmarshal(params, &p) != nil {
+		return false, false
+	}
+	return p.ProtocolVersion == "2024-11-05" || p.ProtocolVersion == "2025-03-26", true
 }
 
 // errorResponse is a JSON-RPC error response, as one line of JSON.
@@ -215,6 +263,12 @@ func (s *Server) filterLines(in io.Reader, good io.Writer, out io.Writer, tasks 
 	br := bufio.NewReaderSize(in, 64<<10)
 	var line []byte
 	tooLong := false
+	// batches: whether the session may send batches; false from the first
+	// initialize of 2025-06-18 or later (or of any revision the go-sdk
+	// does not know), since the go-sdk ends the session on a batch then.
+	// It stays false: the go-sdk keeps the revision of the first
+	// initialize it takes.
+	batches := true
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if !tooLong {
@@ -231,7 +285,25 @@ func (s *Server) filterLines(in io.Reader, good io.Writer, out io.Writer, tasks 
 				Message: fmt.Sprintf("the message is over the limit of %d bytes", s.cfg.MaxBodyBytes)}), '\n'))
 		} else if len(bytes.TrimSpace(line)) > 0 {
 			var m goodMessage
-			if bad := checkMessage(line, s.cfg.MaxCalls, func(g goodMessage) { m = g }); bad != nil {
+			var inits []json.RawMessage
+			bad := checkMessage(line, s.cfg.MaxCalls, func(g goodMessage) {
+				m = g
+				if g.method == "initialize" && g.id != nil {
+					inits = append(inits, g.params)
+				}
+			})
+			if bad == nil && !batches && isBatch(line) {
+				bad = &badMessage{err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+					Message: "invalid request: the session's protocol revision (2025-06-18 or later) has no JSON-RPC batches; nothing of it was run: send the messages one a line"}}
+			}
+			if bad == nil {
+				for _, p := range inits {
+					if b, ok := batchesAfter(p); ok {
+						batches = batches && b
+					}
+				}
+			}
+			if bad != nil {
 				if !bad.drop {
 					if _, werr := out.Write(append(errorResponse(bad.id, bad.err), '\n')); werr != nil {
 						return werr

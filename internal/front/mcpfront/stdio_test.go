@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -166,6 +167,125 @@ func TestStdioBadLines(t *testing.T) {
 	write(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
 	if m := read(); m["id"] != 10.0 || m["result"] == nil {
 		t.Errorf("a call after the bad ones: %v", m)
+	}
+}
+
+// rawStdio serves a session on stdio for raw lines: write sends one line,
+// readLine reads the next line of the server's, read reads it as a JSON
+// object.
+func rawStdio(t *testing.T) (write func(string), readLine func() string, read func() map[string]any) {
+	inW, out, _ := newStdio(t, &scripted{})
+	write = func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readLine = func() string {
+		t.Helper()
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no answer (the session ended?): %v", err)
+		}
+		return line
+	}
+	read = func() map[string]any {
+		t.Helper()
+		line := readLine()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		return m
+	}
+	return write, readLine, read
+}
+
+// TestStdioMalformedLines: the lines the go-sdk's transport would end the
+// session on (a batch in 2025-06-18 and later, a batch repeating an id, an
+// "error" member it cannot read) are answered with an invalid-request
+// error, the request's id when it has a good one, and the session goes
+// on: a ping after each is answered.
+func TestStdioMalformedLines(t *testing.T) {
+	errorLines := func(id string) []string {
+		return []string{
+			`{"jsonrpc":"2.0","id":` + id + `,"error":"bad"}`,
+			`{"jsonrpc":"2.0","id":` + id + `,"error":5}`,
+			`{"jsonrpc":"2.0","id":` + id + `,"error":[]}`,
+			`{"jsonrpc":"2.0","id":` + id + `,"error":{"code":"x","message":"m"}}`,
+			`{"jsonrpc":"2.0","id":` + id + `,"error":{"code":1.5,"message":"m"}}`,
+			`{"jsonrpc":"2.0","id":` + id + `,"error":{"code":1,"message":5}}`,
+			`{"jsonrpc":"2.0","id":` + id + `,"method":"ping","error":"x"}`,
+		}
+	}
+	type bad struct {
+		line string
+		id   any // the id of the error; nil: null
+	}
+	for _, tc := range []struct {
+		version string // "": not initialized
+		bad     []bad
+	}{
+		{"", []bad{
+			{errorLines("79")[0], 79.0},
+			{errorLines(`"s"`)[5], "s"},
+			{`{"jsonrpc":"2.0","method":"notifications/cancelled","error":"x"}`, nil},
+		}},
+		{"2025-11-25", []bad{
+			{`[{"jsonrpc":"2.0","id":4,"method":"ping"}]`, nil},
+			{`[{"jsonrpc":"2.0","method":"notifications/unknown"}]`, nil},
+			{`[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","id":8,"method":"ping"}]`, nil},
+			{`{"jsonrpc":"2.0","method":"notifications/cancelled","error":"x"}`, nil},
+			{`{"jsonrpc":"2.0","id":81,"method":"ping","error":"x"}`, 81.0},
+		}},
+		{"2025-03-26", []bad{
+			{`[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","id":8,"method":"ping"}]`, nil},
+			{`[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":"a","method":"tools/list"}]`, nil},
+			{`[{"jsonrpc":"2.0","id":9,"error":"bad"}]`, 9.0},
+		}},
+	} {
+		t.Run("v"+tc.version, func(t *testing.T) {
+			write, readLine, read := rawStdio(t)
+			if tc.version != "" {
+				write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + tc.version + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+				if m := read(); m["id"] != 1.0 || m["result"] == nil {
+					t.Fatalf("initialize: %v", m)
+				}
+				write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			}
+			lines := tc.bad
+			for _, l := range errorLines("79") {
+				lines = append(lines, bad{l, 79.0})
+			}
+			for i, b := range lines {
+				write(b.line)
+				m := read()
+				e, _ := m["error"].(map[string]any)
+				if e["code"] != -32600.0 || m["id"] != b.id {
+					t.Errorf("%s: %v, want a -32600 error with the id %v", b.line, m, b.id)
+				}
+				ping := 100 + i
+				write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, ping))
+				if m := read(); m["id"] != float64(ping) || m["result"] == nil {
+					t.Fatalf("ping after %s: %v", b.line, m)
+				}
+			}
+			if tc.version == "2025-03-26" {
+				// Batches are still served in 2025-03-26.
+				write(`[{"jsonrpc":"2.0","id":"p","method":"ping"}]`)
+				var ms []map[string]any
+				if line := readLine(); json.Unmarshal([]byte(line), &ms) != nil || len(ms) != 1 || ms[0]["id"] != "p" || ms[0]["result"] == nil {
+					t.Fatalf("a batch in 2025-03-26: %q", line)
+				}
+			}
+			if tc.version == "" {
+				return // not initialized: tools/list is refused
+			}
+			write(`{"jsonrpc":"2.0","id":200,"method":"tools/list"}`)
+			if m := read(); m["id"] != 200.0 || m["result"] == nil {
+				t.Fatalf("tools/list: %v", m)
+			}
+		})
 	}
 }
 

@@ -124,6 +124,22 @@ func TestServeAllowedOrigins(t *testing.T) {
 	if status != 204 || !strings.Contains(hdr.Get("Access-Control-Allow-Headers"), "Authorization") {
 		t.Errorf("preflight: %d %v", status, hdr)
 	}
+	// An async call's headers and its DELETE, and /mcp's headers.
+	status, hdr, _ = httpDo(t, "OPTIONS", base+"/v1/tool_calls/x", "", "Origin", "http://app.example",
+		"Access-Control-Request-Method", "DELETE", "Access-Control-Request-Headers", "prefer, toolpool-priority, mcp-session-id")
+	for _, want := range []string{"Prefer", "Toolpool-Priority", "Mcp-Session-Id", "Mcp-Protocol-Version"} {
+		if status != 204 || !strings.Contains(hdr.Get("Access-Control-Allow-Headers"), want) {
+			t.Errorf("preflight for %s: %d %v", want, status, hdr)
+		}
+	}
+	if !strings.Contains(hdr.Get("Access-Control-Allow-Methods"), "DELETE") {
+		t.Errorf("preflight of DELETE: %v", hdr)
+	}
+	for _, want := range []string{"Location", "Preference-Applied", "Mcp-Session-Id"} {
+		if !strings.Contains(hdr.Get("Access-Control-Expose-Headers"), want) {
+			t.Errorf("exposed headers lack %s: %v", want, hdr)
+		}
+	}
 	status, hdr, body := httpDo(t, "POST", base+"/v1/tool_calls", echoTurn,
 		"Content-Type", "application/json; charset=utf-8", "Origin", "http://app.example")
 	if status != 200 || !bytes.Contains(body, []byte("ran")) || hdr.Get("Access-Control-Allow-Origin") != "http://app.example" {

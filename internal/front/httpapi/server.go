@@ -343,6 +343,16 @@ func (s *Server) done() {
 }
 
 // gate runs the checks every request passes.
+// The request headers a page of an allowed origin may send, and the
+// answer's headers it may read: those of the HTTP API (async calls'
+// Prefer, DELETE and Location included) and of /mcp.
+const (
+	corsAllow = "Authorization, Content-Type, Toolpool-Session, Toolpool-Priority, Traceparent, Cache-Control, Pragma, Prefer, " +
+		"Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID"
+	corsExpose = "Toolpool-Format, Toolpool-Error-Indexes, Toolpool-Cache, Traceparent, Retry-After, Location, Preference-Applied, " +
+		"Mcp-Session-Id, WWW-Authenticate"
+)
+
 func (s *Server) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
@@ -367,10 +377,10 @@ func (s *Server) gate(next http.Handler) http.Handler {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Add("Vary", "Origin")
-			h.Set("Access-Control-Expose-Headers", "Toolpool-Format, Toolpool-Error-Indexes, Toolpool-Cache, Traceparent, Retry-After")
+			h.Set("Access-Control-Expose-Headers", corsExpose)
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-				h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST")
-				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Toolpool-Session, Traceparent, Cache-Control, Pragma")
+				h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE")
+				h.Set("Access-Control-Allow-Headers", corsAllow)
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return

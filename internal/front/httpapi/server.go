@@ -80,7 +80,8 @@ type ServerConfig struct {
 	// ReadTimeout bounds the reading of the body. Default
 	// ReadTimeoutDefault.
 	ReadTimeout time.Duration
-	// WriteTimeout bounds the writing of an answer; a tool call answer
+	// WriteTimeout bounds the writing of an answer, after ReadTimeout (so
+	// a body that came too late still gets its 408); a tool call answer
 	// gets its wait for results on top (Handler). Default
 	// WriteTimeoutDefault.
 	WriteTimeout time.Duration
@@ -358,7 +359,9 @@ func (s *Server) gate(next http.Handler) http.Handler {
 		rc := http.NewResponseController(w)
 		now := time.Now()
 		_ = rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
-		_ = rc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
+		// The answer may be written once the body is in, or its 408 once
+		// the body's time is up: the write gets its time after the read's.
+		_ = rc.SetWriteDeadline(now.Add(s.cfg.ReadTimeout + s.cfg.WriteTimeout))
 		if !s.withinLimits(w, r) {
 			return
 		}

@@ -357,3 +357,25 @@ func TestHostsAndMetricsKey(t *testing.T) {
 		t.Errorf("loopback /metrics without a key: %d", status)
 	}
 }
+
+// TestSlowBodyGets408: a body that does not arrive within ReadTimeout is
+// answered 408, also when WriteTimeout is no longer than ReadTimeout (as
+// by default, 30 s each): the answer's write deadline must not run out
+// with the read's.
+func TestSlowBodyGets408(t *testing.T) {
+	t.Parallel()
+	b := startServer(t, func(c *ServerConfig) { c.ReadTimeout, c.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond })
+	conn, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	if !strings.HasPrefix(status, "HTTP/1.1 408") {
+		t.Errorf("a body that never arrives: status line %q, %v; want 408", status, err)
+	}
+}

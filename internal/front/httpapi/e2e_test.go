@@ -363,3 +363,19 @@ func TestE2EGeminiMixedResults(t *testing.T) {
 		t.Errorf("unknown tool: %+v (want the available tools named)", fr)
 	}
 }
+
+// TestE2ETinyTimeoutIsRaised: a timeout too short for a call to be
+// published and acknowledged (nanoseconds, microseconds) is raised to
+// MinTimeout; the call runs and is answered (it was a 500, or a 503
+// saying the message server was unreachable, and an expired dead letter).
+func TestE2ETinyTimeoutIsRaised(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for _, q := range []string{"?timeout=1ns", "?timeout=0.000001", "?timeout=500us"} {
+		body := `[{"type":"tool_use","id":"` + uid("toolu_tiny_") + `","name":"echo","input":{"text":"tiny"}}]`
+		a := b.post(t, q, body)
+		if a.status != http.StatusOK || !strings.Contains(string(a.body), `"tiny"`) || strings.Contains(string(a.body), `"is_error":true`) {
+			t.Errorf("%s: %d %s; want 200 and echo's result", q, a.status, a.body)
+		}
+	}
+}

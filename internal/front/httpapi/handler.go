@@ -475,9 +475,15 @@ func (h *Handler) tools(w http.ResponseWriter, r *http.Request) {
 	h.write(w, r, http.StatusOK, s.toolList(defs))
 }
 
+// MinTimeout is the shortest timeout a request gets: one asking for
+// less gets this. A call must be published and acknowledged within its
+// timeout; a few microseconds could not be, and such calls were answered
+// 500 or a misleading 503 and left as expired dead letters.
+const MinTimeout = time.Second
+
 // timeout reads the timeout query parameter: a Go duration ("90s", "2m")
 // or a number of seconds ("90", "2.5"). Missing: DefaultTimeout; over
-// MaxTimeout: MaxTimeout.
+// MaxTimeout: MaxTimeout; under MinTimeout: MinTimeout.
 func (h *Handler) timeout(s string) (time.Duration, error) {
 	if s == "" {
 		return h.cfg.DefaultTimeout, nil
@@ -496,7 +502,7 @@ func (h *Handler) timeout(s string) (time.Duration, error) {
 	if d <= 0 {
 		return 0, fmt.Errorf("timeout %q: must be positive", s)
 	}
-	return min(d, h.cfg.MaxTimeout), nil
+	return min(max(d, MinTimeout), h.cfg.MaxTimeout), nil
 }
 
 // write sends v as JSON.

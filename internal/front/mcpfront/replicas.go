@@ -203,7 +203,11 @@ func (s *Server) routePost(w http.ResponseWriter, r *http.Request, kind postKind
 		stateless.ServeHTTP(w, r)
 	case raw != "":
 		if s.sessions.has(raw) {
-			stateful.ServeHTTP(w, r)
+			// The go-sdk names the session in some answers (to a
+			// repeated initialize): by its bare id, which the client
+			// must not take for the one it was issued.
+			user := userOf(r)
+			stateful.ServeHTTP(&signingWriter{ResponseWriter: w, sign: func(raw string) string { return s.signSession(raw, user) }}, r)
 		} else {
 			stateless.ServeHTTP(w, r)
 		}
@@ -226,7 +230,7 @@ func (s *Server) routePost(w http.ResponseWriter, r *http.Request, kind postKind
 }
 
 // signingWriter signs the session id the go-sdk sets on its answer to an
-// initialize.
+// initialize (or to a request of a session it holds).
 type signingWriter struct {
 	http.ResponseWriter
 	sign   func(raw string) string

@@ -391,3 +391,38 @@ func TestSessionOfAnotherCredential(t *testing.T) {
 		t.Errorf("tools/list after the DELETE: %d", resp.StatusCode)
 	}
 }
+
+// TestRepeatedInitializeKeepsTheSignedID: an initialize sent again on a
+// session its replica holds is refused by the go-sdk, whose answer names
+// the session: it must name it as the client knows it, signed. A client
+// that takes the id of any answer (the TypeScript SDK's transport does)
+// lost its session to the bare id, which no replica accepts.
+func TestRepeatedInitializeKeepsTheSignedID(t *testing.T) {
+	t.Parallel()
+	urls := startReplicas(t, nil)
+	const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	a := post(t, urls[0], "", initialize)
+	id := a.header.Get("Mcp-Session-Id")
+	if a.status != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d %s", a.status, a.body)
+	}
+	send := func(body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, urls[0], strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+	}
+	if _, got := send(initialize); got != "" && got != id {
+		t.Errorf("a repeated initialize names the session %q, want %q (as issued) or none", got, id)
+	}
+	if status, _ := send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); status != http.StatusOK {
+		t.Errorf("tools/list on the session after the repeated initialize: %d", status)
+	}
+}
